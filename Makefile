@@ -1,0 +1,40 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint typecheck pytest gen gen-check bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/exactly
+
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests tools
+	$(BIN)/ruff format --check src tests tools
+
+typecheck: $(STAMP)
+	$(BIN)/mypy src tools
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+gen: $(STAMP)
+	$(BIN)/python -m tools.gen_protocol
+
+gen-check: $(STAMP)
+	$(BIN)/python -m tools.gen_protocol --check
+
+bench: $(STAMP)
+	$(BIN)/python -m exactly.bench.codec
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

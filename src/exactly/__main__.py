@@ -1,0 +1,3 @@
+from exactly.cli.main import main
+
+main()
