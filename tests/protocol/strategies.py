@@ -60,7 +60,9 @@ def _scalar(typ: str) -> st.SearchStrategy[Any]:
     raise ValueError(typ)
 
 
-def struct_value(module: ModuleType, struct: gen.Struct, version: int, flexible: bool) -> st.SearchStrategy[Any]:
+def struct_value(
+    module: ModuleType, struct: gen.Struct, version: int, flexible: bool
+) -> st.SearchStrategy[Any]:
     cls = getattr(module, struct.name)
     kwargs: dict[str, st.SearchStrategy[Any]] = {}
     for f in struct.fields:

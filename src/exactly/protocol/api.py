@@ -114,7 +114,7 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     """Decode a whole request frame (without its 4-byte size prefix) into (header, body).
 
     Raises `UnsupportedVersionError` (carrying the header) for unknown keys/versions, `ProtocolError` for
-    anything malformed, including trailing bytes after the body. Record fields in the body are
+    anything malformed. Bytes after the body are ignored, as Kafka does. Record fields in the body are
     memoryview slices of `frame` (zero copy).
     """
     buf = memoryview(frame)
@@ -128,10 +128,8 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
         body, pos = spec.request_decoders[header.api_version](buf, pos)
     except _DECODE_ERRORS as e:
         raise ProtocolError(f"malformed {spec.key.name} v{header.api_version} request: {e!r}") from None
-    if pos != len(buf):
-        raise ProtocolError(
-            f"{len(buf) - pos} trailing bytes after {spec.key.name} v{header.api_version} request"
-        )
+    # Trailing bytes are ignored, as Kafka's own parser does: librdkafka 2.16 sends Metadata v12 "all
+    # topics" requests with a 4-byte placeholder where the 1-byte compact null array goes.
     return header, body
 
 

@@ -1,0 +1,202 @@
+"""Broker configuration: Kafka's `server.properties` names and defaults.
+
+`BrokerConfig.load(path, overrides)` reads a Kafka-style properties file (`key=value` or `key: value`,
+`#`/`!` comments) and `--set key=value` overrides. Unknown names are logged and ignored, as Kafka does;
+a known name with a bad value raises `ConfigError` with one readable line.
+
+The broker-wide `log.*` settings become the default topic config (`LogConfig`), as in Kafka:
+`log.segment.bytes` → `segment.bytes`, `log.retention.ms` → `retention.ms`, and so on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from exactly.errors import ExactlyError, KafkaError
+from exactly.storage.config import LogConfig
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(ExactlyError):
+    """An invalid broker configuration value."""
+
+
+def _int(lo: int = -(2**63), hi: int = 2**63 - 1) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"expected an integer, got {raw!r}") from None
+        if not lo <= value <= hi:
+            raise ValueError(f"{value} is outside {lo}..{hi}")
+        return value
+
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"expected true or false, got {raw!r}")
+    return value == "true"
+
+
+def _str(raw: str) -> str:
+    return raw.strip()
+
+
+def _host_port(raw: str) -> tuple[str, int]:
+    text = raw.strip()
+    if "://" in text:  # PLAINTEXT://host:port (the first listener)
+        text = text.split(",")[0].split("://", 1)[1]
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT, got {raw!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+# Kafka broker name -> (BrokerConfig field, parser)
+_BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
+    "node.id": ("node_id", _int(0, 2**31 - 1)),
+    "broker.id": ("node_id", _int(0, 2**31 - 1)),
+    "listeners": ("listen", _host_port),
+    "advertised.listeners": ("advertise", _host_port),
+    "log.dirs": ("data_dir", lambda raw: Path(raw.split(",")[0].strip())),
+    "log.dir": ("data_dir", lambda raw: Path(raw.strip())),
+    "num.partitions": ("num_partitions", _int(1, 1_000_000)),
+    "default.replication.factor": ("default_replication_factor", _int(1, 1)),
+    "auto.create.topics.enable": ("auto_create_topics", _bool),
+    "delete.topic.enable": ("delete_topic_enable", _bool),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _int(1, 2**31 - 1)),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _int(-1)),
+    "message.max.bytes": ("message_max_bytes", _int(0, 2**31 - 1)),
+    "log.retention.check.interval.ms": ("retention_check_interval_ms", _int(1)),
+    "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", _int(1)),
+    "cluster.id": ("cluster_id", _str),
+}
+
+# Kafka broker `log.*` name -> topic config name (LogConfig); `log.roll.hours` etc. are unit conversions.
+_LOG_KEYS: dict[str, tuple[str, int]] = {
+    "log.segment.bytes": ("segment.bytes", 1),
+    "log.roll.ms": ("segment.ms", 1),
+    "log.roll.hours": ("segment.ms", 3_600_000),
+    "log.retention.bytes": ("retention.bytes", 1),
+    "log.retention.ms": ("retention.ms", 1),
+    "log.retention.minutes": ("retention.ms", 60_000),
+    "log.retention.hours": ("retention.ms", 3_600_000),
+    "log.cleanup.policy": ("cleanup.policy", 0),
+    "log.index.interval.bytes": ("index.interval.bytes", 1),
+    "log.index.size.max.bytes": ("segment.index.bytes", 1),
+    "log.flush.interval.messages": ("flush.messages", 1),
+    "log.flush.interval.ms": ("flush.ms", 1),
+    "log.cleaner.delete.retention.ms": ("delete.retention.ms", 1),
+    "log.message.timestamp.type": ("message.timestamp.type", 0),
+    "log.cleaner.min.compaction.lag.ms": ("min.compaction.lag.ms", 1),
+    "log.cleaner.min.cleanable.ratio": ("min.cleanable.dirty.ratio", 0),
+    "producer.id.expiration.ms": ("producer.id.expiration.ms", 1),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    node_id: int = 0
+    listen: tuple[str, int] = ("127.0.0.1", 9092)
+    advertise: tuple[str, int] | None = None
+    data_dir: Path = Path("exactly-data")
+    cluster_id: str = "exactly-cluster"
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics: bool = True
+    delete_topic_enable: bool = True
+    socket_request_max_bytes: int = 104_857_600
+    connections_max_idle_ms: int = 600_000
+    message_max_bytes: int = 1_048_588
+    retention_check_interval_ms: int = 300_000
+    producer_id_expiration_check_interval_ms: int = 600_000
+    log: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        if self.advertise is not None:
+            return self.advertise
+        host, port = self.listen
+        return ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), port
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], **fixed: object) -> BrokerConfig:
+        """Build from Kafka names; `fixed` are already-parsed fields (CLI flags) that win over `props`."""
+        values: dict[str, object] = {}
+        log_props: dict[str, str] = {}
+        for name, raw in props.items():
+            if name in _BROKER_KEYS:
+                attr, parse = _BROKER_KEYS[name]
+                try:
+                    values[attr] = parse(raw)
+                except ValueError as e:
+                    raise ConfigError(f"invalid value for {name}: {e}") from None
+            elif name in _LOG_KEYS:
+                topic_name, factor = _LOG_KEYS[name]
+                if factor:
+                    try:
+                        log_props[topic_name] = str(_int()(raw) * factor)
+                    except ValueError as e:
+                        raise ConfigError(f"invalid value for {name}: {e}") from None
+                else:
+                    log_props[topic_name] = raw.strip()
+            else:
+                log.warning("ignoring unknown config %s", name)
+        if "message_max_bytes" in values:
+            log_props.setdefault("max.message.bytes", str(values["message_max_bytes"]))
+        try:
+            log_config = LogConfig.from_properties(log_props)
+        except KafkaError as e:
+            raise ConfigError(f"invalid log config: {e.message}") from None
+        values.update(fixed)
+        values["log"] = log_config
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def load(
+        cls, path: Path | None = None, overrides: Mapping[str, str] | None = None, **fixed: object
+    ) -> BrokerConfig:
+        props: dict[str, str] = {}
+        if path is not None:
+            props.update(read_properties(path))
+        props.update(overrides or {})
+        return cls.from_properties(props, **fixed)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Parse a Java-style properties file (the subset Kafka's configs use)."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    props: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in stripped:
+                key, _, value = stripped.partition(sep)
+                props[key.strip()] = value.strip()
+                break
+        else:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {stripped!r}")
+    return props
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """`--set key=value` items."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out

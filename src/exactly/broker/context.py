@@ -1,0 +1,23 @@
+"""What a handler gets besides its request body."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from exactly.protocol.api import RequestHeader
+
+if TYPE_CHECKING:
+    from exactly.broker.server import Broker
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    broker: Broker
+    header: RequestHeader
+    connection_id: int
+    peer: str
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version

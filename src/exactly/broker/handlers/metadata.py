@@ -1,0 +1,62 @@
+"""Metadata (key 3): this broker, and the requested topics (auto-created when allowed, as in Kafka)."""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.cluster.metadata import TopicInfo
+from exactly.errors import ErrorCode, KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+
+
+@handler(ApiKey.METADATA)
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
+    node = broker.config.node_id
+    host, port = broker.advertised_host_port
+    if request.topics is None or (ctx.version == 0 and not request.topics):
+        topics = [_topic(t, node) for t in broker.metadata.topics.values()]
+    else:
+        topics = []
+        for wanted in request.topics:
+            name = wanted.name
+            if name is None:
+                info = broker.metadata.by_id(wanted.topic_id)
+                topics.append(
+                    _topic(info, node)
+                    if info
+                    else MetadataResponseTopic(ErrorCode.UNKNOWN_TOPIC_ID, None, wanted.topic_id)
+                )
+                continue
+            info = broker.metadata.topics.get(name)
+            if info is None and request.allow_auto_topic_creation and broker.config.auto_create_topics:
+                try:
+                    info = await broker.create_topic(name, broker.config.num_partitions, {})
+                except KafkaError as e:
+                    topics.append(MetadataResponseTopic(e.code, name))
+                    continue
+            if info is None:
+                topics.append(MetadataResponseTopic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+            else:
+                topics.append(_topic(info, node))
+    return MetadataResponse(
+        brokers=[MetadataResponseBroker(node, host, port, None)],
+        cluster_id=broker.config.cluster_id,
+        controller_id=node,
+        topics=topics,
+    )
+
+
+def _topic(info: TopicInfo, node: int) -> MetadataResponseTopic:
+    partitions = [
+        MetadataResponsePartition(ErrorCode.NONE, i, node, 0, [node], [node], [])
+        for i in range(info.partitions)
+    ]
+    return MetadataResponseTopic(ErrorCode.NONE, info.name, info.topic_id, info.internal, partitions)

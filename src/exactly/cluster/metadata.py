@@ -1,0 +1,185 @@
+"""Cluster metadata: topics, their ids, partition counts and config overrides, kept in a log.
+
+On disk (`<data_dir>/__cluster_metadata.log`), one record per line, appended and fsynced before the
+change takes effect (ARCHITECTURE invariants 2 and 7):
+
+    <crc32c of the JSON text, 8 hex digits> <JSON object>\\n
+
+    {"op": "create", "topic": "t", "id": "<uuid hex>", "partitions": 3, "configs": {"k": "v"}}
+    {"op": "partitions", "topic": "t", "partitions": 6}
+    {"op": "configs", "topic": "t", "configs": {"k": "v"}}        (the complete override set)
+    {"op": "delete", "topic": "t"}
+
+Loading replays the lines in order. A torn or corrupt *last* line (a crash mid-append) is cut off; a
+corrupt line followed by valid ones means the file was damaged, and loading refuses to guess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import crc32c
+
+from exactly.errors import ErrorCode, ExactlyError, KafkaError
+
+FILE_NAME = "__cluster_metadata.log"
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+class CorruptMetadataError(ExactlyError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's `Topic.validate`: INVALID_TOPIC_EXCEPTION for empty, '.', '..', too long, illegal chars."""
+    if not name or name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_NAME:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name longer than {MAX_TOPIC_NAME} characters"
+        )
+    if not _LEGAL.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+class ClusterMetadata:
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / FILE_NAME
+        self.topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._load()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    # --- changes: append, then apply -------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if partitions < 1:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
+        record = {"op": "create", "topic": name, "id": uuid.uuid4().hex, "partitions": partitions}
+        record["configs"] = dict(configs or {})
+        self._append(record)
+        return self.topics[name]
+
+    def add_partitions(self, name: str, total: int) -> TopicInfo:
+        topic = self._get(name)
+        if total <= topic.partitions:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {name!r} has {topic.partitions} partitions; the new count {total} must be larger",
+            )
+        self._append({"op": "partitions", "topic": name, "partitions": total})
+        return self.topics[name]
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+        self._get(name)
+        self._append({"op": "configs", "topic": name, "configs": dict(configs)})
+        return self.topics[name]
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        topic = self._get(name)
+        self._append({"op": "delete", "topic": name})
+        return topic
+
+    def _get(self, name: str) -> TopicInfo:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        return topic
+
+    def _append(self, record: dict[str, Any]) -> None:
+        text = json.dumps(record, sort_keys=True, separators=(",", ":"))
+        line = f"{crc32c.crc32c(text.encode()):08x} {text}\n".encode()
+        os.write(self._fd, line)
+        os.fsync(self._fd)
+        self._apply(record)
+
+    def _apply(self, record: dict[str, Any]) -> None:
+        op, name = record["op"], record["topic"]
+        if op == "create":
+            topic = TopicInfo(name, uuid.UUID(hex=record["id"]), int(record["partitions"]), record["configs"])
+        elif op == "delete":
+            old = self.topics.pop(name)
+            del self._by_id[old.topic_id]
+            return
+        else:
+            old = self.topics[name]
+            if op == "partitions":
+                topic = TopicInfo(name, old.topic_id, int(record["partitions"]), old.configs)
+            elif op == "configs":
+                topic = TopicInfo(name, old.topic_id, old.partitions, record["configs"])
+            else:
+                raise CorruptMetadataError(f"unknown metadata record {op!r}")
+        self.topics[name] = topic
+        self._by_id[topic.topic_id] = topic
+
+    def _load(self) -> None:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        good = 0
+        lines = raw.split(b"\n")
+        for i, line in enumerate(lines):
+            if not line:
+                if i == len(lines) - 1:
+                    break
+                raise CorruptMetadataError(f"{self.path}: empty line {i + 1}")
+            record = _parse(line)
+            if record is None or i == len(lines) - 1:  # corrupt, or no trailing newline: torn write
+                if any(lines[i + 1 :]):
+                    raise CorruptMetadataError(f"{self.path}: line {i + 1} is corrupt and not the last one")
+                break
+            try:
+                self._apply(record)
+            except (KeyError, ValueError, TypeError) as e:
+                raise CorruptMetadataError(f"{self.path}: line {i + 1} cannot be applied: {e}") from None
+            good += len(line) + 1
+        if good != len(raw):
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+                os.fsync(f.fileno())
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    crc, sep, text = line.partition(b" ")
+    if not sep or len(crc) != 8:
+        return None
+    try:
+        if int(crc, 16) != crc32c.crc32c(text):
+            return None
+        record = json.loads(text)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None

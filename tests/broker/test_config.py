@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exactly.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties
+from exactly.storage.config import CleanupPolicy
+
+
+def test_defaults_are_kafkas() -> None:
+    config = BrokerConfig()
+    assert config.listen == ("127.0.0.1", 9092)
+    assert config.data_dir == Path("exactly-data")
+    assert config.num_partitions == 1
+    assert config.auto_create_topics is True
+    assert config.socket_request_max_bytes == 104_857_600
+    assert config.log.segment_bytes == 1 << 30
+    assert config.log.retention_ms == 7 * 24 * 3600 * 1000
+
+
+def test_server_properties_file(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "# a comment\n! another\n\nlisteners=PLAINTEXT://0.0.0.0:9999\nnum.partitions = 3\n"
+        "log.dirs=/var/x,/var/y\nlog.retention.hours=2\nlog.segment.bytes: 1048576\n"
+        "log.cleanup.policy=compact\nsome.unknown.key=1\n"
+    )
+    config = BrokerConfig.load(path, {"num.partitions": "4"})
+    assert config.listen == ("0.0.0.0", 9999)
+    assert config.advertised == ("127.0.0.1", 9999)
+    assert config.num_partitions == 4
+    assert config.data_dir == Path("/var/x")
+    assert config.log.retention_ms == 2 * 3_600_000
+    assert config.log.segment_bytes == 1_048_576
+    assert config.log.cleanup_policy is CleanupPolicy.COMPACT
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("num.partitions", "lots", "invalid value for num.partitions: expected an integer, got 'lots'"),
+        ("num.partitions", "0", "invalid value for num.partitions: 0 is outside"),
+        ("listeners", "nowhere", "invalid value for listeners: expected HOST:PORT"),
+        ("auto.create.topics.enable", "yes", "expected true or false"),
+        ("log.segment.bytes", "3", "invalid log config: segment.bytes must be at least 14"),
+        ("log.cleanup.policy", "shred", "invalid log config: bad value 'shred' for cleanup.policy"),
+    ],
+)
+def test_invalid_values_are_one_readable_line(key: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.load(None, {key: value})
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_config_file() -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        read_properties(Path("/nonexistent/server.properties"))
+
+
+def test_overrides() -> None:
+    assert parse_overrides(["a=1", "b.c = x=y"]) == {"a": "1", "b.c": "x=y"}
+    with pytest.raises(ConfigError):
+        parse_overrides(["novalue"])

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exactly.cluster.metadata import FILE_NAME, ClusterMetadata, CorruptMetadataError
+from exactly.errors import ErrorCode, KafkaError
+
+
+def test_topics_survive_reopen(tmp_path: Path) -> None:
+    md = ClusterMetadata(tmp_path)
+    a = md.create_topic("a", 3, {"retention.ms": "1000"})
+    md.create_topic("b", 1)
+    md.add_partitions("a", 5)
+    md.set_configs("b", {"cleanup.policy": "compact"})
+    md.create_topic("c", 2)
+    md.delete_topic("c")
+    md.close()
+
+    again = ClusterMetadata(tmp_path)
+    assert sorted(again.topics) == ["a", "b"]
+    assert again.topics["a"].topic_id == a.topic_id
+    assert again.topics["a"].partitions == 5
+    assert again.topics["a"].configs == {"retention.ms": "1000"}
+    assert again.topics["b"].configs == {"cleanup.policy": "compact"}
+    assert again.by_id(a.topic_id) == again.topics["a"]
+
+
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        ("", ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("..", ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("has space", ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("x" * 250, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ],
+)
+def test_invalid_names(tmp_path: Path, name: str, code: ErrorCode) -> None:
+    md = ClusterMetadata(tmp_path)
+    with pytest.raises(KafkaError) as info:
+        md.create_topic(name, 1)
+    assert info.value.code == code
+    assert md.topics == {}
+
+
+def test_errors(tmp_path: Path) -> None:
+    md = ClusterMetadata(tmp_path)
+    md.create_topic("t", 2)
+    for call, code in [
+        (lambda: md.create_topic("t", 1), ErrorCode.TOPIC_ALREADY_EXISTS),
+        (lambda: md.create_topic("u", 0), ErrorCode.INVALID_PARTITIONS),
+        (lambda: md.add_partitions("t", 2), ErrorCode.INVALID_PARTITIONS),
+        (lambda: md.delete_topic("nope"), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]:
+        with pytest.raises(KafkaError) as info:
+            call()
+        assert info.value.code == code
+
+
+def test_torn_last_line_is_cut_and_earlier_records_kept(tmp_path: Path) -> None:
+    md = ClusterMetadata(tmp_path)
+    md.create_topic("keep", 1)
+    md.create_topic("torn", 1)
+    md.close()
+    path = tmp_path / FILE_NAME
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-7])  # crash in the middle of the second append
+    again = ClusterMetadata(tmp_path)
+    assert list(again.topics) == ["keep"]
+    assert path.read_bytes() == raw[: raw.index(b"\n") + 1]
+    again.create_topic("next", 1)
+    again.close()
+    assert sorted(ClusterMetadata(tmp_path).topics) == ["keep", "next"]
+
+
+def test_corruption_in_the_middle_is_refused(tmp_path: Path) -> None:
+    md = ClusterMetadata(tmp_path)
+    md.create_topic("a", 1)
+    md.create_topic("b", 1)
+    md.close()
+    path = tmp_path / FILE_NAME
+    raw = bytearray(path.read_bytes())
+    raw[12] ^= 0x01
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CorruptMetadataError, match="line 1"):
+        ClusterMetadata(tmp_path)

@@ -1,0 +1,92 @@
+"""Run the real `exactly serve` process for integration tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class BrokerProcess:
+    """`exactly serve` in a subprocess, on a fixed free port so that it can be killed and restarted."""
+
+    def __init__(self, data_dir: Path, *settings: str, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.settings = list(settings)
+        self.log_path = data_dir.parent / f"broker-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
+        args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(self.data_dir)]
+        args += ["--listen", self.bootstrap]
+        for item in self.settings:
+            args += ["--set", item]
+        log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child's lifetime)
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"broker did not listen within {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except FileNotFoundError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait for a clean exit; returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise
+        return self.proc.returncode
+
+    def restart(self) -> BrokerProcess:
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.stop()
