@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/exactly
+	$(BIN)/exactly serve
 
 test: lint typecheck pytest
 

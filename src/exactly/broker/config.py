@@ -77,6 +77,8 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "log.retention.check.interval.ms": ("retention_check_interval_ms", _int(1)),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", _int(1)),
     "cluster.id": ("cluster_id", _str),
+    "log.flush.offset.checkpoint.interval.ms": ("checkpoint_interval_ms", _int(1)),
+    "log.cleaner.backoff.ms": ("cleaner_backoff_ms", _int(1)),
 }
 
 # Kafka broker `log.*` name -> topic config name (LogConfig); `log.roll.hours` etc. are unit conversions.
@@ -117,6 +119,8 @@ class BrokerConfig:
     message_max_bytes: int = 1_048_588
     retention_check_interval_ms: int = 300_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    checkpoint_interval_ms: int = 60_000
+    cleaner_backoff_ms: int = 15_000
     log: LogConfig = field(default_factory=LogConfig)
 
     @property

@@ -17,21 +17,43 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from exactly.broker.config import BrokerConfig
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import HANDLERS, advertised
+from exactly.broker.flusher import Flusher
 from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
+from exactly.cluster.producer_ids import ProducerIdManager
 from exactly.errors import ErrorCode, ProtocolError
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
 from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+from exactly.storage.config import LogConfig
+from exactly.storage.log import PartitionLog
+from exactly.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+# Kafka topic configs that are accepted and stored but change nothing on a single broker.
+ACCEPTED_TOPIC_CONFIGS = frozenset(
+    {
+        "compression.type",
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        "preallocate",
+        "file.delete.delay.ms",
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "message.downconversion.enable",
+        "max.compaction.lag.ms",
+        "segment.jitter.ms",
+    }
+)
 
 _READ_SIZE = 1 << 18
 _MAX_IN_FLIGHT = 64  # requests read ahead of their responses, per connection
@@ -44,6 +66,16 @@ class Broker:
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.metadata = ClusterMetadata(config.data_dir)
+        self.logs = LogManager(
+            config.data_dir,
+            config.log,
+            self.clock,
+            {name: self._log_config(info.configs) for name, info in self.metadata.topics.items()},
+        )
+        self.flusher = Flusher()
+        self.producer_ids = ProducerIdManager(self.metadata)
+        self._data_waiter: asyncio.Future[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
@@ -60,10 +92,109 @@ class Broker:
         host, port = self.config.advertised
         return host, (port or self.port)
 
+    # --- partitions -------------------------------------------------------------------------------------
+
+    def log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get_log(topic, partition)
+
+    def _log_config(self, overrides: dict[str, str]) -> LogConfig:
+        storage = {k: v for k, v in overrides.items() if k not in ACCEPTED_TOPIC_CONFIGS}
+        return LogConfig.from_properties(storage, base=self.config.log) if storage else self.config.log
+
+    def validate_topic_configs(self, configs: dict[str, str]) -> LogConfig:
+        """The LogConfig these overrides give (KafkaError INVALID_CONFIG when they are not valid)."""
+        return self._log_config(configs)
+
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
-        return self.metadata.create_topic(name, partitions, configs)
+        log_config = self.validate_topic_configs(configs)
+        info = self.metadata.create_topic(name, partitions, configs)
+        for partition in range(partitions):
+            self.logs.get_or_create_log(name, partition, log_config)
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.metadata.delete_topic(name)
+        for partition in range(info.partitions):
+            self.logs.delete_log(name, partition)
+        return info
+
+    def add_partitions(self, name: str, total: int) -> TopicInfo:
+        info = self.metadata.add_partitions(name, total)
+        config = self._log_config(info.configs)
+        for partition in range(total):
+            self.logs.get_or_create_log(name, partition, config)
+        return info
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+        config = self.validate_topic_configs(configs)
+        info = self.metadata.set_configs(name, configs)
+        self.logs.set_topic_config(name, config)
+        return info
+
+    def _sync_logs_with_metadata(self) -> None:
+        """After a crash between a metadata append and the log change, finish the change."""
+        for name, info in self.metadata.topics.items():
+            for partition in range(info.partitions):
+                self.logs.get_or_create_log(name, partition, self._log_config(info.configs))
+        for (topic, partition), _ in self.logs.logs():
+            existing = self.metadata.topics.get(topic)
+            if existing is None or partition >= existing.partitions:
+                log.warning("deleting %s-%d: its topic no longer exists", topic, partition)
+                self.logs.delete_log(topic, partition)
+
+    # --- fetch long-poll ---------------------------------------------------------------------------------
+
+    def data_waiter(self) -> asyncio.Future[None]:
+        """A future that completes at the next append (take it before reading, then wait on it)."""
+        if self._data_waiter is None or self._data_waiter.done():
+            self._data_waiter = asyncio.get_running_loop().create_future()
+        return self._data_waiter
+
+    def data_appended(self) -> None:
+        waiter, self._data_waiter = self._data_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait_for_data(self, waiter: asyncio.Future[None], seconds: float) -> None:
+        await asyncio.wait([waiter], timeout=seconds)
+
+    # --- periodic work -----------------------------------------------------------------------------------
+
+    async def _every(self, interval_ms: int, work: Callable[[], object], *, in_thread: bool = False) -> None:
+        """Run `work` every `interval_ms`; `in_thread` for work that only flushes or writes checkpoints
+        (thread-safe in storage), so an fsync never stalls the event loop."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                if in_thread:
+                    await loop.run_in_executor(None, work)
+                else:
+                    work()
+            except Exception:
+                log.exception("periodic task %s failed", getattr(work, "__name__", work))
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.logs.startup()
+        self._sync_logs_with_metadata()
+        config = self.config
+        self._tasks = [
+            asyncio.create_task(self._every(1000, self.logs.flush_dirty_logs, in_thread=True)),
+            asyncio.create_task(
+                self._every(config.checkpoint_interval_ms, self.logs.checkpoint, in_thread=True)
+            ),
+            asyncio.create_task(self._every(config.cleaner_backoff_ms, self.logs.clean_logs)),
+            asyncio.create_task(
+                self._every(config.retention_check_interval_ms, self.logs.delete_old_segments)
+            ),
+            asyncio.create_task(
+                self._every(
+                    config.producer_id_expiration_check_interval_ms, self.logs.remove_expired_producers
+                )
+            ),
+        ]
         host, port = self.config.listen
         self._server = await asyncio.start_server(
             self._accept, host, port, limit=_READ_SIZE, reuse_address=True
@@ -84,6 +215,11 @@ class Broker:
         await asyncio.gather(*self._connections, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.flusher.close()
+        self.logs.close()
         self.metadata.close()
         log.info("exactly broker %d stopped", self.config.node_id)
 

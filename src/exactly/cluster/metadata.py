@@ -9,6 +9,7 @@ change takes effect (ARCHITECTURE invariants 2 and 7):
     {"op": "partitions", "topic": "t", "partitions": 6}
     {"op": "configs", "topic": "t", "configs": {"k": "v"}}        (the complete override set)
     {"op": "delete", "topic": "t"}
+    {"op": "producer_ids", "next": 2000}                           (ids below `next` are handed out)
 
 Loading replays the lines in order. A torn or corrupt *last* line (a crash mid-append) is cut off; a
 corrupt line followed by valid ones means the file was damaged, and loading refuses to guess.
@@ -68,6 +69,7 @@ class ClusterMetadata:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / FILE_NAME
         self.topics: dict[str, TopicInfo] = {}
+        self.next_producer_id_block = 0
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         data_dir.mkdir(parents=True, exist_ok=True)
         self._load()
@@ -112,6 +114,12 @@ class ClusterMetadata:
         self._append({"op": "delete", "topic": name})
         return topic
 
+    def reserve_producer_ids(self, count: int) -> range:
+        """Durably reserve the next `count` producer ids: never handed out again, even after a crash."""
+        start = self.next_producer_id_block
+        self._append({"op": "producer_ids", "next": start + count})
+        return range(start, start + count)
+
     def _get(self, name: str) -> TopicInfo:
         topic = self.topics.get(name)
         if topic is None:
@@ -126,7 +134,11 @@ class ClusterMetadata:
         self._apply(record)
 
     def _apply(self, record: dict[str, Any]) -> None:
-        op, name = record["op"], record["topic"]
+        op = record["op"]
+        if op == "producer_ids":
+            self.next_producer_id_block = int(record["next"])
+            return
+        name = record["topic"]
         if op == "create":
             topic = TopicInfo(name, uuid.UUID(hex=record["id"]), int(record["partitions"]), record["configs"])
         elif op == "delete":

@@ -1,0 +1,309 @@
+"""Broker benchmark (issue 4): produce and consume through the real broker with confluent-kafka.
+
+    python -m exactly.bench.broker [--records N] [--producers P] [--seconds S]
+
+In one run, on one machine:
+- the machine's own bounds: a raw sequential file write with the broker's fsync pattern (one fsync per
+  produce request's worth of bytes) and a raw loopback TCP copy;
+- produce throughput: P producer processes, 1 KiB records, 6 partitions, acks=all, idempotent, default
+  durability (fsync before ack); MB/s, records/s, and delivery latency percentiles;
+- latency at a fixed offered load (20 MB/s): p50/p99 produce latency;
+- consume throughput: one consumer reading everything back;
+- the broker's peak RSS (VmHWM).
+A broker is started in a temporary directory unless `--bootstrap-server` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RECORD_SIZE = 1024
+PARTITIONS = 6
+TOPIC = "bench"
+
+
+def raw_disk_write_mb_s(directory: Path, total: int, chunk: int) -> float:
+    """Sequential write of `total` bytes in `chunk`-sized writes, fsync after each chunk."""
+    path = directory / "raw-write.bin"
+    data = os.urandom(chunk)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        start = time.perf_counter()
+        written = 0
+        while written < total:
+            written += os.write(fd, data)
+            os.fsync(fd)
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        path.unlink()
+    return written / elapsed / 1e6
+
+
+def raw_loopback_mb_s(total: int = 1 << 30, chunk: int = 1 << 20) -> float:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    received = 0
+
+    def sink() -> None:
+        nonlocal received
+        conn, _ = server.accept()
+        with conn:
+            buf = bytearray(chunk)
+            while True:
+                n = conn.recv_into(buf)
+                if not n:
+                    return
+                received += n
+
+    thread = threading.Thread(target=sink)
+    thread.start()
+    data = b"x" * chunk
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        sent = 0
+        while sent < total:
+            client.sendall(data)
+            sent += chunk
+    thread.join()
+    elapsed = time.perf_counter() - start
+    server.close()
+    return received / elapsed / 1e6
+
+
+def _producer_process(bootstrap: str, records: int, index: int, queue: Any) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
+    )
+    value = os.urandom(RECORD_SIZE)
+    latencies: list[float] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            raise RuntimeError(str(err))
+
+    start = time.perf_counter()
+    for i in range(records):
+        sent = time.perf_counter()
+        while True:
+            try:
+                producer.produce(
+                    TOPIC,
+                    value,
+                    partition=(i + index) % PARTITIONS,
+                    on_delivery=_record_latency(latencies, sent) if i % 100 == 0 else delivered,
+                )
+                break
+            except BufferError:
+                producer.poll(0.001)
+        if i % 1000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    queue.put((records - remaining, elapsed, latencies))
+
+
+def produce(bootstrap: str, records: int, producers: int) -> tuple[float, float, list[float]]:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    per = records // producers
+    procs = [ctx.Process(target=_producer_process, args=(bootstrap, per, i, queue)) for i in range(producers)]
+    start = time.perf_counter()
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=600) for _ in procs]
+    elapsed = time.perf_counter() - start
+    for p in procs:
+        p.join()
+    delivered = sum(r[0] for r in results)
+    latencies = [lat for r in results for lat in r[2]]
+    return delivered * RECORD_SIZE / elapsed / 1e6, delivered / elapsed, latencies
+
+
+def paced_latency(bootstrap: str, mb_per_s: float, seconds: float) -> list[float]:
+    """Produce at a fixed offered load and return every record's delivery latency (seconds)."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 1}
+    )
+    value = os.urandom(RECORD_SIZE)
+    rate = mb_per_s * 1e6 / RECORD_SIZE
+    latencies: list[float] = []
+    start = time.perf_counter()
+    i = 0
+    while (now := time.perf_counter()) - start < seconds:
+        due = start + i / rate
+        if now < due:
+            producer.poll(min(due - now, 0.001))
+            continue
+        sent = time.perf_counter()
+        producer.produce(
+            TOPIC,
+            value,
+            partition=i % PARTITIONS,
+            on_delivery=_record_latency(latencies, sent),
+        )
+        i += 1
+    producer.flush(60)
+    return latencies
+
+
+def _record_latency(latencies: list[float], sent: float) -> Callable[[Any, Any], None]:
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            raise RuntimeError(str(err))
+        latencies.append(time.perf_counter() - sent)
+
+    return delivered
+
+
+def consume(bootstrap: str, expected: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+        }
+    )
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    got = 0
+    nbytes = 0
+    start = time.perf_counter()
+    while got < expected:
+        batch = consumer.consume(10_000, timeout=5)
+        if not batch:
+            break
+        for m in batch:
+            if m.error() is None:
+                got += 1
+                nbytes += len(m.value() or b"")
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return nbytes / elapsed / 1e6
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="exactly broker benchmark")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--paced-seconds", type=float, default=10.0)
+    parser.add_argument("--bootstrap-server", default=None)
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="exactly-bench-") as tmp:
+        tmpdir = Path(tmp)
+        disk = statistics.median(raw_disk_write_mb_s(tmpdir, 256 << 20, 6 * 64 * 1024) for _ in range(3))
+        loop = statistics.median(raw_loopback_mb_s() for _ in range(3))
+        print(f"machine: raw sequential write, fsync per 384 KiB : {disk:8.0f} MB/s")
+        print(f"machine: raw loopback TCP copy                   : {loop:8.0f} MB/s")
+
+        proc = None
+        bootstrap = args.bootstrap_server
+        if bootstrap is None:
+            import subprocess
+            import sys
+
+            port = _free_port()
+            bootstrap = f"127.0.0.1:{port}"
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "exactly",
+                    "serve",
+                    "--data-dir",
+                    str(tmpdir / "data"),
+                    "--listen",
+                    bootstrap,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            _wait_for_port(port)
+        try:
+            from confluent_kafka.admin import AdminClient
+            from confluent_kafka.cimpl import NewTopic
+
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result()
+            mb_s, rec_s, lat = produce(bootstrap, args.records, args.producers)
+            p50, p99 = percentile(lat, 0.5) * 1e3, percentile(lat, 0.99) * 1e3
+            print(
+                f"produce: {mb_s:8.1f} MB/s {rec_s:10.0f} records/s ({args.producers} producers, 1 KiB,"
+                f" acks=all, fsync before ack)  latency p50 {p50:.1f} ms p99 {p99:.1f} ms"
+            )
+            paced = paced_latency(bootstrap, 20.0, args.paced_seconds)
+            print(
+                f"produce at 20 MB/s offered: p50 {percentile(paced, 0.5) * 1e3:.2f} ms  "
+                f"p99 {percentile(paced, 0.99) * 1e3:.2f} ms  ({len(paced)} records)"
+            )
+            total = args.records // args.producers * args.producers + len(paced)
+            print(f"consume: {consume(bootstrap, total):8.1f} MB/s")
+            if proc is not None:
+                print(f"broker peak RSS: {_peak_rss_mb(proc.pid):.0f} MB")
+        finally:
+            if proc is not None:
+                proc.terminate()
+                proc.wait(30)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_for_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError("broker did not start")
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+if __name__ == "__main__":
+    main()

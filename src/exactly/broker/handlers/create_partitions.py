@@ -1,0 +1,38 @@
+"""CreatePartitions (key 37): grow a topic's partition count."""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.errors import ErrorCode, KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+
+
+@handler(ApiKey.CREATE_PARTITIONS)
+async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    broker = ctx.broker
+    results = []
+    for topic in request.topics:
+        try:
+            info = broker.metadata.topics.get(topic.name)
+            if info is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic.name!r}")
+            if topic.count <= info.partitions:
+                raise KafkaError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"topic has {info.partitions} partitions; {topic.count} would not add any",
+                )
+            if topic.assignments and any(a.broker_ids != [broker.config.node_id] for a in topic.assignments):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "this cluster has one broker")
+            if not request.validate_only:
+                broker.add_partitions(topic.name, topic.count)
+        except KafkaError as e:
+            results.append(CreatePartitionsTopicResult(topic.name, e.code, e.message))
+            continue
+        results.append(CreatePartitionsTopicResult(topic.name, ErrorCode.NONE, None))
+    return CreatePartitionsResponse(results=results)

@@ -1,0 +1,76 @@
+"""CreateTopics (key 19). One broker: replication factor must be 1 (or -1 = default); explicit replica
+assignments are accepted when they name only this broker."""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.cluster.metadata import validate_topic_name
+from exactly.errors import ErrorCode, KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+
+
+@handler(ApiKey.CREATE_TOPICS)
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    results = []
+    seen: set[str] = set()
+    for topic in request.topics:
+        if topic.name in seen:
+            results.append(_error(topic, ErrorCode.INVALID_REQUEST, "topic listed twice in one request"))
+            continue
+        seen.add(topic.name)
+        try:
+            results.append(await _create(ctx, topic, request.validate_only))
+        except KafkaError as e:
+            results.append(_error(topic, e.code, e.message))
+    return CreateTopicsResponse(topics=results)
+
+
+async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+    broker = ctx.broker
+    node = broker.config.node_id
+    validate_topic_name(topic.name)
+    if topic.name in broker.metadata.topics:
+        raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "give either assignments or partitions/replication")
+        if any(a.broker_ids != [node] for a in topic.assignments):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"this cluster has one broker, {node}")
+        partitions = len(topic.assignments)
+    else:
+        partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        if partitions < 1:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
+        if topic.replication_factor not in (-1, 1):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {topic.replication_factor} is larger than the 1 available broker",
+            )
+    configs: dict[str, str] = {}
+    for c in topic.configs:
+        if c.value is not None:
+            configs[c.name] = c.value
+    broker.validate_topic_configs(configs)
+    if validate_only:
+        return CreatableTopicResult(
+            topic.name,
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            num_partitions=partitions,
+            replication_factor=1,
+        )
+    info = await broker.create_topic(topic.name, partitions, configs)
+    return CreatableTopicResult(
+        topic.name, info.topic_id, ErrorCode.NONE, None, num_partitions=partitions, replication_factor=1
+    )
+
+
+def _error(topic: CreatableTopic, code: ErrorCode, message: str) -> CreatableTopicResult:
+    return CreatableTopicResult(topic.name, error_code=code, error_message=message or None, configs=None)

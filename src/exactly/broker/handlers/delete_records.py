@@ -1,0 +1,42 @@
+"""DeleteRecords (key 21): move a partition's log start offset forward (-1 means the high watermark)."""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.errors import ErrorCode, KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.delete_records import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteRecordsTopicResult,
+)
+
+
+@handler(ApiKey.DELETE_RECORDS)
+async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            log = ctx.broker.log(topic.name, p.partition_index)
+            if log is None:
+                partitions.append(
+                    DeleteRecordsPartitionResult(p.partition_index, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                )
+                continue
+            offset = log.high_watermark if p.offset == -1 else p.offset
+            if offset < 0 or offset > log.high_watermark:
+                partitions.append(
+                    DeleteRecordsPartitionResult(p.partition_index, -1, ErrorCode.OFFSET_OUT_OF_RANGE)
+                )
+                continue
+            try:
+                low = log.delete_records_before(offset)
+            except KafkaError as e:
+                partitions.append(DeleteRecordsPartitionResult(p.partition_index, -1, e.code))
+                continue
+            partitions.append(DeleteRecordsPartitionResult(p.partition_index, low, ErrorCode.NONE))
+        topics.append(DeleteRecordsTopicResult(topic.name, partitions))
+    return DeleteRecordsResponse(topics=topics)

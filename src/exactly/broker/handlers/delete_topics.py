@@ -1,0 +1,37 @@
+"""DeleteTopics (key 20): by name (v1-5) or by name or id (v6+)."""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.errors import ErrorCode, KafkaError
+from exactly.protocol import primitives as p
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+
+
+@handler(ApiKey.DELETE_TOPICS)
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    broker = ctx.broker
+    wanted = [(t.name, t.topic_id) for t in request.topics] or [(n, p.UUID_ZERO) for n in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        if name is None:
+            info = broker.metadata.by_id(topic_id)
+            if info is None:
+                results.append(DeletableTopicResult(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            name = info.name
+        try:
+            if not broker.config.delete_topic_enable:
+                raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+            info = broker.delete_topic(name)
+        except KafkaError as e:
+            results.append(DeletableTopicResult(name, topic_id, e.code, e.message))
+            continue
+        results.append(DeletableTopicResult(name, info.topic_id, ErrorCode.NONE))
+    return DeleteTopicsResponse(responses=results)

@@ -1,0 +1,87 @@
+"""Fetch (key 1): read whole batches up to the high watermark (read_uncommitted) or the last stable
+offset (read_committed, with the aborted transactions overlapping what is returned).
+
+A fetch that finds fewer than `min_bytes` waits until more data is appended or `max_wait_ms` passes
+(long poll). Fetch sessions (KIP-227) are not kept: every response says session 0, which tells clients to
+send full fetch requests. Limits: `partition_max_bytes` per partition and `max_bytes` for the response;
+the first batch is returned even if it is larger (so that a consumer can always make progress).
+"""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.errors import ErrorCode, KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.fetch import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionData,
+)
+from exactly.storage.log import Isolation
+
+
+@handler(ApiKey.FETCH)
+async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    broker = ctx.broker
+    isolation = Isolation.READ_COMMITTED if request.isolation_level == 1 else Isolation.READ_UNCOMMITTED
+    deadline = broker.clock.monotonic_ms() + max(0, request.max_wait_ms)
+    while True:
+        waiter = broker.data_waiter()
+        responses, total, errors = _read(ctx, request, isolation)
+        remaining = deadline - broker.clock.monotonic_ms()
+        if total >= request.min_bytes or errors or remaining <= 0 or not request.topics:
+            return FetchResponse(responses=responses)
+        await broker.wait_for_data(waiter, remaining / 1000)
+
+
+def _read(
+    ctx: RequestContext, request: FetchRequest, isolation: Isolation
+) -> tuple[list[FetchableTopicResponse], int, bool]:
+    broker = ctx.broker
+    budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    errors = False
+    responses: list[FetchableTopicResponse] = []
+    for topic in request.topics:
+        partitions: list[PartitionData] = []
+        for p in topic.partitions:
+            log = broker.log(topic.topic, p.partition)
+            if log is None:
+                errors = True
+                partitions.append(
+                    PartitionData(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
+                )
+                continue
+            limit = min(p.partition_max_bytes, budget - total)
+            try:
+                data = log.read(p.fetch_offset, max(limit, 0), isolation, min_one_message=total == 0)
+            except KafkaError as e:
+                errors = True
+                partitions.append(
+                    PartitionData(
+                        p.partition, e.code, log.high_watermark, log.last_stable_offset, log.log_start_offset
+                    )
+                )
+                continue
+            total += len(data.records)
+            aborted = None
+            if data.aborted_transactions is not None:
+                aborted = [
+                    AbortedTransaction(t.producer_id, t.first_offset) for t in data.aborted_transactions
+                ]
+            partitions.append(
+                PartitionData(
+                    partition_index=p.partition,
+                    error_code=ErrorCode.NONE,
+                    high_watermark=data.high_watermark,
+                    last_stable_offset=data.last_stable_offset,
+                    log_start_offset=data.log_start_offset,
+                    aborted_transactions=aborted,
+                    records=data.records,
+                )
+            )
+        responses.append(FetchableTopicResponse(topic.topic, topic.topic_id, partitions))
+    return responses, total, errors

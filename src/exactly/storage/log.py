@@ -1,0 +1,746 @@
+"""The partition log as the broker sees it (Kafka's `UnifiedLog` + `LocalLog`).
+
+A `PartitionLog` is an ordered list of `LogSegment`s (the last one is *active* and takes appends), the
+partition's `ProducerStateManager`, and four offsets:
+
+    log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset
+                        (read_committed bound)  (read_uncommitted bound)
+
+* `log_end_offset` (LEO) is the next offset to assign.
+* `high_watermark` (HW): single node, it moves to the LEO after every append (acks semantics are the
+  broker's business: see `LogAppendInfo.flush_required` and `flush`). It is its own field so that
+  replication can hold it back later.
+* `last_stable_offset` (LSO) = min(first offset of any open transaction, HW), never below the log start.
+* `recovery_point`: every offset below it has been fsynced (log and indexes). It only moves in `flush`;
+  the LogManager checkpoints it. After a crash, recovery re-validates from it.
+
+Appending (`append_as_leader`): validate the batches (validator.py), check each producer's batches
+against its state (duplicates answer with the original offsets and append nothing), roll the segment if
+needed, write every batch with its new baseOffset and partitionLeaderEpoch and nothing else changed, then
+apply the producer state and record aborted transactions in the active segment's `.txnindex`.
+
+Durability and group commit: appends never fsync by themselves (unless Kafka's flush.messages says so).
+The broker acks an acks=all append after `flush(upto=info.last_offset + 1)` returns, typically from an
+executor thread. Concurrent callers share fsyncs: a flush covers everything appended before it started,
+and a caller whose offset is already covered returns at once. Structural changes (deleting, truncating,
+replacing or closing segments) take the same lock as flushes; appends and rolls do not.
+
+Reads (`read`) come from one segment, start at the batch holding the fetch offset (found through the
+offset index, then a header scan), never return a partial batch, stop below the HW or the LSO, and for
+read_committed also return the aborted transactions overlapping the range (see txn_index.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import crc32c
+
+from exactly.clock import Clock
+from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
+from exactly.records.batch import RecordBatch
+from exactly.records.control import EndTxnMarker, build_end_txn_marker_batch, parse_end_txn_marker
+from exactly.storage.config import LogConfig
+from exactly.storage.producer_state import (
+    AppendOrigin,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerInfo,
+    ProducerStateManager,
+    TxnMetadata,
+)
+from exactly.storage.segment import LogSegment
+from exactly.storage.txn_index import AbortedTxn, FetchAbortedTxn, TransactionIndex
+from exactly.storage.validator import (
+    BatchInfo,
+    parse_internal_batches,
+    uses_log_append_time,
+    validate_client_batches,
+)
+
+log = logging.getLogger(__name__)
+
+Buffer = bytes | bytearray | memoryview
+_PATCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+_LAT_PATCH = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp at 21
+_TXN_ATTR = 0x10
+_CONTROL_ATTR = 0x20
+_NO_LIMIT = 1 << 62
+
+# A callable the transaction coordinator can supply (KIP-890 part 1): called for the first
+# transactional batch of a producer in an append with (producer_id, producer_epoch, base_sequence) and
+# raising KafkaError when the partition is not part of the producer's transaction.
+VerificationGuard = Callable[[int, int, int], None]
+
+
+class Isolation(Enum):
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool
+    records_count: int
+    valid_bytes: int
+    flush_required: bool  # the ack must wait for `flush(upto=last_offset + 1)`
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    records: memoryview  # whole batches only
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list[FetchAbortedTxn] | None  # None for read_uncommitted
+    next_offset: int  # offset after the last returned batch (fetch offset when empty)
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class PartitionLog:
+    """One partition's log. Build it with `loader.load_log` (or `LogManager`), not directly."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        clock: Clock,
+        segments: list[LogSegment],
+        producer_state: ProducerStateManager,
+        log_start_offset: int,
+        recovery_point: int,
+    ) -> None:
+        if not segments:
+            raise ValueError("a log has at least one segment")
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.producer_state = producer_state
+        self._log_end_offset = segments[-1].next_offset
+        self._log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self._high_watermark = self._log_end_offset
+        self._recovery_point = min(recovery_point, self._log_end_offset)
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock.monotonic_ms()
+        self._flush_lock = threading.Lock()
+        self._leader_epoch = 0
+        self.closed = False
+        self._log_prefix = f"[PartitionLog {topic}-{partition}] "
+
+    # -- offsets ------------------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below this one is on disk (fsynced)."""
+        return self._recovery_point
+
+    durable_offset = recovery_point
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset
+        if first_unstable is None:
+            return self._high_watermark
+        # As Kafka (maybeIncrementFirstUnstableOffset): never below the log start offset.
+        return max(self._log_start_offset, min(first_unstable, self._high_watermark))
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def update_high_watermark(self, offset: int) -> None:
+        self._high_watermark = max(self._log_start_offset, min(offset, self._log_end_offset))
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for s in self._segments:
+            s.config = config
+
+    # -- producer state views -----------------------------------------------------------------------------
+
+    def producer_infos(self) -> list[ProducerInfo]:
+        return self.producer_state.producer_infos()
+
+    def ongoing_transactions(self) -> list[TxnMetadata]:
+        return self.producer_state.ongoing_transactions()
+
+    # -- appends ------------------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records: Buffer,
+        *,
+        leader_epoch: int = 0,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        required_acks: int = -1,
+        verification_guard: VerificationGuard | None = None,
+        validated: list[BatchInfo] | None = None,
+    ) -> LogAppendInfo:
+        """Validate and append one Produce partition's records (or broker-built batches).
+
+        Raises KafkaError (the code the client must see). A duplicate of one of a producer's last five
+        batches returns the original offsets with `duplicate=True` and appends nothing. A caller that
+        already ran `validate_client_batches(records, log.config, now)` passes its result as `validated`
+        so the CRC is not computed twice.
+        """
+        self._check_open()
+        now = self.clock.milliseconds()
+        if validated is not None:
+            infos = validated
+        elif origin is AppendOrigin.CLIENT:
+            infos = validate_client_batches(records, self.config, now)
+        else:
+            infos = parse_internal_batches(records, self.config)
+        view = records if isinstance(records, memoryview) else memoryview(records)
+
+        # 1. Assign offsets and check producer state (prepare; nothing changes yet).
+        next_offset = self._log_end_offset
+        placed: list[tuple[BatchInfo, int]] = []
+        updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        verified: set[int] = set()
+        total_size = 0
+        count = 0
+        for info in infos:
+            base = next_offset
+            last = base + info.last_offset_delta
+            pid = info.producer_id
+            max_ts = now if uses_log_append_time(self.config, info) else info.max_timestamp
+            if pid >= 0:
+                if origin is AppendOrigin.CLIENT:
+                    entry = self.producer_state.last_entry(pid)
+                    if entry is not None:
+                        dup = entry.find_duplicate_batch(
+                            info.producer_epoch, info.base_sequence, info.last_sequence
+                        )
+                        if dup is not None:
+                            return LogAppendInfo(
+                                dup.first_offset,
+                                dup.last_offset,
+                                -1,
+                                self._log_start_offset,
+                                True,
+                                0,
+                                0,
+                                required_acks == -1
+                                and self.config.ack_waits_for_fsync
+                                and self._recovery_point <= dup.last_offset,
+                            )
+                upd = updates.get(pid)
+                if upd is None:
+                    upd = self.producer_state.prepare_update(pid, origin)
+                    updates[pid] = upd
+                if info.is_control:
+                    batch = RecordBatch(view, info.position)
+                    try:
+                        marker = parse_end_txn_marker(batch)
+                    except CorruptRecordError as e:
+                        raise KafkaError(e.code, str(e)) from e
+                    done = upd.append_end_txn_marker(marker, info.producer_epoch, base, max_ts)
+                    if done is not None:
+                        completed.append(done)
+                else:
+                    if (
+                        verification_guard is not None
+                        and info.is_transactional
+                        and pid not in verified
+                        and upd.updated.current_txn_first_offset is None
+                    ):
+                        verification_guard(pid, info.producer_epoch, info.base_sequence)
+                        verified.add(pid)
+                    upd.append_data_batch(
+                        info.producer_epoch,
+                        info.base_sequence,
+                        info.last_sequence,
+                        max_ts,
+                        base,
+                        last,
+                        info.is_transactional,
+                    )
+            placed.append((info, base))
+            next_offset = last + 1
+            total_size += info.size
+            count += info.records_count
+
+        # 2. Roll if needed, then write.
+        first_info = infos[0]
+        segment = self._maybe_roll(total_size, first_info.max_timestamp, next_offset - 1, now)
+        log_append_time = -1
+        buffers: list[bytes | memoryview] = []
+        batch_meta: list[tuple[int, int, int]] = []
+        for info, base in placed:
+            pos = info.position
+            end = pos + info.size
+            last = base + info.last_offset_delta
+            if uses_log_append_time(self.config, info):
+                log_append_time = now
+                buffers.append(self._log_append_time_header(view, info, base, leader_epoch, now))
+                buffers.append(view[pos + 61 : end])
+                batch_meta.append((info.size, last, now))
+            else:
+                buffers.append(_PATCH.pack(base, info.size - 12, leader_epoch))
+                buffers.append(view[pos + 16 : end])
+                batch_meta.append((info.size, last, info.max_timestamp))
+        segment.append(buffers, batch_meta)
+
+        # 3. Apply producer state and transactions.
+        self._log_end_offset = next_offset
+        for upd in updates.values():
+            self.producer_state.update(upd)
+        for done in completed:
+            if done.is_aborted:
+                lso = self.producer_state.last_stable_offset(done)
+                segment.txn_index.append(
+                    AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso)
+                )
+            self.producer_state.complete_txn(done, self._high_watermark)
+        self.producer_state.update_map_end_offset(next_offset)
+        self.update_high_watermark(next_offset)
+
+        first_offset = placed[0][1]
+        self._unflushed_messages += count
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return LogAppendInfo(
+            first_offset,
+            next_offset - 1,
+            log_append_time,
+            self._log_start_offset,
+            False,
+            count,
+            total_size,
+            required_acks == -1 and self.config.ack_waits_for_fsync and self._recovery_point < next_offset,
+        )
+
+    @staticmethod
+    def _log_append_time_header(
+        view: memoryview, info: BatchInfo, base: int, leader_epoch: int, now: int
+    ) -> bytes:
+        header = bytearray(view[info.position : info.position + 61])
+        _PATCH.pack_into(header, 0, base, info.size - 12, leader_epoch)
+        attrs = info.attributes | 0x08
+        struct.pack_into(">h", header, 21, attrs)
+        struct.pack_into(">q", header, 35, now)
+        crc = crc32c.crc32c(memoryview(header)[21:61])
+        crc = crc32c.crc32c(view[info.position + 61 : info.position + info.size], crc)
+        struct.pack_into(">I", header, 17, crc)
+        return bytes(header)
+
+    def append_end_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: EndTxnMarker,
+        *,
+        leader_epoch: int = 0,
+        now_ms: int | None = None,
+    ) -> LogAppendInfo:
+        """Write a COMMIT/ABORT control batch for `producer_id` (WriteTxnMarkers, coordinator origin)."""
+        ts = self.clock.milliseconds() if now_ms is None else now_ms
+        batch = build_end_txn_marker_batch(producer_id, producer_epoch, marker, timestamp_ms=ts)
+        return self.append_as_leader(batch, leader_epoch=leader_epoch, origin=AppendOrigin.COORDINATOR)
+
+    def _maybe_roll(self, size: int, first_max_ts: int, last_offset: int, now_ms: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.should_roll(size, first_max_ts, last_offset, now_ms):
+            return self.roll(now_ms)
+        return active
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end (no-op when the active one is empty)."""
+        now = self.clock.milliseconds() if now_ms is None else now_ms
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        active.on_becoming_inactive()
+        active.write_indexes()
+        new = LogSegment.create(self.directory, self._log_end_offset, self.config, now)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        self.producer_state.update_map_end_offset(self._log_end_offset)
+        self.producer_state.take_snapshot()
+        self._cleanup_snapshots()
+        return new
+
+    # -- reads --------------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation: Isolation = Isolation.READ_UNCOMMITTED,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        self._check_open()
+        hw = self._high_watermark
+        lso = self.last_stable_offset
+        start = self._log_start_offset
+        if fetch_offset < start or fetch_offset > self._log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {fetch_offset} is outside [{start}, {self._log_end_offset}] "
+                f"of {self.topic}-{self.partition}",
+            )
+        committed = isolation is Isolation.READ_COMMITTED
+        max_offset = lso if committed else hw
+        empty = FetchDataInfo(memoryview(b""), hw, lso, start, [] if committed else None, fetch_offset)
+        if fetch_offset >= max_offset:
+            return empty
+        i = max(0, bisect_right(self._bases, fetch_offset) - 1)
+        while i < len(self._segments):
+            seg = self._segments[i]
+            result = seg.read(fetch_offset, max_bytes, max_offset, min_one_message)
+            if result is None:
+                i += 1
+                continue
+            data, _first, next_off = result
+            if not data:
+                return empty
+            aborted: list[FetchAbortedTxn] | None = None
+            if committed:
+                aborted = self._collect_aborted(fetch_offset, next_off, i)
+            return FetchDataInfo(data, hw, lso, start, aborted, next_off)
+        return empty
+
+    def _collect_aborted(
+        self, fetch_offset: int, upper_bound: int, first_segment: int
+    ) -> list[FetchAbortedTxn]:
+        found: list[AbortedTxn] = []
+        # As Kafka: scan forward (an aborted transaction's entry lives in its marker's segment, which
+        # may be far after the fetched range) until an entry proves no later one can overlap.
+        for seg in self._segments[first_segment:]:
+            if seg.txn_index.collect(fetch_offset, upper_bound, found):
+                break
+        return [FetchAbortedTxn(t.producer_id, t.first_offset) for t in found]
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Every aborted transaction overlapping [start_offset, upper_bound) (full entries)."""
+        found: list[AbortedTxn] = []
+        i = max(0, bisect_right(self._bases, start_offset) - 1)
+        for seg in self._segments[i:]:
+            if seg.txn_index.collect(start_offset, upper_bound, found):
+                break
+        return found
+
+    def offset_for_timestamp(
+        self, timestamp: int, isolation: Isolation = Isolation.READ_UNCOMMITTED
+    ) -> TimestampAndOffset | None:
+        """ListOffsets: -2 earliest, -1 latest (LSO for read_committed), -3 max timestamp, else the first
+        offset whose record timestamp is >= `timestamp` (None when there is none)."""
+        self._check_open()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self._log_start_offset, self._leader_epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            end = self.last_stable_offset if isolation is Isolation.READ_COMMITTED else self._high_watermark
+            return TimestampAndOffset(-1, end, self._leader_epoch)
+        if timestamp == MAX_TIMESTAMP:
+            best: tuple[int, int] | None = None
+            for seg in self._segments:
+                if seg.size and (best is None or seg.max_timestamp > best[0]):
+                    best = (seg.max_timestamp, seg.offset_of_max_timestamp)
+            if best is None:
+                return None
+            return TimestampAndOffset(best[0], best[1], self._leader_epoch)
+        if timestamp < 0:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported timestamp {timestamp}")
+        for seg in self._segments:
+            if seg.size == 0 or seg.max_timestamp < timestamp or seg.next_offset <= self._log_start_offset:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+            if found is not None and found[1] < self._high_watermark:
+                return TimestampAndOffset(found[0], found[1], self._leader_epoch)
+        return None
+
+    # -- durability ---------------------------------------------------------------------------------------
+
+    def flush(self, upto: int | None = None) -> int:
+        """fsync everything appended so far (group commit); return the new recovery point.
+
+        Thread-safe; meant to be called from an executor thread while the owner keeps appending. When
+        `upto` is already covered it returns at once without an fsync.
+        """
+        target = self._log_end_offset if upto is None else min(upto, self._log_end_offset)
+        if self._recovery_point >= target:
+            return self._recovery_point
+        with self._flush_lock:
+            if self.closed or self._recovery_point >= target:
+                return self._recovery_point
+            leo = self._log_end_offset
+            segments = list(self._segments)
+            active = segments[-1]
+            for seg in segments[:-1]:
+                if seg.flushed_size < seg.size or not seg.indexes_durable:
+                    seg.flush()
+            active.flush(indexes=False)
+            if leo > self._recovery_point:
+                self._recovery_point = leo
+            self._unflushed_messages = 0
+            self._last_flush_ms = self.clock.monotonic_ms()
+            return self._recovery_point
+
+    def needs_flush(self, offset: int) -> bool:
+        return self._recovery_point < offset
+
+    def flush_if_needed(self) -> bool:
+        """Kafka's flush.ms: flush when that much time passed since the last flush. True if it flushed."""
+        if self.config.flush_ms >= (1 << 62):
+            return False
+        if self._recovery_point >= self._log_end_offset:
+            return False
+        if self.clock.monotonic_ms() - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # -- retention, delete-records, expiry ----------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to `offset` (<= HW); returns the new log start."""
+        self._check_open()
+        if offset < 0 or offset > self._high_watermark:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete records before {offset}: high watermark is {self._high_watermark}",
+            )
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._delete_segments(lambda seg, nxt: nxt <= self._log_start_offset)
+        return self._log_start_offset
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention by time and size and by the log start offset; returns segments deleted.
+
+        Never deletes data at or above the HW or the LSO.
+        """
+        self._check_open()
+        now = self.clock.milliseconds() if now_ms is None else now_ms
+        deleted = self._delete_segments(lambda seg, nxt: nxt <= self._log_start_offset)
+        if not self.config.cleanup_policy.deletes:
+            return deleted
+        if self.config.retention_ms >= 0:
+            deleted += self._delete_segments(
+                lambda seg, nxt: seg.max_timestamp >= 0 and now - seg.max_timestamp > self.config.retention_ms
+            )
+        if self.config.retention_bytes >= 0:
+            excess = [self.size_in_bytes - self.config.retention_bytes]
+
+            def over_size(seg: LogSegment, nxt: int) -> bool:
+                if excess[0] - seg.size >= 0:
+                    excess[0] -= seg.size
+                    return True
+                return False
+
+            deleted += self._delete_segments(over_size)
+        return deleted
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, int], bool]) -> int:
+        bound = min(self._high_watermark, self.last_stable_offset)
+        doomed: list[LogSegment] = []
+        for i, seg in enumerate(self._segments):
+            nxt = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self._log_end_offset
+            if (seg.size == 0 and i == len(self._segments) - 1) or nxt > bound or not predicate(seg, nxt):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        if doomed[-1] is self._segments[-1]:
+            self.roll()
+        with self._flush_lock:
+            for seg in doomed:
+                self._segments.remove(seg)
+                self._bases.remove(seg.base_offset)
+                seg.delete()
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._cleanup_snapshots()
+        return len(doomed)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
+        now = self.clock.milliseconds() if now_ms is None else now_ms
+        return self.producer_state.remove_expired_producers(now)
+
+    def take_snapshot(self) -> None:
+        self.producer_state.update_map_end_offset(self._log_end_offset)
+        self.producer_state.take_snapshot()
+        self._cleanup_snapshots()
+
+    def _cleanup_snapshots(self) -> None:
+        """Keep the newest snapshot at or below the recovery point and every later one."""
+        keep_from = None
+        for off in self.producer_state.snapshot_offsets():
+            if off <= self._recovery_point:
+                keep_from = off
+        if keep_from is not None:
+            self.producer_state.delete_snapshots_before(keep_from)
+
+    # -- truncation and replacement (cleaner, future replication) -----------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after `offset` (a batch boundary); rebuild producer state."""
+        from exactly.storage.loader import rebuild_producer_state
+
+        if offset >= self._log_end_offset:
+            return
+        with self._flush_lock:
+            offset = max(offset, self._log_start_offset)
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                seg = self._segments.pop()
+                self._bases.pop()
+                seg.delete()
+            self._segments[-1].truncate_to(offset)
+            self._log_end_offset = self._segments[-1].next_offset
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self._high_watermark = min(self._high_watermark, self._log_end_offset)
+        self.producer_state.delete_snapshots_after(self._log_end_offset)
+        rebuild_producer_state(self, self.clock.milliseconds())
+
+    def replace_segments(self, new_segment: LogSegment, old: list[LogSegment]) -> None:
+        """Swap `old` (consecutive segments) for `new_segment` (already renamed into place)."""
+        with self._flush_lock:
+            i = self._segments.index(old[0])
+            self._segments[i : i + len(old)] = [new_segment]
+            self._bases = [s.base_offset for s in self._segments]
+            for seg in old:
+                if seg.base_offset != new_segment.base_offset:
+                    seg.delete()
+                else:
+                    seg.close()
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Clean shutdown: flush everything, record the final time index entry, snapshot, close files."""
+        if self.closed:
+            return
+        self.active_segment.on_becoming_inactive()
+        self.flush()
+        for seg in self._segments:
+            seg.flush(indexes=True)
+        self.take_snapshot()
+        with self._flush_lock:
+            self.closed = True
+            for seg in self._segments:
+                seg.close()
+
+    def close_without_flush(self) -> None:
+        """Drop file handles without flushing (used to simulate a crash in tests)."""
+        with self._flush_lock:
+            self.closed = True
+            for seg in self._segments:
+                seg.close()
+
+    def delete(self) -> None:
+        """Remove every file of this partition (DeleteTopics)."""
+        self.close_without_flush()
+        for seg in self._segments:
+            seg.delete()
+        self.producer_state.truncate_fully_and_start_at(0)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.topic}-{self.partition} is closed")
+
+
+def replay_batch(
+    producer_state: ProducerStateManager, batch: RecordBatch, txn_index: TransactionIndex | None
+) -> None:
+    """Apply one stored batch to producer state (recovery / reload, origin REPLICATION).
+
+    With `txn_index`, aborted transactions completed by this batch are appended to it (recovery rebuilds
+    the index of the segment being recovered).
+    """
+    hdr = batch.header()
+    pid = hdr.producer_id
+    last_offset = hdr.base_offset + hdr.last_offset_delta
+    if pid >= 0:
+        upd = producer_state.prepare_update(pid, AppendOrigin.REPLICATION)
+        try:
+            if hdr.attributes & _CONTROL_ATTR:
+                marker = parse_end_txn_marker(batch)
+                done = upd.append_end_txn_marker(
+                    marker, hdr.producer_epoch, hdr.base_offset, hdr.max_timestamp
+                )
+                producer_state.update(upd)
+                if done is not None:
+                    if done.is_aborted and txn_index is not None:
+                        lso = producer_state.last_stable_offset(done)
+                        txn_index.append(AbortedTxn(pid, done.first_offset, done.last_offset, lso))
+                    producer_state.complete_txn(done, _NO_LIMIT)
+            else:
+                last_seq = batch.last_sequence
+                upd.append_data_batch(
+                    hdr.producer_epoch,
+                    hdr.base_sequence,
+                    last_seq,
+                    hdr.max_timestamp,
+                    hdr.base_offset,
+                    last_offset,
+                    bool(hdr.attributes & _TXN_ATTR),
+                )
+                producer_state.update(upd)
+        except KafkaError as e:
+            log.warning("skipping producer state of batch at offset %d during replay: %s", hdr.base_offset, e)
+    producer_state.update_map_end_offset(last_offset + 1)
+
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendOrigin",
+    "FetchDataInfo",
+    "Isolation",
+    "LogAppendInfo",
+    "PartitionLog",
+    "TimestampAndOffset",
+    "VerificationGuard",
+    "replay_batch",
+]

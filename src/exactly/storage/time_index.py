@@ -1,0 +1,135 @@
+"""Sparse time index of one segment (Kafka's `TimeIndex`).
+
+On-disk format (`<base>.timeindex`), a flat array of 12-byte big-endian entries, no header:
+
+    timestamp        int64    largest batch max-timestamp seen in the segment so far
+    relative_offset  uint32   offset of the batch holding that timestamp, minus the base offset
+
+Timestamps are strictly increasing (an entry is only added when the maximum grows); offsets never
+decrease. An entry is added alongside each offset-index entry and when a segment is rolled or closed,
+so the last entry holds the segment's largest timestamp.
+
+To find the first offset with timestamp >= t: take the last entry with timestamp < t, and scan batches
+from its offset (every batch before it has a max timestamp below t). Derived data like the offset index:
+written lazily, checked on load, rebuilt when missing or wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from bisect import bisect_left
+from pathlib import Path
+
+ENTRY_SIZE = 12
+_ENTRY = struct.Struct(">qI")
+
+
+class TimeIndex:
+    __slots__ = ("_fd", "_flushed_entries", "_offsets", "_timestamps", "base_offset", "max_entries", "path")
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_index_bytes // ENTRY_SIZE)
+        self._timestamps: list[int] = []
+        self._offsets: list[int] = []  # absolute
+        self._flushed_entries = 0
+        self._fd = -1
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, max_index_bytes: int, next_offset: int) -> TimeIndex | None:
+        """Read and check an existing index; None when missing or not trustworthy."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if len(data) % ENTRY_SIZE:
+            return None
+        idx = cls(path, base_offset, max_index_bytes)
+        prev_ts, prev_off = -(1 << 63), base_offset
+        for ts, rel in _ENTRY.iter_unpack(data):
+            off = base_offset + rel
+            if ts <= prev_ts or off < prev_off or off >= next_offset:
+                return None
+            idx._timestamps.append(ts)
+            idx._offsets.append(off)
+            prev_ts, prev_off = ts, off
+        idx._flushed_entries = len(idx._offsets)
+        return idx
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._offsets) >= self.max_entries
+
+    @property
+    def last_entry(self) -> tuple[int, int] | None:
+        return (self._timestamps[-1], self._offsets[-1]) if self._offsets else None
+
+    def lookup_before(self, timestamp: int) -> int:
+        """Offset of the last entry whose timestamp is < `timestamp`, or the base offset."""
+        i = bisect_left(self._timestamps, timestamp) - 1
+        return self._offsets[i] if i >= 0 else self.base_offset
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._timestamps, self._offsets, strict=True))
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        if self._timestamps and timestamp <= self._timestamps[-1]:
+            return
+        if self._offsets and offset < self._offsets[-1]:
+            raise ValueError("time index offsets must not decrease")
+        self._timestamps.append(timestamp)
+        self._offsets.append(offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose offset is >= `offset`."""
+        keep = len(self._offsets)
+        while keep and self._offsets[keep - 1] >= offset:
+            keep -= 1
+        if keep < len(self._offsets):
+            del self._offsets[keep:]
+            del self._timestamps[keep:]
+            if self._flushed_entries > keep:
+                self._flushed_entries = keep
+                os.ftruncate(self._open(), keep * ENTRY_SIZE)
+
+    def reset(self) -> None:
+        self._offsets.clear()
+        self._timestamps.clear()
+        self._flushed_entries = 0
+        os.ftruncate(self._open(), 0)
+
+    def flush(self, fsync: bool) -> None:
+        fd = self._open()
+        n = len(self._offsets)
+        if n > self._flushed_entries:
+            data = b"".join(
+                _ENTRY.pack(ts, off - self.base_offset)
+                for ts, off in zip(
+                    self._timestamps[self._flushed_entries :],
+                    self._offsets[self._flushed_entries :],
+                    strict=True,
+                )
+            )
+            os.pwrite(fd, data, self._flushed_entries * ENTRY_SIZE)
+            self._flushed_entries = n
+        if fsync:
+            os.fsync(fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename_to(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd

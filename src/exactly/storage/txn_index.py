@@ -1,0 +1,152 @@
+"""Aborted-transaction index of one segment (Kafka's `TransactionIndex` / `AbortedTxn`).
+
+The index holds one entry per aborted transaction whose ABORT marker was written into this segment. It
+is what a read_committed fetch uses to tell the client which producers' data to drop.
+
+On-disk format (`<base>.txnindex`), a flat array of 34-byte big-endian entries, no header:
+
+    version             int16   0
+    producer_id         int64
+    first_offset        int64   offset of the transaction's first data batch
+    last_offset         int64   offset of the ABORT marker
+    last_stable_offset  int64   the partition's LSO right after the abort was completed
+
+Unlike the offset and time indexes this file is not derivable from the segment alone (the transaction's
+first offset may lie in an earlier segment), so it is fsynced with its segment and only rebuilt by a full
+recovery (which replays producer state from before the segment). exactly always creates the file (empty
+when no transaction was aborted) so that a missing file is noticed.
+
+Fetch rule (Kafka `LocalLog.collectAbortedTransactions`): for a read of [fetch_offset, upper_bound) the
+client needs every entry with `last_offset >= fetch_offset and first_offset < upper_bound`; entries are in
+marker order, and scanning can stop at the first entry whose `last_stable_offset >= upper_bound`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+ENTRY_SIZE = 34
+VERSION = 0
+_ENTRY = struct.Struct(">hqqqq")
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def encode(self) -> bytes:
+        return _ENTRY.pack(
+            VERSION, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAbortedTxn:
+    """What a Fetch response carries for one aborted transaction."""
+
+    producer_id: int
+    first_offset: int
+
+
+class TransactionIndex:
+    __slots__ = ("_entries", "_fd", "_flushed_entries", "base_offset", "path")
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._entries: list[AbortedTxn] = []
+        self._flushed_entries = 0
+        self._fd = -1
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int) -> TransactionIndex | None:
+        """Read an existing index; None when missing or malformed."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if len(data) % ENTRY_SIZE:
+            return None
+        idx = cls(path, base_offset)
+        for version, pid, first, last, lso in _ENTRY.iter_unpack(data):
+            if version != VERSION or first > last:
+                return None
+            idx._entries.append(AbortedTxn(pid, first, last, lso))
+        idx._flushed_entries = len(idx._entries)
+        return idx
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def has_pending(self) -> bool:
+        return len(self._entries) > self._flushed_entries
+
+    @property
+    def entries(self) -> list[AbortedTxn]:
+        return list(self._entries)
+
+    def append(self, txn: AbortedTxn) -> None:
+        if self._entries and txn.last_offset <= self._entries[-1].last_offset:
+            raise ValueError("aborted transactions must be appended in marker order")
+        self._entries.append(txn)
+
+    def collect(self, fetch_offset: int, upper_bound: int, out: list[AbortedTxn]) -> bool:
+        """Add overlapping entries to `out`; True when no later segment can hold more."""
+        for txn in self._entries:
+            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound:
+                out.append(txn)
+            if txn.last_stable_offset >= upper_bound:
+                return True
+        return False
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose marker offset is >= `offset`."""
+        keep = len(self._entries)
+        while keep and self._entries[keep - 1].last_offset >= offset:
+            keep -= 1
+        if keep < len(self._entries):
+            del self._entries[keep:]
+            if self._flushed_entries > keep:
+                self._flushed_entries = keep
+                os.ftruncate(self._open(), keep * ENTRY_SIZE)
+
+    def reset(self) -> None:
+        self._entries.clear()
+        self._flushed_entries = 0
+        os.ftruncate(self._open(), 0)
+
+    def flush(self, fsync: bool) -> None:
+        fd = self._open()
+        n = len(self._entries)
+        if n > self._flushed_entries:
+            data = b"".join(t.encode() for t in self._entries[self._flushed_entries :])
+            os.pwrite(fd, data, self._flushed_entries * ENTRY_SIZE)
+            self._flushed_entries = n
+        if fsync:
+            os.fsync(fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename_to(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
+
+
+def is_aborted(producer_id: int, offset: int, aborted: list[AbortedTxn]) -> bool:
+    """The seed's filtering rule: a record is dropped when an aborted entry of its producer covers it."""
+    return any(t.producer_id == producer_id and t.first_offset <= offset <= t.last_offset for t in aborted)
