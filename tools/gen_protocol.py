@@ -31,7 +31,7 @@ def _spec_dir() -> Path:
     spec = importlib.util.find_spec("kafka")
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("kafka-python is not installed: `pip install -e '.[dev]'`")
-    return Path(list(spec.submodule_search_locations)[0]) / "protocol" / "schemas" / "resources"
+    return Path(next(iter(spec.submodule_search_locations))) / "protocol" / "schemas" / "resources"
 
 
 SPEC_DIR = _spec_dir()
@@ -457,6 +457,9 @@ class Emitter:
         return "".join("    " + ln + "\n" for ln in lines)
 
     def nondefault(self, f: Field, expr: str) -> str:
+        if f.is_struct and not f.is_array:  # like Kafka's generator: a default-valued struct is left out
+            assert f.struct is not None
+            return f"{expr} is not None and {expr} != {f.struct.name}()"
         d = py_default(f)
         if d == "None":
             return f"{expr} is not None"

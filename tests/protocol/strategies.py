@@ -7,6 +7,7 @@ defaults, so that encode → decode must give back an equal object.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from functools import cache
 from types import ModuleType
 from typing import Any
@@ -26,6 +27,12 @@ INT_RANGES = {
 }
 
 _text = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+
+# Narrows the value drawn for one scalar field: called with (struct, field, version), returns a strategy to
+# use instead of the default one for the field's type, or None to keep the default. The differential tests
+# use it where the other implementation gives a field a semantic type with a smaller domain than the wire
+# type (kio reads error codes into an enum, `*_ms` fields into timedeltas).
+FieldOverride = Callable[[gen.Struct, gen.Field, int], "st.SearchStrategy[Any] | None"]
 
 
 @cache
@@ -60,8 +67,39 @@ def _scalar(typ: str) -> st.SearchStrategy[Any]:
     raise ValueError(typ)
 
 
+_long_text = st.text(st.characters(exclude_categories=("Cs",)), min_size=100, max_size=300)
+_long_binary = st.binary(min_size=128, max_size=400)
+
+
+def long_values(struct: gen.Struct, f: gen.Field, version: int) -> st.SearchStrategy[Any] | None:
+    """A `FieldOverride` that also draws strings, bytes and records long enough for their compact lengths
+    to take two-byte uvarints (the default strategies keep every length below 127)."""
+    if f.elem == "string":
+        return _text | _long_text
+    if f.elem in ("bytes", "records"):
+        return st.binary(max_size=24) | _long_binary
+    return None
+
+
+def chain(*overrides: FieldOverride) -> FieldOverride:
+    """The first override that has a strategy for the field."""
+
+    def override(struct: gen.Struct, f: gen.Field, version: int) -> st.SearchStrategy[Any] | None:
+        for o in overrides:
+            found = o(struct, f, version)
+            if found is not None:
+                return found
+        return None
+
+    return override
+
+
 def struct_value(
-    module: ModuleType, struct: gen.Struct, version: int, flexible: bool
+    module: ModuleType,
+    struct: gen.Struct,
+    version: int,
+    flexible: bool,
+    override: FieldOverride | None = None,
 ) -> st.SearchStrategy[Any]:
     cls = getattr(module, struct.name)
     kwargs: dict[str, st.SearchStrategy[Any]] = {}
@@ -71,30 +109,33 @@ def struct_value(
         tagged = flexible and version in f.tagged
         if f.is_struct:
             assert f.struct is not None
-            inner = struct_value(module, f.struct, version, flexible)
+            inner = struct_value(module, f.struct, version, flexible, override)
             if f.is_array:
                 value: st.SearchStrategy[Any] = st.lists(inner, max_size=3)
             else:
                 value = inner
                 if tagged:
                     value = st.none() | value
-        elif f.is_array:
-            value = st.lists(_scalar(f.elem), max_size=4)
         else:
-            value = _scalar(f.type)
+            scalar = override(struct, f, version) if override is not None else None
+            if scalar is None:
+                scalar = _scalar(f.elem)
+            value = st.lists(scalar, max_size=4) if f.is_array else scalar
         if version in f.nullable:
             value = st.none() | value
         kwargs[f.py] = value
     return st.builds(cls, **kwargs)
 
 
-def message(key: ApiKey, version: int, kind: str) -> st.SearchStrategy[Any]:
+def message(
+    key: ApiKey, version: int, kind: str, override: FieldOverride | None = None
+) -> st.SearchStrategy[Any]:
     """A random request (kind='request') or response of API `key` at `version`."""
     spec = API_SPECS[int(key)]
     req, resp = message_structs(api_name(key))
     if kind == "request":
-        return struct_value(MODULES[key], req, version, spec.request_is_flexible(version))
-    return struct_value(MODULES[key], resp, version, spec.response_is_flexible(version))
+        return struct_value(MODULES[key], req, version, spec.request_is_flexible(version), override)
+    return struct_value(MODULES[key], resp, version, spec.response_is_flexible(version), override)
 
 
 def all_versions() -> list[tuple[ApiKey, int]]:

@@ -77,7 +77,7 @@ class Broker:
         self._data_waiter: asyncio.Future[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], Connection] = {}
         self._ids = itertools.count(1)
         self._stopped = asyncio.Event()
 
@@ -210,9 +210,12 @@ class Broker:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        # Close sockets and abandon in-flight requests (a parked long-poll fetch included) instead of
+        # cancelling the connection tasks: asyncio's stream callback logs a cancelled task as an error.
+        for connection in list(self._connections.values()):
+            connection.close()
+        if self._connections:
+            await asyncio.wait(list(self._connections), timeout=10)
         if self._server is not None:
             await self._server.wait_closed()
         for task in self._tasks:
@@ -226,11 +229,12 @@ class Broker:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        connection = Connection(self, reader, writer, next(self._ids))
+        self._connections[task] = connection
         try:
-            await Connection(self, reader, writer, next(self._ids)).run()
+            await connection.run()
         finally:
-            self._connections.discard(task)
+            del self._connections[task]
 
 
 class Connection:
@@ -241,6 +245,7 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.id = connection_id
+        self._in_flight: set[asyncio.Future[list[p.Chunk] | None]] = set()
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
@@ -268,6 +273,8 @@ class Connection:
             log.debug("connection %s lost: %s", self.peer, e)
             writer_task.cancel()
         finally:
+            for future in list(self._in_flight):  # the peer is gone: nobody waits for these answers
+                future.cancel()
             if not writer_task.done():
                 with contextlib.suppress(asyncio.CancelledError):
                     await pending.put(None)
@@ -290,7 +297,16 @@ class Connection:
         if handler is None:
             raise ProtocolError(f"no handler for {ApiKey(header.api_key).name} v{header.api_version}")
         context = RequestContext(self.broker, header, self.id, self.peer)
-        return asyncio.ensure_future(self._run(handler, context, body))
+        future = asyncio.ensure_future(self._run(handler, context, body))
+        self._in_flight.add(future)
+        future.add_done_callback(self._in_flight.discard)
+        return future
+
+    def close(self) -> None:
+        """Shut down: drop in-flight requests and close the socket (the read loop then sees EOF)."""
+        for future in list(self._in_flight):
+            future.cancel()
+        self.writer.close()
 
     async def _run(self, handler: Any, context: RequestContext, body: Any) -> list[p.Chunk] | None:
         response = await handler(context, body)

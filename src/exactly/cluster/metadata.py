@@ -87,6 +87,12 @@ class ClusterMetadata:
         validate_topic_name(name)
         if name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        collision = next((t for t in self.topics if _metric_name(t) == _metric_name(name)), None)
+        if collision is not None:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"topic {name!r} collides with existing topic {collision!r}",
+            )
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
         record = {"op": "create", "topic": name, "id": uuid.uuid4().hex, "partitions": partitions}
@@ -182,6 +188,11 @@ class ClusterMetadata:
             with open(self.path, "r+b") as f:
                 f.truncate(good)
                 os.fsync(f.fileno())
+
+
+def _metric_name(topic: str) -> str:
+    """Kafka refuses topics whose names differ only in '.' versus '_' (they share metric names)."""
+    return topic.replace(".", "_")
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:

@@ -45,7 +45,7 @@ import crc32c
 
 from exactly.clock import Clock
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
-from exactly.records.batch import RecordBatch
+from exactly.records.batch import RecordBatch, TimestampType, iter_batches
 from exactly.records.control import EndTxnMarker, build_end_txn_marker_batch, parse_end_txn_marker
 from exactly.storage.config import LogConfig
 from exactly.storage.producer_state import (
@@ -471,6 +471,22 @@ class PartitionLog:
                 break
         return found
 
+    def _first_offset_with_timestamp(self, timestamp: int, offset_in_batch: int) -> int:
+        """The first record carrying `timestamp` in the batch that holds `offset_in_batch` (KAFKA-16310:
+        MAX_TIMESTAMP answers with that record, not with the batch's last offset)."""
+        if offset_in_batch < self._log_start_offset:
+            return offset_in_batch
+        data = self.read(offset_in_batch, 1).records
+        for batch in iter_batches(data):
+            if batch.last_offset < offset_in_batch:
+                continue
+            if batch.timestamp_type == TimestampType.LOG_APPEND_TIME:
+                return max(batch.base_offset, self._log_start_offset)
+            for record in batch.records():
+                if record.timestamp == timestamp and record.offset >= self._log_start_offset:
+                    return record.offset
+        return offset_in_batch
+
     def offset_for_timestamp(
         self, timestamp: int, isolation: Isolation = Isolation.READ_UNCOMMITTED
     ) -> TimestampAndOffset | None:
@@ -489,7 +505,7 @@ class PartitionLog:
                     best = (seg.max_timestamp, seg.offset_of_max_timestamp)
             if best is None:
                 return None
-            return TimestampAndOffset(best[0], best[1], self._leader_epoch)
+            return TimestampAndOffset(best[0], self._first_offset_with_timestamp(*best), self._leader_epoch)
         if timestamp < 0:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported timestamp {timestamp}")
         for seg in self._segments:

@@ -3,6 +3,8 @@ assignments are accepted when they name only this broker."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.cluster.metadata import validate_topic_name
@@ -19,12 +21,11 @@ from exactly.protocol.messages.create_topics import (
 @handler(ApiKey.CREATE_TOPICS)
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     results = []
-    seen: set[str] = set()
+    counts = Counter(t.name for t in request.topics)
     for topic in request.topics:
-        if topic.name in seen:
-            results.append(_error(topic, ErrorCode.INVALID_REQUEST, "topic listed twice in one request"))
+        if counts[topic.name] > 1:  # Kafka creates none of the copies
+            results.append(_error(topic, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
             continue
-        seen.add(topic.name)
         try:
             results.append(await _create(ctx, topic, request.validate_only))
         except KafkaError as e:

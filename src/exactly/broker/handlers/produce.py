@@ -1,11 +1,18 @@
 """Produce (key 0): validate and append each partition's batches, then wait for the durability asked for.
 
+Request-level checks first, as Kafka's `ProduceRequest.validateRecords` does: from v3 a partition's
+records are exactly one magic-2 batch (anything else, a truncated batch included, is INVALID_RECORD), and
+zstd needs v7+ (UNSUPPORTED_COMPRESSION_TYPE). The log then validates the batch itself (CRC, sizes,
+producer state).
+
 acks=0 gets no response at all; acks=1 is answered once the batches are appended; acks=-1 (all) once they
 are durable under the log's flush policy (by default fsynced, with group commit). Errors are per
 partition, as in Kafka; a failure in one partition does not stop the others.
 """
 
 from __future__ import annotations
+
+import struct
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
@@ -17,7 +24,13 @@ from exactly.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from exactly.records.batch import ATTR_COMPRESSION_MASK, BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC, Compression
 from exactly.storage.log import PartitionLog
+
+Buffer = bytes | bytearray | memoryview
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_LEGACY_MIN_RECORD_SIZE = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: smaller is corrupt in any format
 
 
 @handler(ApiKey.PRODUCE)
@@ -31,24 +44,23 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         info = broker.metadata.topics.get(topic.name)
         for data in topic.partition_data:
             if acks not in (0, 1, -1):
-                partitions.append(PartitionProduceResponse(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                partitions.append(_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
             if info is not None and info.internal:
-                partitions.append(PartitionProduceResponse(data.index, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                partitions.append(_error(data.index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             log = broker.log(topic.name, data.index)
             if log is None:
-                partitions.append(PartitionProduceResponse(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                partitions.append(_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            if data.records is None or len(data.records) == 0:
-                partitions.append(PartitionProduceResponse(data.index, ErrorCode.INVALID_RECORD))
+            invalid = check_records(data.records, ctx.version)
+            if invalid is not None or data.records is None:
+                partitions.append(_error(data.index, invalid or ErrorCode.INVALID_RECORD))
                 continue
             try:
                 appended = log.append_as_leader(data.records, required_acks=acks)
             except (KafkaError, CorruptRecordError) as e:
-                partitions.append(
-                    PartitionProduceResponse(data.index, e.code, -1, -1, -1, error_message=str(e))
-                )
+                partitions.append(_error(data.index, e.code, str(e)))
                 continue
             if not appended.duplicate:
                 broker.data_appended()
@@ -69,3 +81,30 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     if acks == 0:
         return None
     return ProduceResponse(topics)
+
+
+def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index, code, -1, -1, -1, error_message=message)
+
+
+def check_records(records: Buffer | None, version: int) -> ErrorCode | None:
+    """Kafka's request-level rule (`ProduceRequest.validateRecords` and the batch iterator under it):
+    exactly one whole magic-2 batch; zstd only from Produce v7."""
+    if records is None or len(records) < LOG_OVERHEAD:
+        return ErrorCode.INVALID_RECORD  # no batch at all
+    (batch_length,) = _INT32.unpack_from(records, 8)
+    if batch_length < _LEGACY_MIN_RECORD_SIZE:
+        return ErrorCode.CORRUPT_MESSAGE
+    if batch_length + LOG_OVERHEAD > len(records) or len(records) < 17:
+        return ErrorCode.INVALID_RECORD  # truncated: not even one whole batch
+    magic = records[16]
+    if magic > MAGIC:  # an int8: also catches negative values
+        return ErrorCode.CORRUPT_MESSAGE
+    if magic != MAGIC or batch_length + LOG_OVERHEAD != len(records):
+        return ErrorCode.INVALID_RECORD  # legacy message set, or more than one batch
+    if len(records) < BATCH_HEADER_SIZE:
+        return ErrorCode.CORRUPT_MESSAGE
+    (attributes,) = _INT16.unpack_from(records, 21)
+    if attributes & ATTR_COMPRESSION_MASK == Compression.ZSTD and version < 7:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    return None

@@ -1105,19 +1105,19 @@ def _enc_PartitionData_v12(m: PartitionData, out: list[_p.Chunk]) -> None:
     if m.records is not None:
         out.append(m.records)
     _tags: list[tuple[int, bytes]] = []
-    if m.diverging_epoch is not None:
+    if m.diverging_epoch is not None and m.diverging_epoch != EpochEndOffset():
         _t_diverging_epoch: list[_p.Chunk] = []
         _enc_EpochEndOffset_v12(
             m.diverging_epoch if m.diverging_epoch is not None else EpochEndOffset(), _t_diverging_epoch
         )
         _tags.append((0, b"".join(_t_diverging_epoch)))
-    if m.current_leader is not None:
+    if m.current_leader is not None and m.current_leader != LeaderIdAndEpoch():
         _t_current_leader: list[_p.Chunk] = []
         _enc_LeaderIdAndEpoch_v12(
             m.current_leader if m.current_leader is not None else LeaderIdAndEpoch(), _t_current_leader
         )
         _tags.append((1, b"".join(_t_current_leader)))
-    if m.snapshot_id is not None:
+    if m.snapshot_id is not None and m.snapshot_id != SnapshotId():
         _t_snapshot_id: list[_p.Chunk] = []
         _enc_SnapshotId_v12(m.snapshot_id if m.snapshot_id is not None else SnapshotId(), _t_snapshot_id)
         _tags.append((2, b"".join(_t_snapshot_id)))
