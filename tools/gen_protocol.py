@@ -365,7 +365,8 @@ class Emitter:
                 lines.append("else:")
                 ind = "    "
             else:
-                lines.append("_n = _p.not_null(_n)")
+                lines.append("if _n < 0:")
+                lines.append('    raise _p.ProtocolError("null in a non-nullable array")')
                 ind = ""
             if f.is_struct:
                 assert f.struct is not None

@@ -1,29 +1,64 @@
-"""The `exactly` command line. Subcommands arrive with the issues that build them."""
+"""The `exactly` command line: `serve` runs the broker; `topics`, `produce` and `consume` are clients
+(confluent-kafka) of a running broker; `log dump` reads partition files offline.
+
+Errors are one line on stderr (``error: ...``) with a non-zero exit code: 2 for usage errors, 1 for
+failures. Client commands never print a traceback (see `exactly.cli.common.reported_errors`).
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 
 from exactly import __version__
-from exactly.protocol.api import API_SPECS
+from exactly.cli import bench, log_dump, topics
+from exactly.cli import consume as consume_cmd
+from exactly.cli import produce as produce_cmd
+from exactly.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, one_line
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="exactly: a Kafka-compatible broker.")
 
+OVERVIEW = f"""\
+exactly {__version__}: a Kafka-wire-compatible broker built for exactly-once.
+
+Broker:
+  exactly serve [--data-dir DIR] [--listen HOST:PORT] [--set key=value ...]
+
+Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP}):
+  exactly topics create NAME [--partitions N] [--config key=value ...]
+  exactly topics list
+  exactly topics describe NAME          partitions, offsets, topic id, configs with their sources
+  exactly topics alter NAME [--set key=value] [--delete key] [--partitions N]
+  exactly topics delete NAME...
+  exactly produce TOPIC                 stdin lines ([--key-separator SEP]) or --generate N --size BYTES
+  exactly consume TOPIC [--from-beginning] [--isolation read_committed|read_uncommitted]
+                        [--max-messages N] [--timeout SECONDS] [--exit-at-end] [--print-key]
+
+Offline:
+  exactly log dump PATH...              batches of a .log segment or partition directory (like
+                                        kafka-dump-log); also .index .timeindex .txnindex .snapshot
+
+Run `exactly COMMAND --help` for the options of a command."""
+
 
 @app.callback(invoke_without_command=True)
-def root(ctx: typer.Context) -> None:
+def root(
+    ctx: typer.Context,
+    bootstrap_server: Annotated[
+        str,
+        typer.Option(
+            "--bootstrap-server",
+            "-b",
+            envvar=BOOTSTRAP_ENV,
+            help="HOST:PORT[,HOST:PORT...] of the broker, for the client commands",
+        ),
+    ] = DEFAULT_BOOTSTRAP,
+) -> None:
     if ctx.invoked_subcommand is None:
-        typer.echo(f"exactly {__version__}")
-        typer.echo("The broker (`exactly serve`) is not built yet. Available today:")
-        typer.echo(f"  - Kafka protocol codecs for {len(API_SPECS)} APIs:")
-        for spec in sorted(API_SPECS.values(), key=lambda s: s.key):
-            typer.echo(
-                f"      {spec.key.name:<26} key {int(spec.key):>2}  v{spec.min_version}-{spec.max_version}"
-            )
-        typer.echo("  - python -m exactly.bench.codec   (protocol codec benchmark)")
+        typer.echo(OVERVIEW)
 
 
 @app.command()
@@ -59,11 +94,34 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+app.add_typer(topics.app, name="topics")
+app.command("produce")(produce_cmd.produce)
+app.command("consume")(consume_cmd.consume)
+app.add_typer(log_dump.app, name="log")
+app.add_typer(bench.app, name="bench")
+
+
 @app.command()
 def version() -> None:
     """Print the version."""
     typer.echo(__version__)
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """Entry point. Usage errors, like every other error, are one ``error:`` line on stderr."""
+    try:
+        result = app(args=argv, prog_name="exactly", standalone_mode=False)
+    except typer.TyperException as e:  # click's ClickException / UsageError
+        if type(e).__name__ == "NoArgsIsHelpError":  # `exactly topics`: the help was the message
+            message = e.format_message()
+            if message:
+                typer.echo(message, err=True)
+        else:
+            command_path = getattr(getattr(e, "ctx", None), "command_path", None)
+            hint = f" (see '{command_path} --help')" if command_path else ""
+            typer.echo(f"error: {one_line(e.format_message())}{hint}", err=True)
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        sys.exit(1)
+    sys.exit(result if isinstance(result, int) else 0)

@@ -27,6 +27,8 @@ from typing import TypeVar
 
 from exactly.errors import ProtocolError
 
+__all__ = ["ProtocolError"]  # re-exported for the generated decoders
+
 Chunk = bytes | bytearray | memoryview
 """One piece of an encoded message; encoders append these to a list that is joined or written as is."""
 
@@ -278,12 +280,6 @@ def compact_array_len(n: int) -> bytes:
 
 NULL_ARRAY = _NULL_INT32
 NULL_COMPACT_ARRAY = b"\x00"
-
-
-def not_null(n: int) -> int:
-    if n < 0:
-        raise ProtocolError("null in a non-nullable array")
-    return n
 
 
 # --- tagged fields ----------------------------------------------------------------------------------------

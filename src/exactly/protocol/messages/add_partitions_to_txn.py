@@ -80,7 +80,8 @@ class AddPartitionsToTxnResponse:
 def _dec_AddPartitionsToTxnTopic_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     return AddPartitionsToTxnTopic(f_name, f_partitions), pos
@@ -91,7 +92,8 @@ def _dec_AddPartitionsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddPar
     f_v3_and_below_producer_id, f_v3_and_below_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_v3_and_below_topics = []
     for _ in range(_n):
         _e_v3_and_below_topics, pos = _dec_AddPartitionsToTxnTopic_v0(buf, pos)
@@ -108,7 +110,8 @@ def _dec_AddPartitionsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddPar
 def _dec_AddPartitionsToTxnTopic_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     if buf[pos]:
@@ -123,7 +126,8 @@ def _dec_AddPartitionsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddPar
     f_v3_and_below_producer_id, f_v3_and_below_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_v3_and_below_topics = []
     for _ in range(_n):
         _e_v3_and_below_topics, pos = _dec_AddPartitionsToTxnTopic_v3(buf, pos)
@@ -184,7 +188,8 @@ def _dec_AddPartitionsToTxnTopicResult_v0(
 ) -> tuple[AddPartitionsToTxnTopicResult, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results_by_partition = []
     for _ in range(_n):
         _e_results_by_partition, pos = _dec_AddPartitionsToTxnPartitionResult_v0(buf, pos)
@@ -196,7 +201,8 @@ def _dec_AddPartitionsToTxnResponse_v0(buf: memoryview, pos: int) -> tuple[AddPa
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results_by_topic_v3_and_below = []
     for _ in range(_n):
         _e_results_by_topic_v3_and_below, pos = _dec_AddPartitionsToTxnTopicResult_v0(buf, pos)
@@ -221,7 +227,8 @@ def _dec_AddPartitionsToTxnTopicResult_v3(
 ) -> tuple[AddPartitionsToTxnTopicResult, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results_by_partition = []
     for _ in range(_n):
         _e_results_by_partition, pos = _dec_AddPartitionsToTxnPartitionResult_v3(buf, pos)
@@ -237,7 +244,8 @@ def _dec_AddPartitionsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddPa
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results_by_topic_v3_and_below = []
     for _ in range(_n):
         _e_results_by_topic_v3_and_below, pos = _dec_AddPartitionsToTxnTopicResult_v3(buf, pos)

@@ -103,7 +103,8 @@ def _dec_ApiVersionsResponse_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsR
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_api_keys = []
     for _ in range(_n):
         _e_api_keys, pos = _dec_ApiVersion_v0(buf, pos)
@@ -115,7 +116,8 @@ def _dec_ApiVersionsResponse_v1(buf: memoryview, pos: int) -> tuple[ApiVersionsR
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_api_keys = []
     for _ in range(_n):
         _e_api_keys, pos = _dec_ApiVersion_v0(buf, pos)
@@ -161,7 +163,8 @@ def _dec_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsR
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_api_keys = []
     for _ in range(_n):
         _e_api_keys, pos = _dec_ApiVersion_v3(buf, pos)
@@ -177,7 +180,8 @@ def _dec_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsR
         _tag, _end, pos = _p.read_tag_header(buf, pos)
         if _tag == 0:
             _n, pos = _p.read_compact_array_len(buf, pos)
-            _n = _p.not_null(_n)
+            if _n < 0:
+                raise _p.ProtocolError("null in a non-nullable array")
             f_supported_features = []
             for _ in range(_n):
                 _e_supported_features, pos = _dec_SupportedFeatureKey_v3(buf, pos)
@@ -186,7 +190,8 @@ def _dec_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsR
             (f_finalized_features_epoch,) = _S_q.unpack_from(buf, pos)
         elif _tag == 2:
             _n, pos = _p.read_compact_array_len(buf, pos)
-            _n = _p.not_null(_n)
+            if _n < 0:
+                raise _p.ProtocolError("null in a non-nullable array")
             f_finalized_features = []
             for _ in range(_n):
                 _e_finalized_features, pos = _dec_FinalizedFeatureKey_v3(buf, pos)

@@ -61,7 +61,8 @@ class CreatePartitionsResponse:
 
 def _dec_CreatePartitionsAssignment_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_broker_ids = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     return CreatePartitionsAssignment(f_broker_ids), pos
@@ -85,7 +86,8 @@ def _dec_CreatePartitionsTopic_v0(buf: memoryview, pos: int) -> tuple[CreatePart
 
 def _dec_CreatePartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_CreatePartitionsTopic_v0(buf, pos)
@@ -97,7 +99,8 @@ def _dec_CreatePartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[CreatePa
 
 def _dec_CreatePartitionsAssignment_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_broker_ids = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     if buf[pos]:
@@ -129,7 +132,8 @@ def _dec_CreatePartitionsTopic_v2(buf: memoryview, pos: int) -> tuple[CreatePart
 
 def _dec_CreatePartitionsRequest_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_CreatePartitionsTopic_v2(buf, pos)
@@ -203,7 +207,8 @@ def _dec_CreatePartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[CreateP
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results = []
     for _ in range(_n):
         _e_results, pos = _dec_CreatePartitionsTopicResult_v0(buf, pos)
@@ -227,7 +232,8 @@ def _dec_CreatePartitionsResponse_v2(buf: memoryview, pos: int) -> tuple[CreateP
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results = []
     for _ in range(_n):
         _e_results, pos = _dec_CreatePartitionsTopicResult_v2(buf, pos)

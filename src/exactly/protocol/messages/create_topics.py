@@ -90,7 +90,8 @@ def _dec_CreatableReplicaAssignment_v2(buf: memoryview, pos: int) -> tuple[Creat
     (f_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_broker_ids = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     return CreatableReplicaAssignment(f_partition_index, f_broker_ids), pos
@@ -107,13 +108,15 @@ def _dec_CreatableTopic_v2(buf: memoryview, pos: int) -> tuple[CreatableTopic, i
     f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_assignments = []
     for _ in range(_n):
         _e_assignments, pos = _dec_CreatableReplicaAssignment_v2(buf, pos)
         f_assignments.append(_e_assignments)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_configs = []
     for _ in range(_n):
         _e_configs, pos = _dec_CreatableTopicConfig_v2(buf, pos)
@@ -123,7 +126,8 @@ def _dec_CreatableTopic_v2(buf: memoryview, pos: int) -> tuple[CreatableTopic, i
 
 def _dec_CreateTopicsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_CreatableTopic_v2(buf, pos)
@@ -137,7 +141,8 @@ def _dec_CreatableReplicaAssignment_v5(buf: memoryview, pos: int) -> tuple[Creat
     (f_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_broker_ids = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     if buf[pos]:
@@ -162,13 +167,15 @@ def _dec_CreatableTopic_v5(buf: memoryview, pos: int) -> tuple[CreatableTopic, i
     f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_assignments = []
     for _ in range(_n):
         _e_assignments, pos = _dec_CreatableReplicaAssignment_v5(buf, pos)
         f_assignments.append(_e_assignments)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_configs = []
     for _ in range(_n):
         _e_configs, pos = _dec_CreatableTopicConfig_v5(buf, pos)
@@ -182,7 +189,8 @@ def _dec_CreatableTopic_v5(buf: memoryview, pos: int) -> tuple[CreatableTopic, i
 
 def _dec_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_CreatableTopic_v5(buf, pos)
@@ -269,7 +277,8 @@ def _dec_CreateTopicsResponse_v2(buf: memoryview, pos: int) -> tuple[CreateTopic
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_CreatableTopicResult_v2(buf, pos)
@@ -328,7 +337,8 @@ def _dec_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopic
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_CreatableTopicResult_v5(buf, pos)
@@ -380,7 +390,8 @@ def _dec_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopic
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_CreatableTopicResult_v7(buf, pos)

@@ -45,7 +45,8 @@ class DeleteGroupsResponse:
 
 def _dec_DeleteGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups_names = []
     for _ in range(_n):
         _s, pos = _p.read_string(buf, pos)
@@ -55,7 +56,8 @@ def _dec_DeleteGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteGroups
 
 def _dec_DeleteGroupsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups_names = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
@@ -91,7 +93,8 @@ def _dec_DeleteGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteGroup
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results = []
     for _ in range(_n):
         _e_results, pos = _dec_DeletableGroupResult_v0(buf, pos)
@@ -114,7 +117,8 @@ def _dec_DeleteGroupsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteGroup
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results = []
     for _ in range(_n):
         _e_results, pos = _dec_DeletableGroupResult_v2(buf, pos)

@@ -75,7 +75,8 @@ def _dec_DeleteRecordsPartition_v0(buf: memoryview, pos: int) -> tuple[DeleteRec
 def _dec_DeleteRecordsTopic_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_DeleteRecordsPartition_v0(buf, pos)
@@ -85,7 +86,8 @@ def _dec_DeleteRecordsTopic_v0(buf: memoryview, pos: int) -> tuple[DeleteRecords
 
 def _dec_DeleteRecordsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_DeleteRecordsTopic_v0(buf, pos)
@@ -108,7 +110,8 @@ def _dec_DeleteRecordsPartition_v2(buf: memoryview, pos: int) -> tuple[DeleteRec
 def _dec_DeleteRecordsTopic_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_DeleteRecordsPartition_v2(buf, pos)
@@ -122,7 +125,8 @@ def _dec_DeleteRecordsTopic_v2(buf: memoryview, pos: int) -> tuple[DeleteRecords
 
 def _dec_DeleteRecordsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_DeleteRecordsTopic_v2(buf, pos)
@@ -184,7 +188,8 @@ def _dec_DeleteRecordsPartitionResult_v0(
 def _dec_DeleteRecordsTopicResult_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopicResult, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_DeleteRecordsPartitionResult_v0(buf, pos)
@@ -196,7 +201,8 @@ def _dec_DeleteRecordsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteReco
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_DeleteRecordsTopicResult_v0(buf, pos)
@@ -219,7 +225,8 @@ def _dec_DeleteRecordsPartitionResult_v2(
 def _dec_DeleteRecordsTopicResult_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopicResult, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_DeleteRecordsPartitionResult_v2(buf, pos)
@@ -235,7 +242,8 @@ def _dec_DeleteRecordsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteReco
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_DeleteRecordsTopicResult_v2(buf, pos)

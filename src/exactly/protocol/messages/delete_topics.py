@@ -59,7 +59,8 @@ class DeleteTopicsResponse:
 
 def _dec_DeleteTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topic_names = []
     for _ in range(_n):
         _s, pos = _p.read_string(buf, pos)
@@ -71,7 +72,8 @@ def _dec_DeleteTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[DeleteTopics
 
 def _dec_DeleteTopicsRequest_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topic_names = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
@@ -99,7 +101,8 @@ def _dec_DeleteTopicState_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicStat
 
 def _dec_DeleteTopicsRequest_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_DeleteTopicState_v6(buf, pos)
@@ -150,7 +153,8 @@ def _dec_DeleteTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteTopic
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_DeletableTopicResult_v1(buf, pos)
@@ -173,7 +177,8 @@ def _dec_DeleteTopicsResponse_v4(buf: memoryview, pos: int) -> tuple[DeleteTopic
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_DeletableTopicResult_v4(buf, pos)
@@ -201,7 +206,8 @@ def _dec_DeleteTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[DeleteTopic
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_DeletableTopicResult_v5(buf, pos)
@@ -230,7 +236,8 @@ def _dec_DeleteTopicsResponse_v6(buf: memoryview, pos: int) -> tuple[DeleteTopic
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_DeletableTopicResult_v6(buf, pos)

@@ -109,7 +109,8 @@ def _dec_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[Describe
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_DescribeClusterBroker_v0(buf, pos)
@@ -142,7 +143,8 @@ def _dec_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[Describe
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_DescribeClusterBroker_v0(buf, pos)

@@ -98,7 +98,8 @@ def _dec_DescribeConfigsResource_v1(buf: memoryview, pos: int) -> tuple[Describe
 
 def _dec_DescribeConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_resources = []
     for _ in range(_n):
         _e_resources, pos = _dec_DescribeConfigsResource_v1(buf, pos)
@@ -110,7 +111,8 @@ def _dec_DescribeConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeC
 
 def _dec_DescribeConfigsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_resources = []
     for _ in range(_n):
         _e_resources, pos = _dec_DescribeConfigsResource_v1(buf, pos)
@@ -142,7 +144,8 @@ def _dec_DescribeConfigsResource_v4(buf: memoryview, pos: int) -> tuple[Describe
 
 def _dec_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_resources = []
     for _ in range(_n):
         _e_resources, pos = _dec_DescribeConfigsResource_v4(buf, pos)
@@ -216,7 +219,8 @@ def _dec_DescribeConfigsResourceResult_v1(
     f_read_only, f_config_source, f_is_sensitive = _S_obo.unpack_from(buf, pos)
     pos += 3
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_synonyms = []
     for _ in range(_n):
         _e_synonyms, pos = _dec_DescribeConfigsSynonym_v1(buf, pos)
@@ -234,7 +238,8 @@ def _dec_DescribeConfigsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeCo
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_configs = []
     for _ in range(_n):
         _e_configs, pos = _dec_DescribeConfigsResourceResult_v1(buf, pos)
@@ -248,7 +253,8 @@ def _dec_DescribeConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[Describe
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results = []
     for _ in range(_n):
         _e_results, pos = _dec_DescribeConfigsResult_v1(buf, pos)
@@ -264,7 +270,8 @@ def _dec_DescribeConfigsResourceResult_v3(
     f_read_only, f_config_source, f_is_sensitive = _S_obo.unpack_from(buf, pos)
     pos += 3
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_synonyms = []
     for _ in range(_n):
         _e_synonyms, pos = _dec_DescribeConfigsSynonym_v1(buf, pos)
@@ -293,7 +300,8 @@ def _dec_DescribeConfigsResult_v3(buf: memoryview, pos: int) -> tuple[DescribeCo
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_configs = []
     for _ in range(_n):
         _e_configs, pos = _dec_DescribeConfigsResourceResult_v3(buf, pos)
@@ -307,7 +315,8 @@ def _dec_DescribeConfigsResponse_v3(buf: memoryview, pos: int) -> tuple[Describe
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results = []
     for _ in range(_n):
         _e_results, pos = _dec_DescribeConfigsResult_v3(buf, pos)
@@ -335,7 +344,8 @@ def _dec_DescribeConfigsResourceResult_v4(
     f_read_only, f_config_source, f_is_sensitive = _S_obo.unpack_from(buf, pos)
     pos += 3
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_synonyms = []
     for _ in range(_n):
         _e_synonyms, pos = _dec_DescribeConfigsSynonym_v4(buf, pos)
@@ -368,7 +378,8 @@ def _dec_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeCo
     pos += 1
     f_resource_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_configs = []
     for _ in range(_n):
         _e_configs, pos = _dec_DescribeConfigsResourceResult_v4(buf, pos)
@@ -386,7 +397,8 @@ def _dec_DescribeConfigsResponse_v4(buf: memoryview, pos: int) -> tuple[Describe
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_results = []
     for _ in range(_n):
         _e_results, pos = _dec_DescribeConfigsResult_v4(buf, pos)

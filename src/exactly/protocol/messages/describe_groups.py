@@ -64,7 +64,8 @@ class DescribeGroupsResponse:
 
 def _dec_DescribeGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _s, pos = _p.read_string(buf, pos)
@@ -74,7 +75,8 @@ def _dec_DescribeGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeGr
 
 def _dec_DescribeGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _s, pos = _p.read_string(buf, pos)
@@ -86,7 +88,8 @@ def _dec_DescribeGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeGr
 
 def _dec_DescribeGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
@@ -139,7 +142,8 @@ def _dec_DescribedGroup_v0(buf: memoryview, pos: int) -> tuple[DescribedGroup, i
     f_protocol_type, pos = _p.read_string(buf, pos)
     f_protocol_data, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_DescribedGroupMember_v0(buf, pos)
@@ -158,7 +162,8 @@ def _dec_DescribedGroup_v0(buf: memoryview, pos: int) -> tuple[DescribedGroup, i
 
 def _dec_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_DescribedGroup_v0(buf, pos)
@@ -170,7 +175,8 @@ def _dec_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeG
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_DescribedGroup_v0(buf, pos)
@@ -186,7 +192,8 @@ def _dec_DescribedGroup_v3(buf: memoryview, pos: int) -> tuple[DescribedGroup, i
     f_protocol_type, pos = _p.read_string(buf, pos)
     f_protocol_data, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_DescribedGroupMember_v0(buf, pos)
@@ -209,7 +216,8 @@ def _dec_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeG
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_DescribedGroup_v3(buf, pos)
@@ -237,7 +245,8 @@ def _dec_DescribedGroup_v4(buf: memoryview, pos: int) -> tuple[DescribedGroup, i
     f_protocol_type, pos = _p.read_string(buf, pos)
     f_protocol_data, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_DescribedGroupMember_v4(buf, pos)
@@ -260,7 +269,8 @@ def _dec_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeG
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_DescribedGroup_v4(buf, pos)
@@ -292,7 +302,8 @@ def _dec_DescribedGroup_v5(buf: memoryview, pos: int) -> tuple[DescribedGroup, i
     f_protocol_type, pos = _p.read_compact_string(buf, pos)
     f_protocol_data, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_DescribedGroupMember_v5(buf, pos)
@@ -319,7 +330,8 @@ def _dec_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeG
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_DescribedGroup_v5(buf, pos)

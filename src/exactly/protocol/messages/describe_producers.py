@@ -71,7 +71,8 @@ class DescribeProducersResponse:
 def _dec_TopicRequest_v0(buf: memoryview, pos: int) -> tuple[TopicRequest, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_indexes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     if buf[pos]:
@@ -83,7 +84,8 @@ def _dec_TopicRequest_v0(buf: memoryview, pos: int) -> tuple[TopicRequest, int]:
 
 def _dec_DescribeProducersRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_TopicRequest_v0(buf, pos)
@@ -138,7 +140,8 @@ def _dec_PartitionResponse_v0(buf: memoryview, pos: int) -> tuple[PartitionRespo
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_active_producers = []
     for _ in range(_n):
         _e_active_producers, pos = _dec_ProducerState_v0(buf, pos)
@@ -153,7 +156,8 @@ def _dec_PartitionResponse_v0(buf: memoryview, pos: int) -> tuple[PartitionRespo
 def _dec_TopicResponse_v0(buf: memoryview, pos: int) -> tuple[TopicResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_PartitionResponse_v0(buf, pos)
@@ -169,7 +173,8 @@ def _dec_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[Descri
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_TopicResponse_v0(buf, pos)

@@ -57,7 +57,8 @@ class DescribeTransactionsResponse:
 
 def _dec_DescribeTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_transactional_ids = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
@@ -79,7 +80,8 @@ def _enc_DescribeTransactionsRequest_v0(m: DescribeTransactionsRequest, out: lis
 def _dec_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     if buf[pos]:
@@ -99,7 +101,8 @@ def _dec_TransactionState_v0(buf: memoryview, pos: int) -> tuple[TransactionStat
     )
     pos += 22
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_TopicData_v0(buf, pos)
@@ -126,7 +129,8 @@ def _dec_DescribeTransactionsResponse_v0(
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_transaction_states = []
     for _ in range(_n):
         _e_transaction_states, pos = _dec_TransactionState_v0(buf, pos)

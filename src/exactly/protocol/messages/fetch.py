@@ -164,7 +164,8 @@ def _dec_FetchPartition_v4(buf: memoryview, pos: int) -> tuple[FetchPartition, i
 def _dec_FetchTopic_v4(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_FetchPartition_v4(buf, pos)
@@ -176,7 +177,8 @@ def _dec_FetchRequest_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level = _S_iiiib.unpack_from(buf, pos)
     pos += 17
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_FetchTopic_v4(buf, pos)
@@ -215,7 +217,8 @@ def _dec_FetchPartition_v5(buf: memoryview, pos: int) -> tuple[FetchPartition, i
 def _dec_FetchTopic_v5(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_FetchPartition_v5(buf, pos)
@@ -227,7 +230,8 @@ def _dec_FetchRequest_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level = _S_iiiib.unpack_from(buf, pos)
     pos += 17
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_FetchTopic_v5(buf, pos)
@@ -251,7 +255,8 @@ def _dec_FetchRequest_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 def _dec_ForgottenTopic_v7(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     return ForgottenTopic(f_topic, _p.UUID_ZERO, f_partitions), pos
@@ -269,13 +274,15 @@ def _dec_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     ) = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_FetchTopic_v5(buf, pos)
         f_topics.append(_e_topics)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_forgotten_topics_data = []
     for _ in range(_n):
         _e_forgotten_topics_data, pos = _dec_ForgottenTopic_v7(buf, pos)
@@ -316,7 +323,8 @@ def _dec_FetchPartition_v9(buf: memoryview, pos: int) -> tuple[FetchPartition, i
 def _dec_FetchTopic_v9(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_FetchPartition_v9(buf, pos)
@@ -336,13 +344,15 @@ def _dec_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     ) = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_FetchTopic_v9(buf, pos)
         f_topics.append(_e_topics)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_forgotten_topics_data = []
     for _ in range(_n):
         _e_forgotten_topics_data, pos = _dec_ForgottenTopic_v7(buf, pos)
@@ -375,13 +385,15 @@ def _dec_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]
     ) = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_FetchTopic_v9(buf, pos)
         f_topics.append(_e_topics)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_forgotten_topics_data = []
     for _ in range(_n):
         _e_forgotten_topics_data, pos = _dec_ForgottenTopic_v7(buf, pos)
@@ -432,7 +444,8 @@ def _dec_FetchPartition_v12(buf: memoryview, pos: int) -> tuple[FetchPartition, 
 def _dec_FetchTopic_v12(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_FetchPartition_v12(buf, pos)
@@ -447,7 +460,8 @@ def _dec_FetchTopic_v12(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
 def _dec_ForgottenTopic_v12(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     if buf[pos]:
@@ -469,13 +483,15 @@ def _dec_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]
     ) = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_FetchTopic_v12(buf, pos)
         f_topics.append(_e_topics)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_forgotten_topics_data = []
     for _ in range(_n):
         _e_forgotten_topics_data, pos = _dec_ForgottenTopic_v12(buf, pos)
@@ -715,7 +731,8 @@ def _dec_PartitionData_v4(buf: memoryview, pos: int) -> tuple[PartitionData, int
 def _dec_FetchableTopicResponse_v4(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_PartitionData_v4(buf, pos)
@@ -727,7 +744,8 @@ def _dec_FetchResponse_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_FetchableTopicResponse_v4(buf, pos)
@@ -768,7 +786,8 @@ def _dec_PartitionData_v5(buf: memoryview, pos: int) -> tuple[PartitionData, int
 def _dec_FetchableTopicResponse_v5(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_PartitionData_v5(buf, pos)
@@ -780,7 +799,8 @@ def _dec_FetchResponse_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_FetchableTopicResponse_v5(buf, pos)
@@ -792,7 +812,8 @@ def _dec_FetchResponse_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int
     f_throttle_time_ms, f_error_code, f_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_FetchableTopicResponse_v5(buf, pos)
@@ -835,7 +856,8 @@ def _dec_PartitionData_v11(buf: memoryview, pos: int) -> tuple[PartitionData, in
 def _dec_FetchableTopicResponse_v11(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_PartitionData_v11(buf, pos)
@@ -847,7 +869,8 @@ def _dec_FetchResponse_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, in
     f_throttle_time_ms, f_error_code, f_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_FetchableTopicResponse_v11(buf, pos)
@@ -943,7 +966,8 @@ def _dec_PartitionData_v12(buf: memoryview, pos: int) -> tuple[PartitionData, in
 def _dec_FetchableTopicResponse_v12(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_PartitionData_v12(buf, pos)
@@ -959,7 +983,8 @@ def _dec_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, in
     f_throttle_time_ms, f_error_code, f_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_FetchableTopicResponse_v12(buf, pos)

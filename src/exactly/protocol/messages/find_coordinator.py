@@ -84,7 +84,8 @@ def _dec_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoord
     (f_key_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_coordinator_keys = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
@@ -178,7 +179,8 @@ def _dec_FindCoordinatorResponse_v4(buf: memoryview, pos: int) -> tuple[FindCoor
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_coordinators = []
     for _ in range(_n):
         _e_coordinators, pos = _dec_Coordinator_v4(buf, pos)

@@ -75,7 +75,8 @@ def _dec_AlterConfigsResource_v0(buf: memoryview, pos: int) -> tuple[AlterConfig
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_configs = []
     for _ in range(_n):
         _e_configs, pos = _dec_AlterableConfig_v0(buf, pos)
@@ -87,7 +88,8 @@ def _dec_IncrementalAlterConfigsRequest_v0(
     buf: memoryview, pos: int
 ) -> tuple[IncrementalAlterConfigsRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_resources = []
     for _ in range(_n):
         _e_resources, pos = _dec_AlterConfigsResource_v0(buf, pos)
@@ -114,7 +116,8 @@ def _dec_AlterConfigsResource_v1(buf: memoryview, pos: int) -> tuple[AlterConfig
     pos += 1
     f_resource_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_configs = []
     for _ in range(_n):
         _e_configs, pos = _dec_AlterableConfig_v1(buf, pos)
@@ -130,7 +133,8 @@ def _dec_IncrementalAlterConfigsRequest_v1(
     buf: memoryview, pos: int
 ) -> tuple[IncrementalAlterConfigsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_resources = []
     for _ in range(_n):
         _e_resources, pos = _dec_AlterConfigsResource_v1(buf, pos)
@@ -206,7 +210,8 @@ def _dec_IncrementalAlterConfigsResponse_v0(
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_AlterConfigsResourceResponse_v0(buf, pos)
@@ -236,7 +241,8 @@ def _dec_IncrementalAlterConfigsResponse_v1(
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_AlterConfigsResourceResponse_v1(buf, pos)

@@ -78,7 +78,8 @@ def _dec_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupReques
     f_member_id, pos = _p.read_string(buf, pos)
     f_protocol_type, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_protocols = []
     for _ in range(_n):
         _e_protocols, pos = _dec_JoinGroupRequestProtocol_v0(buf, pos)
@@ -95,7 +96,8 @@ def _dec_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupReques
     f_member_id, pos = _p.read_string(buf, pos)
     f_protocol_type, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_protocols = []
     for _ in range(_n):
         _e_protocols, pos = _dec_JoinGroupRequestProtocol_v0(buf, pos)
@@ -120,7 +122,8 @@ def _dec_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupReques
     f_group_instance_id, pos = _p.read_nullable_string(buf, pos)
     f_protocol_type, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_protocols = []
     for _ in range(_n):
         _e_protocols, pos = _dec_JoinGroupRequestProtocol_v0(buf, pos)
@@ -155,7 +158,8 @@ def _dec_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupReques
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_protocol_type, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_protocols = []
     for _ in range(_n):
         _e_protocols, pos = _dec_JoinGroupRequestProtocol_v6(buf, pos)
@@ -243,7 +247,8 @@ def _dec_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRespo
     f_leader, pos = _p.read_string(buf, pos)
     f_member_id, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_JoinGroupResponseMember_v0(buf, pos)
@@ -260,7 +265,8 @@ def _dec_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRespo
     f_leader, pos = _p.read_string(buf, pos)
     f_member_id, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_JoinGroupResponseMember_v0(buf, pos)
@@ -292,7 +298,8 @@ def _dec_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRespo
     f_leader, pos = _p.read_string(buf, pos)
     f_member_id, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_JoinGroupResponseMember_v5(buf, pos)
@@ -328,7 +335,8 @@ def _dec_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespo
     f_leader, pos = _p.read_compact_string(buf, pos)
     f_member_id, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_JoinGroupResponseMember_v6(buf, pos)
@@ -358,7 +366,8 @@ def _dec_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespo
     f_leader, pos = _p.read_compact_string(buf, pos)
     f_member_id, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_JoinGroupResponseMember_v6(buf, pos)

@@ -69,7 +69,8 @@ def _dec_MemberIdentity_v3(buf: memoryview, pos: int) -> tuple[MemberIdentity, i
 def _dec_LeaveGroupRequest_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_MemberIdentity_v3(buf, pos)
@@ -90,7 +91,8 @@ def _dec_MemberIdentity_v4(buf: memoryview, pos: int) -> tuple[MemberIdentity, i
 def _dec_LeaveGroupRequest_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_MemberIdentity_v4(buf, pos)
@@ -116,7 +118,8 @@ def _dec_MemberIdentity_v5(buf: memoryview, pos: int) -> tuple[MemberIdentity, i
 def _dec_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_MemberIdentity_v5(buf, pos)
@@ -198,7 +201,8 @@ def _dec_LeaveGroupResponse_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRes
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_MemberResponse_v3(buf, pos)
@@ -222,7 +226,8 @@ def _dec_LeaveGroupResponse_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRes
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_members = []
     for _ in range(_n):
         _e_members, pos = _dec_MemberResponse_v4(buf, pos)

@@ -60,7 +60,8 @@ def _dec_ListGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRequ
 
 def _dec_ListGroupsRequest_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_states_filter = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
@@ -74,13 +75,15 @@ def _dec_ListGroupsRequest_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequ
 
 def _dec_ListGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_states_filter = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
         f_states_filter.append(_s)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_types_filter = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
@@ -127,7 +130,8 @@ def _dec_ListGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[ListGroupsRes
     (f_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_ListedGroup_v0(buf, pos)
@@ -139,7 +143,8 @@ def _dec_ListGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[ListGroupsRes
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_ListedGroup_v0(buf, pos)
@@ -161,7 +166,8 @@ def _dec_ListGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRes
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_ListedGroup_v3(buf, pos)
@@ -188,7 +194,8 @@ def _dec_ListGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRes
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_ListedGroup_v4(buf, pos)
@@ -216,7 +223,8 @@ def _dec_ListGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRes
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_ListedGroup_v5(buf, pos)

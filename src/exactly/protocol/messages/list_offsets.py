@@ -84,7 +84,8 @@ def _dec_ListOffsetsPartition_v1(buf: memoryview, pos: int) -> tuple[ListOffsets
 def _dec_ListOffsetsTopic_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_ListOffsetsPartition_v1(buf, pos)
@@ -96,7 +97,8 @@ def _dec_ListOffsetsRequest_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRe
     (f_replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_ListOffsetsTopic_v1(buf, pos)
@@ -108,7 +110,8 @@ def _dec_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRe
     f_replica_id, f_isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_ListOffsetsTopic_v1(buf, pos)
@@ -125,7 +128,8 @@ def _dec_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> tuple[ListOffsets
 def _dec_ListOffsetsTopic_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_ListOffsetsPartition_v4(buf, pos)
@@ -137,7 +141,8 @@ def _dec_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRe
     f_replica_id, f_isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_ListOffsetsTopic_v4(buf, pos)
@@ -158,7 +163,8 @@ def _dec_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> tuple[ListOffsets
 def _dec_ListOffsetsTopic_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_ListOffsetsPartition_v6(buf, pos)
@@ -174,7 +180,8 @@ def _dec_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRe
     f_replica_id, f_isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_ListOffsetsTopic_v6(buf, pos)
@@ -260,7 +267,8 @@ def _dec_ListOffsetsPartitionResponse_v1(
 def _dec_ListOffsetsTopicResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_ListOffsetsPartitionResponse_v1(buf, pos)
@@ -270,7 +278,8 @@ def _dec_ListOffsetsTopicResponse_v1(buf: memoryview, pos: int) -> tuple[ListOff
 
 def _dec_ListOffsetsResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_ListOffsetsTopicResponse_v1(buf, pos)
@@ -282,7 +291,8 @@ def _dec_ListOffsetsResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsR
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_ListOffsetsTopicResponse_v1(buf, pos)
@@ -303,7 +313,8 @@ def _dec_ListOffsetsPartitionResponse_v4(
 def _dec_ListOffsetsTopicResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_ListOffsetsPartitionResponse_v4(buf, pos)
@@ -315,7 +326,8 @@ def _dec_ListOffsetsResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsR
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_ListOffsetsTopicResponse_v4(buf, pos)
@@ -340,7 +352,8 @@ def _dec_ListOffsetsPartitionResponse_v6(
 def _dec_ListOffsetsTopicResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_ListOffsetsPartitionResponse_v6(buf, pos)
@@ -356,7 +369,8 @@ def _dec_ListOffsetsResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsR
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_ListOffsetsTopicResponse_v6(buf, pos)

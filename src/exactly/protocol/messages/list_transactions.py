@@ -51,13 +51,15 @@ class ListTransactionsResponse:
 
 def _dec_ListTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_state_filters = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
         f_state_filters.append(_s)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_producer_id_filters = list(_struct.unpack_from(">%dq" % _n, buf, pos))
     pos += 8 * _n
     if buf[pos]:
@@ -69,13 +71,15 @@ def _dec_ListTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[ListTran
 
 def _dec_ListTransactionsRequest_v1(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_state_filters = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
         f_state_filters.append(_s)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_producer_id_filters = list(_struct.unpack_from(">%dq" % _n, buf, pos))
     pos += 8 * _n
     (f_duration_filter,) = _S_q.unpack_from(buf, pos)
@@ -121,13 +125,15 @@ def _dec_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTra
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_unknown_state_filters = []
     for _ in range(_n):
         _s, pos = _p.read_compact_string(buf, pos)
         f_unknown_state_filters.append(_s)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_transaction_states = []
     for _ in range(_n):
         _e_transaction_states, pos = _dec_TransactionState_v0(buf, pos)

@@ -96,7 +96,8 @@ def _dec_MetadataRequestTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataReq
 
 def _dec_MetadataRequest_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataRequestTopic_v0(buf, pos)
@@ -368,11 +369,13 @@ def _dec_MetadataResponsePartition_v0(buf: memoryview, pos: int) -> tuple[Metada
     f_error_code, f_partition_index, f_leader_id = _S_hii.unpack_from(buf, pos)
     pos += 10
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_replica_nodes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_isr_nodes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     return MetadataResponsePartition(
@@ -385,7 +388,8 @@ def _dec_MetadataResponseTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataRe
     pos += 2
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_MetadataResponsePartition_v0(buf, pos)
@@ -395,13 +399,15 @@ def _dec_MetadataResponseTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataRe
 
 def _dec_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v0(buf, pos)
         f_brokers.append(_e_brokers)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v0(buf, pos)
@@ -426,7 +432,8 @@ def _dec_MetadataResponseTopic_v1(buf: memoryview, pos: int) -> tuple[MetadataRe
     (f_is_internal,) = _S_o.unpack_from(buf, pos)
     pos += 1
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_MetadataResponsePartition_v0(buf, pos)
@@ -438,7 +445,8 @@ def _dec_MetadataResponseTopic_v1(buf: memoryview, pos: int) -> tuple[MetadataRe
 
 def _dec_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v1(buf, pos)
@@ -446,7 +454,8 @@ def _dec_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v1(buf, pos)
@@ -456,7 +465,8 @@ def _dec_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataRespons
 
 def _dec_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v1(buf, pos)
@@ -465,7 +475,8 @@ def _dec_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v1(buf, pos)
@@ -477,7 +488,8 @@ def _dec_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v1(buf, pos)
@@ -486,7 +498,8 @@ def _dec_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v1(buf, pos)
@@ -500,15 +513,18 @@ def _dec_MetadataResponsePartition_v5(buf: memoryview, pos: int) -> tuple[Metada
     f_error_code, f_partition_index, f_leader_id = _S_hii.unpack_from(buf, pos)
     pos += 10
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_replica_nodes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_isr_nodes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_offline_replicas = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     return MetadataResponsePartition(
@@ -523,7 +539,8 @@ def _dec_MetadataResponseTopic_v5(buf: memoryview, pos: int) -> tuple[MetadataRe
     (f_is_internal,) = _S_o.unpack_from(buf, pos)
     pos += 1
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_MetadataResponsePartition_v5(buf, pos)
@@ -537,7 +554,8 @@ def _dec_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v1(buf, pos)
@@ -546,7 +564,8 @@ def _dec_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v5(buf, pos)
@@ -560,15 +579,18 @@ def _dec_MetadataResponsePartition_v7(buf: memoryview, pos: int) -> tuple[Metada
     f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S_hiii.unpack_from(buf, pos)
     pos += 14
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_replica_nodes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_isr_nodes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_offline_replicas = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     return MetadataResponsePartition(
@@ -589,7 +611,8 @@ def _dec_MetadataResponseTopic_v7(buf: memoryview, pos: int) -> tuple[MetadataRe
     (f_is_internal,) = _S_o.unpack_from(buf, pos)
     pos += 1
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_MetadataResponsePartition_v7(buf, pos)
@@ -603,7 +626,8 @@ def _dec_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v1(buf, pos)
@@ -612,7 +636,8 @@ def _dec_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v7(buf, pos)
@@ -629,7 +654,8 @@ def _dec_MetadataResponseTopic_v8(buf: memoryview, pos: int) -> tuple[MetadataRe
     (f_is_internal,) = _S_o.unpack_from(buf, pos)
     pos += 1
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_MetadataResponsePartition_v7(buf, pos)
@@ -645,7 +671,8 @@ def _dec_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v1(buf, pos)
@@ -654,7 +681,8 @@ def _dec_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v8(buf, pos)
@@ -690,15 +718,18 @@ def _dec_MetadataResponsePartition_v9(buf: memoryview, pos: int) -> tuple[Metada
     f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S_hiii.unpack_from(buf, pos)
     pos += 14
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_replica_nodes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_isr_nodes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_offline_replicas = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     if buf[pos]:
@@ -723,7 +754,8 @@ def _dec_MetadataResponseTopic_v9(buf: memoryview, pos: int) -> tuple[MetadataRe
     (f_is_internal,) = _S_o.unpack_from(buf, pos)
     pos += 1
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_MetadataResponsePartition_v9(buf, pos)
@@ -743,7 +775,8 @@ def _dec_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v9(buf, pos)
@@ -752,7 +785,8 @@ def _dec_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataRespons
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v9(buf, pos)
@@ -782,7 +816,8 @@ def _dec_MetadataResponseTopic_v10(buf: memoryview, pos: int) -> tuple[MetadataR
     pos += 17
     f_topic_id = _p.read_uuid(f_topic_id)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_MetadataResponsePartition_v9(buf, pos)
@@ -802,7 +837,8 @@ def _dec_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataRespon
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v9(buf, pos)
@@ -811,7 +847,8 @@ def _dec_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataRespon
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v10(buf, pos)
@@ -837,7 +874,8 @@ def _dec_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataRespon
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v9(buf, pos)
@@ -846,7 +884,8 @@ def _dec_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataRespon
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v10(buf, pos)
@@ -868,7 +907,8 @@ def _dec_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> tuple[MetadataR
     pos += 17
     f_topic_id = _p.read_uuid(f_topic_id)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_MetadataResponsePartition_v9(buf, pos)
@@ -888,7 +928,8 @@ def _dec_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataRespon
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_brokers = []
     for _ in range(_n):
         _e_brokers, pos = _dec_MetadataResponseBroker_v9(buf, pos)
@@ -897,7 +938,8 @@ def _dec_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataRespon
     (f_controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_MetadataResponseTopic_v12(buf, pos)

@@ -88,7 +88,8 @@ def _dec_OffsetCommitRequestPartition_v2(
 def _dec_OffsetCommitRequestTopic_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetCommitRequestPartition_v2(buf, pos)
@@ -104,7 +105,8 @@ def _dec_OffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetCommit
     (f_retention_time_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetCommitRequestTopic_v2(buf, pos)
@@ -120,7 +122,8 @@ def _dec_OffsetCommitRequest_v5(buf: memoryview, pos: int) -> tuple[OffsetCommit
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetCommitRequestTopic_v2(buf, pos)
@@ -144,7 +147,8 @@ def _dec_OffsetCommitRequestPartition_v6(
 def _dec_OffsetCommitRequestTopic_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetCommitRequestPartition_v6(buf, pos)
@@ -158,7 +162,8 @@ def _dec_OffsetCommitRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetCommit
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetCommitRequestTopic_v6(buf, pos)
@@ -175,7 +180,8 @@ def _dec_OffsetCommitRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetCommit
     f_member_id, pos = _p.read_string(buf, pos)
     f_group_instance_id, pos = _p.read_nullable_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetCommitRequestTopic_v6(buf, pos)
@@ -203,7 +209,8 @@ def _dec_OffsetCommitRequestPartition_v8(
 def _dec_OffsetCommitRequestTopic_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetCommitRequestPartition_v8(buf, pos)
@@ -222,7 +229,8 @@ def _dec_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommit
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetCommitRequestTopic_v8(buf, pos)
@@ -334,7 +342,8 @@ def _dec_OffsetCommitResponsePartition_v2(
 def _dec_OffsetCommitResponseTopic_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitResponseTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetCommitResponsePartition_v2(buf, pos)
@@ -344,7 +353,8 @@ def _dec_OffsetCommitResponseTopic_v2(buf: memoryview, pos: int) -> tuple[Offset
 
 def _dec_OffsetCommitResponse_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetCommitResponseTopic_v2(buf, pos)
@@ -356,7 +366,8 @@ def _dec_OffsetCommitResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetCommi
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetCommitResponseTopic_v2(buf, pos)
@@ -379,7 +390,8 @@ def _dec_OffsetCommitResponsePartition_v8(
 def _dec_OffsetCommitResponseTopic_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponseTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetCommitResponsePartition_v8(buf, pos)
@@ -395,7 +407,8 @@ def _dec_OffsetCommitResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetCommi
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetCommitResponseTopic_v8(buf, pos)

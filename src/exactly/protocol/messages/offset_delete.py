@@ -72,7 +72,8 @@ def _dec_OffsetDeleteRequestPartition_v0(
 def _dec_OffsetDeleteRequestTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetDeleteRequestPartition_v0(buf, pos)
@@ -83,7 +84,8 @@ def _dec_OffsetDeleteRequestTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetD
 def _dec_OffsetDeleteRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetDeleteRequestTopic_v0(buf, pos)
@@ -120,7 +122,8 @@ def _dec_OffsetDeleteResponsePartition_v0(
 def _dec_OffsetDeleteResponseTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponseTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetDeleteResponsePartition_v0(buf, pos)
@@ -132,7 +135,8 @@ def _dec_OffsetDeleteResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetDelet
     f_error_code, f_throttle_time_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetDeleteResponseTopic_v0(buf, pos)

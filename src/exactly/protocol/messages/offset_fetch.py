@@ -108,7 +108,8 @@ class OffsetFetchResponse:
 def _dec_OffsetFetchRequestTopic_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_indexes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     return OffsetFetchRequestTopic(f_name, f_partition_indexes), pos
@@ -117,7 +118,8 @@ def _dec_OffsetFetchRequestTopic_v1(buf: memoryview, pos: int) -> tuple[OffsetFe
 def _dec_OffsetFetchRequest_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetFetchRequestTopic_v1(buf, pos)
@@ -142,7 +144,8 @@ def _dec_OffsetFetchRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRe
 def _dec_OffsetFetchRequestTopic_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_indexes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     if buf[pos]:
@@ -193,7 +196,8 @@ def _dec_OffsetFetchRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRe
 def _dec_OffsetFetchRequestTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopics, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_indexes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     if buf[pos]:
@@ -223,7 +227,8 @@ def _dec_OffsetFetchRequestGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFe
 
 def _dec_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_OffsetFetchRequestGroup_v8(buf, pos)
@@ -331,7 +336,8 @@ def _dec_OffsetFetchResponsePartition_v1(
 def _dec_OffsetFetchResponseTopic_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetFetchResponsePartition_v1(buf, pos)
@@ -341,7 +347,8 @@ def _dec_OffsetFetchResponseTopic_v1(buf: memoryview, pos: int) -> tuple[OffsetF
 
 def _dec_OffsetFetchResponse_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetFetchResponseTopic_v1(buf, pos)
@@ -351,7 +358,8 @@ def _dec_OffsetFetchResponse_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchR
 
 def _dec_OffsetFetchResponse_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetFetchResponseTopic_v1(buf, pos)
@@ -365,7 +373,8 @@ def _dec_OffsetFetchResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetFetchR
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetFetchResponseTopic_v1(buf, pos)
@@ -391,7 +400,8 @@ def _dec_OffsetFetchResponsePartition_v5(
 def _dec_OffsetFetchResponseTopic_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetFetchResponsePartition_v5(buf, pos)
@@ -403,7 +413,8 @@ def _dec_OffsetFetchResponse_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchR
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetFetchResponseTopic_v5(buf, pos)
@@ -433,7 +444,8 @@ def _dec_OffsetFetchResponsePartition_v6(
 def _dec_OffsetFetchResponseTopic_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetFetchResponsePartition_v6(buf, pos)
@@ -449,7 +461,8 @@ def _dec_OffsetFetchResponse_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchR
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetFetchResponseTopic_v6(buf, pos)
@@ -483,7 +496,8 @@ def _dec_OffsetFetchResponsePartitions_v8(
 def _dec_OffsetFetchResponseTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopics, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetFetchResponsePartitions_v8(buf, pos)
@@ -498,7 +512,8 @@ def _dec_OffsetFetchResponseTopics_v8(buf: memoryview, pos: int) -> tuple[Offset
 def _dec_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseGroup, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetFetchResponseTopics_v8(buf, pos)
@@ -516,7 +531,8 @@ def _dec_OffsetFetchResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchR
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_groups = []
     for _ in range(_n):
         _e_groups, pos = _dec_OffsetFetchResponseGroup_v8(buf, pos)

@@ -76,7 +76,8 @@ def _dec_OffsetForLeaderPartition_v2(buf: memoryview, pos: int) -> tuple[OffsetF
 def _dec_OffsetForLeaderTopic_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetForLeaderPartition_v2(buf, pos)
@@ -86,7 +87,8 @@ def _dec_OffsetForLeaderTopic_v2(buf: memoryview, pos: int) -> tuple[OffsetForLe
 
 def _dec_OffsetForLeaderEpochRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetForLeaderTopic_v2(buf, pos)
@@ -98,7 +100,8 @@ def _dec_OffsetForLeaderEpochRequest_v3(buf: memoryview, pos: int) -> tuple[Offs
     (f_replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetForLeaderTopic_v2(buf, pos)
@@ -119,7 +122,8 @@ def _dec_OffsetForLeaderPartition_v4(buf: memoryview, pos: int) -> tuple[OffsetF
 def _dec_OffsetForLeaderTopic_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_OffsetForLeaderPartition_v4(buf, pos)
@@ -135,7 +139,8 @@ def _dec_OffsetForLeaderEpochRequest_v4(buf: memoryview, pos: int) -> tuple[Offs
     (f_replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetForLeaderTopic_v4(buf, pos)
@@ -200,7 +205,8 @@ def _dec_EpochEndOffset_v2(buf: memoryview, pos: int) -> tuple[EpochEndOffset, i
 def _dec_OffsetForLeaderTopicResult_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopicResult, int]:
     f_topic, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_EpochEndOffset_v2(buf, pos)
@@ -214,7 +220,8 @@ def _dec_OffsetForLeaderEpochResponse_v2(
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetForLeaderTopicResult_v2(buf, pos)
@@ -235,7 +242,8 @@ def _dec_EpochEndOffset_v4(buf: memoryview, pos: int) -> tuple[EpochEndOffset, i
 def _dec_OffsetForLeaderTopicResult_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopicResult, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_EpochEndOffset_v4(buf, pos)
@@ -253,7 +261,8 @@ def _dec_OffsetForLeaderEpochResponse_v4(
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_OffsetForLeaderTopicResult_v4(buf, pos)

@@ -105,7 +105,8 @@ def _dec_PartitionProduceData_v3(buf: memoryview, pos: int) -> tuple[PartitionPr
 def _dec_TopicProduceData_v3(buf: memoryview, pos: int) -> tuple[TopicProduceData, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_data = []
     for _ in range(_n):
         _e_partition_data, pos = _dec_PartitionProduceData_v3(buf, pos)
@@ -118,7 +119,8 @@ def _dec_ProduceRequest_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, i
     f_acks, f_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topic_data = []
     for _ in range(_n):
         _e_topic_data, pos = _dec_TopicProduceData_v3(buf, pos)
@@ -140,7 +142,8 @@ def _dec_PartitionProduceData_v9(buf: memoryview, pos: int) -> tuple[PartitionPr
 def _dec_TopicProduceData_v9(buf: memoryview, pos: int) -> tuple[TopicProduceData, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_data = []
     for _ in range(_n):
         _e_partition_data, pos = _dec_PartitionProduceData_v9(buf, pos)
@@ -157,7 +160,8 @@ def _dec_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, i
     f_acks, f_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topic_data = []
     for _ in range(_n):
         _e_topic_data, pos = _dec_TopicProduceData_v9(buf, pos)
@@ -227,7 +231,8 @@ def _dec_PartitionProduceResponse_v3(buf: memoryview, pos: int) -> tuple[Partiti
 def _dec_TopicProduceResponse_v3(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_responses = []
     for _ in range(_n):
         _e_partition_responses, pos = _dec_PartitionProduceResponse_v3(buf, pos)
@@ -237,7 +242,8 @@ def _dec_TopicProduceResponse_v3(buf: memoryview, pos: int) -> tuple[TopicProduc
 
 def _dec_ProduceResponse_v3(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_TopicProduceResponse_v3(buf, pos)
@@ -260,7 +266,8 @@ def _dec_PartitionProduceResponse_v5(buf: memoryview, pos: int) -> tuple[Partiti
 def _dec_TopicProduceResponse_v5(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_responses = []
     for _ in range(_n):
         _e_partition_responses, pos = _dec_PartitionProduceResponse_v5(buf, pos)
@@ -270,7 +277,8 @@ def _dec_TopicProduceResponse_v5(buf: memoryview, pos: int) -> tuple[TopicProduc
 
 def _dec_ProduceResponse_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_TopicProduceResponse_v5(buf, pos)
@@ -293,7 +301,8 @@ def _dec_PartitionProduceResponse_v8(buf: memoryview, pos: int) -> tuple[Partiti
     )
     pos += 30
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_record_errors = []
     for _ in range(_n):
         _e_record_errors, pos = _dec_BatchIndexAndErrorMessage_v8(buf, pos)
@@ -314,7 +323,8 @@ def _dec_PartitionProduceResponse_v8(buf: memoryview, pos: int) -> tuple[Partiti
 def _dec_TopicProduceResponse_v8(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_responses = []
     for _ in range(_n):
         _e_partition_responses, pos = _dec_PartitionProduceResponse_v8(buf, pos)
@@ -324,7 +334,8 @@ def _dec_TopicProduceResponse_v8(buf: memoryview, pos: int) -> tuple[TopicProduc
 
 def _dec_ProduceResponse_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_TopicProduceResponse_v8(buf, pos)
@@ -351,7 +362,8 @@ def _dec_PartitionProduceResponse_v9(buf: memoryview, pos: int) -> tuple[Partiti
     )
     pos += 30
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_record_errors = []
     for _ in range(_n):
         _e_record_errors, pos = _dec_BatchIndexAndErrorMessage_v9(buf, pos)
@@ -376,7 +388,8 @@ def _dec_PartitionProduceResponse_v9(buf: memoryview, pos: int) -> tuple[Partiti
 def _dec_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_responses = []
     for _ in range(_n):
         _e_partition_responses, pos = _dec_PartitionProduceResponse_v9(buf, pos)
@@ -390,7 +403,8 @@ def _dec_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tuple[TopicProduc
 
 def _dec_ProduceResponse_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_responses = []
     for _ in range(_n):
         _e_responses, pos = _dec_TopicProduceResponse_v9(buf, pos)

@@ -64,7 +64,8 @@ def _dec_SyncGroupRequest_v0(buf: memoryview, pos: int) -> tuple[SyncGroupReques
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_assignments = []
     for _ in range(_n):
         _e_assignments, pos = _dec_SyncGroupRequestAssignment_v0(buf, pos)
@@ -79,7 +80,8 @@ def _dec_SyncGroupRequest_v3(buf: memoryview, pos: int) -> tuple[SyncGroupReques
     f_member_id, pos = _p.read_string(buf, pos)
     f_group_instance_id, pos = _p.read_nullable_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_assignments = []
     for _ in range(_n):
         _e_assignments, pos = _dec_SyncGroupRequestAssignment_v0(buf, pos)
@@ -106,7 +108,8 @@ def _dec_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupReques
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_assignments = []
     for _ in range(_n):
         _e_assignments, pos = _dec_SyncGroupRequestAssignment_v4(buf, pos)
@@ -129,7 +132,8 @@ def _dec_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupReques
     f_protocol_type, pos = _p.read_compact_nullable_string(buf, pos)
     f_protocol_name, pos = _p.read_compact_nullable_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_assignments = []
     for _ in range(_n):
         _e_assignments, pos = _dec_SyncGroupRequestAssignment_v4(buf, pos)

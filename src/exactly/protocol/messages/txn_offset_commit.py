@@ -88,7 +88,8 @@ def _dec_TxnOffsetCommitRequestPartition_v0(
 def _dec_TxnOffsetCommitRequestTopic_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_TxnOffsetCommitRequestPartition_v0(buf, pos)
@@ -102,7 +103,8 @@ def _dec_TxnOffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[TxnOffset
     f_producer_id, f_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_TxnOffsetCommitRequestTopic_v0(buf, pos)
@@ -126,7 +128,8 @@ def _dec_TxnOffsetCommitRequestPartition_v2(
 def _dec_TxnOffsetCommitRequestTopic_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_TxnOffsetCommitRequestPartition_v2(buf, pos)
@@ -140,7 +143,8 @@ def _dec_TxnOffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[TxnOffset
     f_producer_id, f_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_TxnOffsetCommitRequestTopic_v2(buf, pos)
@@ -168,7 +172,8 @@ def _dec_TxnOffsetCommitRequestPartition_v3(
 def _dec_TxnOffsetCommitRequestTopic_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_TxnOffsetCommitRequestPartition_v3(buf, pos)
@@ -188,7 +193,8 @@ def _dec_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffset
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_TxnOffsetCommitRequestTopic_v3(buf, pos)
@@ -290,7 +296,8 @@ def _dec_TxnOffsetCommitResponseTopic_v0(
 ) -> tuple[TxnOffsetCommitResponseTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_TxnOffsetCommitResponsePartition_v0(buf, pos)
@@ -302,7 +309,8 @@ def _dec_TxnOffsetCommitResponse_v0(buf: memoryview, pos: int) -> tuple[TxnOffse
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_TxnOffsetCommitResponseTopic_v0(buf, pos)
@@ -327,7 +335,8 @@ def _dec_TxnOffsetCommitResponseTopic_v3(
 ) -> tuple[TxnOffsetCommitResponseTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_TxnOffsetCommitResponsePartition_v3(buf, pos)
@@ -343,7 +352,8 @@ def _dec_TxnOffsetCommitResponse_v3(buf: memoryview, pos: int) -> tuple[TxnOffse
     (f_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_TxnOffsetCommitResponseTopic_v3(buf, pos)

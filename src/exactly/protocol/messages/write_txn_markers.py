@@ -76,7 +76,8 @@ class WriteTxnMarkersResponse:
 def _dec_WritableTxnMarkerTopic_v1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partition_indexes = list(_struct.unpack_from(">%di" % _n, buf, pos))
     pos += 4 * _n
     if buf[pos]:
@@ -90,7 +91,8 @@ def _dec_WritableTxnMarker_v1(buf: memoryview, pos: int) -> tuple[WritableTxnMar
     f_producer_id, f_producer_epoch, f_transaction_result = _S_qho.unpack_from(buf, pos)
     pos += 11
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_WritableTxnMarkerTopic_v1(buf, pos)
@@ -108,7 +110,8 @@ def _dec_WritableTxnMarker_v1(buf: memoryview, pos: int) -> tuple[WritableTxnMar
 
 def _dec_WriteTxnMarkersRequest_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_markers = []
     for _ in range(_n):
         _e_markers, pos = _dec_WritableTxnMarker_v1(buf, pos)
@@ -159,7 +162,8 @@ def _dec_WritableTxnMarkerTopicResult_v1(
 ) -> tuple[WritableTxnMarkerTopicResult, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_partitions = []
     for _ in range(_n):
         _e_partitions, pos = _dec_WritableTxnMarkerPartitionResult_v1(buf, pos)
@@ -175,7 +179,8 @@ def _dec_WritableTxnMarkerResult_v1(buf: memoryview, pos: int) -> tuple[Writable
     (f_producer_id,) = _S_q.unpack_from(buf, pos)
     pos += 8
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_topics = []
     for _ in range(_n):
         _e_topics, pos = _dec_WritableTxnMarkerTopicResult_v1(buf, pos)
@@ -189,7 +194,8 @@ def _dec_WritableTxnMarkerResult_v1(buf: memoryview, pos: int) -> tuple[Writable
 
 def _dec_WriteTxnMarkersResponse_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
     _n, pos = _p.read_compact_array_len(buf, pos)
-    _n = _p.not_null(_n)
+    if _n < 0:
+        raise _p.ProtocolError("null in a non-nullable array")
     f_markers = []
     for _ in range(_n):
         _e_markers, pos = _dec_WritableTxnMarkerResult_v1(buf, pos)

@@ -1,0 +1,346 @@
+"""`exactly groups list|describe|lag|reset-offsets|delete`: consumer group administration through
+confluent-kafka's AdminClient (ListGroups, DescribeGroups, OffsetFetch, ListOffsets, OffsetCommit,
+DeleteGroups), like Kafka's `kafka-consumer-groups.sh`.
+
+`lag` compares each partition's committed offset with its high watermark (what a read_uncommitted
+consumer can still read) and with its last stable offset (what a read_committed consumer can still
+read: records of open transactions are not counted). `reset-offsets` only prints the plan unless
+`--execute` is given, and only works on a group without active members, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from exactly.cli.common import (
+    BootstrapOption,
+    CliError,
+    KafkaSession,
+    bootstrap_server,
+    fail,
+    kafka_error_text,
+    reported_errors,
+)
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+__all__ = ["groups_app"]
+
+groups_app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="List, describe, show the lag of, reset the offsets of and delete consumer groups.",
+)
+
+# librdkafka's ConsumerGroupState names -> Kafka's state names
+_STATES = {
+    "PREPARING_REBALANCING": "PreparingRebalance",
+    "COMPLETING_REBALANCING": "CompletingRebalance",
+    "STABLE": "Stable",
+    "EMPTY": "Empty",
+    "DEAD": "Dead",
+    "UNKNOWN": "Unknown",
+}
+
+
+class _Admin:
+    """An AdminClient plus the session that turns its failures into one-line errors."""
+
+    def __init__(self, ctx: typer.Context, bootstrap: str | None) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.session = KafkaSession(bootstrap_server(ctx, bootstrap))
+        self.client = AdminClient(self.session.config())
+        self.timeout = self.session.timeout
+
+    def wait(self, future: concurrent.futures.Future[Any], what: str) -> Any:
+        from confluent_kafka import KafkaError, KafkaException
+
+        try:
+            return self.session.wait(future, self.client.poll, what)
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            if isinstance(err, KafkaError):
+                raise CliError(f"{what}: {kafka_error_text(err)}") from None
+            raise
+
+    def describe(self, group: str) -> Any:
+        """The group's description; a one-line error when it does not exist."""
+        futures = self.client.describe_consumer_groups([group], request_timeout=self.timeout)
+        description = self.wait(futures[group], f"cannot describe group {group!r}")
+        if state_name(description.state) == "Dead":
+            fail(f"group {group!r} does not exist")
+        return description
+
+    def committed(self, group: str) -> dict[tuple[str, int], int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        futures = self.client.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout
+        )
+        result = self.wait(futures[group], f"cannot fetch the offsets of group {group!r}")
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+    def offsets(
+        self, partitions: list[tuple[str, int]], spec: str, read_committed: bool = False
+    ) -> dict[tuple[str, int], int]:
+        """ListOffsets: 'earliest' (log start) or 'latest' (high watermark, or LSO when read_committed)."""
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        if not partitions:
+            return {}
+        make = OffsetSpec.earliest if spec == "earliest" else OffsetSpec.latest
+        isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        futures = self.client.list_offsets(
+            {TopicPartition(t, p): make() for t, p in partitions},  # type: ignore[no-untyped-call]
+            isolation_level=isolation,
+            request_timeout=self.timeout,
+        )
+        out = {}
+        for tp, future in futures.items():
+            out[(tp.topic, tp.partition)] = self.wait(
+                future, f"cannot list offsets of {tp.topic}-{tp.partition}"
+            ).offset
+        return out
+
+    def topic_partitions(self, topic: str) -> list[int]:
+        metadata = self.session.call(
+            lambda t: self.client.list_topics(topic, timeout=t), self.client.poll, "topic metadata"
+        )
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None or not info.partitions:
+            fail(f"topic {topic!r} does not exist")
+        return sorted(info.partitions)
+
+
+def state_name(state: Any) -> str:
+    name = getattr(state, "name", str(state))
+    return _STATES.get(name, name.title())
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    for row in [headers, *rows]:
+        typer.echo("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+# --- list ---------------------------------------------------------------------------------------------
+
+
+@groups_app.command("list")
+def list_(ctx: typer.Context, bootstrap: BootstrapOption = None) -> None:
+    """List consumer groups with their state."""
+    with reported_errors():
+        admin = _Admin(ctx, bootstrap)
+        result = admin.wait(
+            admin.client.list_consumer_groups(request_timeout=admin.timeout), "cannot list groups"
+        )
+        rows = sorted([g.group_id, state_name(g.state)] for g in result.valid)
+        if rows:
+            _table(["GROUP", "STATE"], rows)
+
+
+# --- describe -----------------------------------------------------------------------------------------
+
+
+@groups_app.command()
+def describe(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Argument(help="group id")],
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Show a group's state, assignor, coordinator and members with their partitions."""
+    with reported_errors():
+        admin = _Admin(ctx, bootstrap)
+        d = admin.describe(group)
+        coordinator = d.coordinator
+        where = (
+            f"{coordinator.id} ({coordinator.host}:{coordinator.port})" if coordinator is not None else "-"
+        )
+        typer.echo(
+            f"Group: {group}\tState: {state_name(d.state)}\tAssignor: {d.partition_assignor or '-'}\t"
+            f"Coordinator: {where}\tMembers: {len(d.members)}"
+        )
+        rows = []
+        for m in sorted(d.members, key=lambda m: m.member_id):
+            assigned = sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions)
+            rows.append(
+                [
+                    m.member_id,
+                    m.group_instance_id or "-",
+                    m.client_id,
+                    m.host,
+                    ",".join(f"{t}-{p}" for t, p in assigned) or "-",
+                ]
+            )
+        if rows:
+            _table(["MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "PARTITIONS"], rows)
+
+
+# --- lag ----------------------------------------------------------------------------------------------
+
+
+@groups_app.command()
+def lag(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Argument(help="group id")],
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="only this topic")] = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Per partition: committed offset, high watermark, last stable offset, and the lag behind each."""
+    with reported_errors():
+        admin = _Admin(ctx, bootstrap)
+        description = admin.describe(group)
+        owners: dict[tuple[str, int], str] = {}
+        for m in description.members:
+            for tp in m.assignment.topic_partitions:
+                owners[(tp.topic, tp.partition)] = m.client_id or m.member_id
+        committed = admin.committed(group)
+        partitions = sorted(set(committed) | set(owners))
+        if topic is not None:
+            partitions = [tp for tp in partitions if tp[0] == topic]
+        if not partitions:
+            typer.echo(f"group {group!r} has no committed offsets or assigned partitions")
+            return
+        high = admin.offsets(partitions, "latest")
+        stable = admin.offsets(partitions, "latest", read_committed=True)
+        rows = []
+        total = total_stable = 0
+        for tp in partitions:
+            offset = committed.get(tp)
+            hw, lso = high.get(tp, -1), stable.get(tp, -1)
+            behind = max(hw - offset, 0) if offset is not None and hw >= 0 else None
+            behind_stable = max(lso - offset, 0) if offset is not None and lso >= 0 else None
+            total += behind or 0
+            total_stable += behind_stable or 0
+            rows.append(
+                [
+                    tp[0],
+                    str(tp[1]),
+                    "-" if offset is None else str(offset),
+                    str(hw),
+                    str(lso),
+                    "-" if behind is None else str(behind),
+                    "-" if behind_stable is None else str(behind_stable),
+                    owners.get(tp, "-"),
+                ]
+            )
+        _table(["TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LSO", "LAG", "LAG-LSO", "OWNER"], rows)
+        typer.echo(f"total lag: {total} (behind the high watermark), {total_stable} (behind the LSO)")
+
+
+# --- reset-offsets ------------------------------------------------------------------------------------
+
+
+@groups_app.command("reset-offsets")
+def reset_offsets(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Argument(help="group id")],
+    topic: Annotated[str, typer.Option("--topic", "-t", help="topic whose offsets to reset")],
+    partitions: Annotated[
+        list[int] | None, typer.Option("--partition", "-p", help="only this partition; repeatable")
+    ] = None,
+    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="the log start offset")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest", help="the high watermark")] = False,
+    to_offset: Annotated[int | None, typer.Option("--to-offset", help="this offset")] = None,
+    shift_by: Annotated[
+        int | None, typer.Option("--shift-by", help="move the committed offset by N (may be negative)")
+    ] = None,
+    execute: Annotated[
+        bool, typer.Option("--execute", help="apply the plan (otherwise only print it)")
+    ] = False,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Set a group's committed offsets (the group must have no active members)."""
+    with reported_errors():
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        chosen = [to_earliest, to_latest, to_offset is not None, shift_by is not None]
+        if sum(chosen) != 1:
+            fail("give exactly one of --to-earliest, --to-latest, --to-offset N, --shift-by N", 2)
+        admin = _Admin(ctx, bootstrap)
+        existing = admin.topic_partitions(topic)
+        wanted = sorted(set(partitions)) if partitions else existing
+        missing = [p for p in wanted if p not in existing]
+        if missing:
+            fail(f"topic {topic!r} has no partition {missing[0]} (it has {len(existing)})")
+        futures = admin.client.describe_consumer_groups([group], request_timeout=admin.timeout)
+        state = state_name(admin.wait(futures[group], f"cannot describe group {group!r}").state)
+        if state not in ("Empty", "Dead"):
+            fail(f"group {group!r} is {state}: offsets can only be reset while it has no active members")
+        tps = [(topic, p) for p in wanted]
+        start = admin.offsets(tps, "earliest")
+        end = admin.offsets(tps, "latest")
+        committed = admin.committed(group) if shift_by is not None else {}
+        plan: dict[tuple[str, int], int] = {}
+        for tp in tps:
+            if to_earliest:
+                target = start[tp]
+            elif to_latest:
+                target = end[tp]
+            elif to_offset is not None:
+                target = to_offset
+            else:
+                if tp not in committed:
+                    fail(f"{tp[0]}-{tp[1]} has no committed offset in group {group!r} to shift")
+                assert shift_by is not None
+                target = committed[tp] + shift_by
+            plan[tp] = min(max(target, start[tp]), end[tp])
+        _table(
+            ["TOPIC", "PARTITION", "NEW-OFFSET"], [[t, str(p), str(o)] for (t, p), o in sorted(plan.items())]
+        )
+        if not execute:
+            typer.echo("dry run: add --execute to apply")
+            return
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(t, p, o) for (t, p), o in sorted(plan.items())]
+        )
+        futures = admin.client.alter_consumer_group_offsets([request], request_timeout=admin.timeout)
+        result = admin.wait(futures[group], f"cannot reset the offsets of group {group!r}")
+        errors = [tp for tp in result.topic_partitions if tp.error is not None]
+        if errors:
+            fail(f"cannot reset {errors[0].topic}-{errors[0].partition}: {kafka_error_text(errors[0].error)}")
+        count = len(plan)
+        typer.echo(f"reset {count} partition{'s' if count != 1 else ''} of group {group!r}")
+
+
+# --- delete -------------------------------------------------------------------------------------------
+
+
+@groups_app.command()
+def delete(
+    ctx: typer.Context,
+    groups: Annotated[list[str], typer.Argument(help="group id(s)", show_default=False)],
+    if_exists: Annotated[bool, typer.Option("--if-exists", help="succeed quietly when missing")] = False,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Delete groups (with their committed offsets); a group with active members cannot be deleted."""
+    with reported_errors():
+        from confluent_kafka import KafkaError, KafkaException
+
+        admin = _Admin(ctx, bootstrap)
+        futures = admin.client.delete_consumer_groups(list(groups), request_timeout=admin.timeout)
+        failures: list[str] = []
+        for group in groups:
+            try:
+                admin.session.wait(futures[group], admin.client.poll, f"deleting group {group!r}")
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                if not isinstance(err, KafkaError):
+                    raise
+                code = err.code()
+                if code == KafkaError.GROUP_ID_NOT_FOUND:
+                    if not if_exists:
+                        failures.append(f"group {group!r} does not exist")
+                elif code == KafkaError.NON_EMPTY_GROUP:
+                    failures.append(f"group {group!r} has active members")
+                else:
+                    failures.append(f"cannot delete group {group!r}: {kafka_error_text(err)}")
+                continue
+            typer.echo(f"deleted group {group!r}")
+        if failures:
+            fail("; ".join(failures))
