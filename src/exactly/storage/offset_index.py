@@ -21,20 +21,21 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
+from exactly.storage.index_file import IndexFile
+
 ENTRY_SIZE = 8
 
 
-class OffsetIndex:
+class OffsetIndex(IndexFile):
     __slots__ = ("_fd", "_flushed_entries", "_offsets", "_positions", "base_offset", "max_entries", "path")
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        self.path = path
+        super().__init__(path)
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // ENTRY_SIZE)
         self._offsets = array("I")  # relative offsets
         self._positions = array("I")
         self._flushed_entries = 0
-        self._fd = -1
 
     # -- loading ------------------------------------------------------------------------------------------
 
@@ -132,23 +133,6 @@ class OffsetIndex:
             self._flushed_entries = n
         if fsync:
             os.fsync(fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def rename_to(self, path: Path) -> None:
-        os.replace(self.path, path)
-        self.path = path
-
-    def _open(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd
-
-    def _truncate_file(self, size: int) -> None:
-        os.ftruncate(self._open(), size)
 
 
 def _strictly_increasing(values: array[int]) -> bool:

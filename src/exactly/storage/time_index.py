@@ -21,21 +21,22 @@ import struct
 from bisect import bisect_left
 from pathlib import Path
 
+from exactly.storage.index_file import IndexFile
+
 ENTRY_SIZE = 12
 _ENTRY = struct.Struct(">qI")
 
 
-class TimeIndex:
+class TimeIndex(IndexFile):
     __slots__ = ("_fd", "_flushed_entries", "_offsets", "_timestamps", "base_offset", "max_entries", "path")
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        self.path = path
+        super().__init__(path)
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // ENTRY_SIZE)
         self._timestamps: list[int] = []
         self._offsets: list[int] = []  # absolute
         self._flushed_entries = 0
-        self._fd = -1
 
     @classmethod
     def load(cls, path: Path, base_offset: int, max_index_bytes: int, next_offset: int) -> TimeIndex | None:
@@ -119,17 +120,3 @@ class TimeIndex:
             self._flushed_entries = n
         if fsync:
             os.fsync(fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def rename_to(self, path: Path) -> None:
-        os.replace(self.path, path)
-        self.path = path
-
-    def _open(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd

@@ -28,6 +28,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from exactly.storage.index_file import IndexFile
+
 ENTRY_SIZE = 34
 VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")
@@ -54,15 +56,14 @@ class FetchAbortedTxn:
     first_offset: int
 
 
-class TransactionIndex:
+class TransactionIndex(IndexFile):
     __slots__ = ("_entries", "_fd", "_flushed_entries", "base_offset", "path")
 
     def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = path
+        super().__init__(path)
         self.base_offset = base_offset
         self._entries: list[AbortedTxn] = []
         self._flushed_entries = 0
-        self._fd = -1
 
     @classmethod
     def load(cls, path: Path, base_offset: int) -> TransactionIndex | None:
@@ -131,20 +132,6 @@ class TransactionIndex:
             self._flushed_entries = n
         if fsync:
             os.fsync(fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def rename_to(self, path: Path) -> None:
-        os.replace(self.path, path)
-        self.path = path
-
-    def _open(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd
 
 
 def is_aborted(producer_id: int, offset: int, aborted: list[AbortedTxn]) -> bool:
