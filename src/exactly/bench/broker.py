@@ -179,7 +179,7 @@ def _record_latency(latencies: list[float], sent: float) -> Callable[[Any, Any],
     return delivered
 
 
-def consume(bootstrap: str, expected: int) -> float:
+def _consumer_process(bootstrap: str, partitions: list[int], expected: int, queue: Any) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -191,7 +191,7 @@ def consume(bootstrap: str, expected: int) -> float:
             "max.partition.fetch.bytes": 10_485_760,
         }
     )
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in partitions])
     got = 0
     nbytes = 0
     start = time.perf_counter()
@@ -203,9 +203,28 @@ def consume(bootstrap: str, expected: int) -> float:
             if m.error() is None:
                 got += 1
                 nbytes += len(m.value() or b"")
-    elapsed = time.perf_counter() - start
+    queue.put((got, nbytes, time.perf_counter() - start))
     consumer.close()
-    return nbytes / elapsed / 1e6
+
+
+def consume(bootstrap: str, expected: int, consumers: int) -> tuple[float, int]:
+    """MB/s reading everything back with `consumers` processes, each assigned its share of partitions."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    shares = [list(range(PARTITIONS))[i::consumers] for i in range(consumers)]
+    per = [expected * len(share) // PARTITIONS for share in shares]
+    procs = [
+        ctx.Process(target=_consumer_process, args=(bootstrap, share, n, queue))
+        for share, n in zip(shares, per, strict=True)
+    ]
+    start = time.perf_counter()
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=600) for _ in procs]
+    elapsed = time.perf_counter() - start
+    for p in procs:
+        p.join()
+    return sum(r[1] for r in results) / elapsed / 1e6, sum(r[0] for r in results)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -219,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="exactly broker benchmark")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--consumers", type=int, default=3)
     parser.add_argument("--paced-seconds", type=float, default=10.0)
     parser.add_argument("--bootstrap-server", default=None)
     args = parser.parse_args(argv)
@@ -259,19 +279,21 @@ def main(argv: list[str] | None = None) -> None:
 
             admin = AdminClient({"bootstrap.servers": bootstrap})
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result()
+            # Latency first, on a quiet disk: fsync latency right after a bulk write measures write-back.
+            paced = paced_latency(bootstrap, 20.0, args.paced_seconds)
+            print(
+                f"produce at 20 MB/s offered: p50 {percentile(paced, 0.5) * 1e3:.2f} ms  "
+                f"p99 {percentile(paced, 0.99) * 1e3:.2f} ms  ({len(paced)} records)"
+            )
             mb_s, rec_s, lat = produce(bootstrap, args.records, args.producers)
             p50, p99 = percentile(lat, 0.5) * 1e3, percentile(lat, 0.99) * 1e3
             print(
                 f"produce: {mb_s:8.1f} MB/s {rec_s:10.0f} records/s ({args.producers} producers, 1 KiB,"
                 f" acks=all, fsync before ack)  latency p50 {p50:.1f} ms p99 {p99:.1f} ms"
             )
-            paced = paced_latency(bootstrap, 20.0, args.paced_seconds)
-            print(
-                f"produce at 20 MB/s offered: p50 {percentile(paced, 0.5) * 1e3:.2f} ms  "
-                f"p99 {percentile(paced, 0.99) * 1e3:.2f} ms  ({len(paced)} records)"
-            )
             total = args.records // args.producers * args.producers + len(paced)
-            print(f"consume: {consume(bootstrap, total):8.1f} MB/s")
+            consumed_mb_s, consumed = consume(bootstrap, total, args.consumers)
+            print(f"consume: {consumed_mb_s:8.1f} MB/s ({consumed} records, {args.consumers} consumers)")
             if proc is not None:
                 print(f"broker peak RSS: {_peak_rss_mb(proc.pid):.0f} MB")
         finally:

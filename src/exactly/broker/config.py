@@ -79,6 +79,14 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "cluster.id": ("cluster_id", _str),
     "log.flush.offset.checkpoint.interval.ms": ("checkpoint_interval_ms", _int(1)),
     "log.cleaner.backoff.ms": ("cleaner_backoff_ms", _int(1)),
+    # group coordinator (__consumer_offsets)
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _int(1, 100_000)),
+    "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _int(14, 2**31 - 1)),
+    "offsets.retention.minutes": ("offsets_retention_ms", lambda raw: _int(1, 2**40)(raw) * 60_000),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", _int(1)),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _int(0, 2**31 - 1)),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int(0, 2**31 - 1)),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int(0, 2**31 - 1)),
 }
 
 # Kafka broker `log.*` name -> topic config name (LogConfig); `log.roll.hours` etc. are unit conversions.
@@ -121,6 +129,13 @@ class BrokerConfig:
     producer_id_expiration_check_interval_ms: int = 600_000
     checkpoint_interval_ms: int = 60_000
     cleaner_backoff_ms: int = 15_000
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_segment_bytes: int = 104_857_600
+    offsets_retention_ms: int = 10080 * 60_000  # offsets.retention.minutes = 7 days
+    offsets_retention_check_interval_ms: int = 600_000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
     log: LogConfig = field(default_factory=LogConfig)
 
     @property

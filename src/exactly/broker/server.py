@@ -24,6 +24,7 @@ from exactly.broker.config import BrokerConfig
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import HANDLERS, advertised
 from exactly.broker.flusher import Flusher
+from exactly.broker.groups import GroupService
 from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
 from exactly.cluster.producer_ids import ProducerIdManager
@@ -74,6 +75,7 @@ class Broker:
         )
         self.flusher = Flusher()
         self.producer_ids = ProducerIdManager(self.metadata)
+        self.groups = GroupService(self)
         self._data_waiter: asyncio.Future[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.Server | None = None
@@ -195,6 +197,7 @@ class Broker:
                 )
             ),
         ]
+        self._tasks += self.groups.start()  # loads __consumer_offsets before the broker listens
         host, port = self.config.listen
         self._server = await asyncio.start_server(
             self._accept, host, port, limit=_READ_SIZE, reuse_address=True
@@ -221,6 +224,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.groups.stop()
         self.flusher.close()
         self.logs.close()
         self.metadata.close()

@@ -1,5 +1,5 @@
-"""`exactly consume TOPIC`: print a topic's records. There are no consumer groups yet, so the consumer
-assign()s every partition (or the chosen ones) from the beginning or the end and commits nothing."""
+"""`exactly consume TOPIC`: print a topic's records. Like kafka-console-consumer without --group, the
+consumer assign()s every partition (or the chosen ones) from the beginning or the end and commits nothing."""
 
 from __future__ import annotations
 

@@ -108,8 +108,9 @@ class _Admin:
         return out
 
     def topic_partitions(self, topic: str) -> list[int]:
+        # all topics: asking for one by name would let the broker auto-create it
         metadata = self.session.call(
-            lambda t: self.client.list_topics(topic, timeout=t), self.client.poll, "topic metadata"
+            lambda t: self.client.list_topics(timeout=t), self.client.poll, "topic metadata"
         )
         info = metadata.topics.get(topic)
         if info is None or info.error is not None or not info.partitions:

@@ -18,6 +18,7 @@ from exactly.cli import bench, log_dump, topics
 from exactly.cli import consume as consume_cmd
 from exactly.cli import produce as produce_cmd
 from exactly.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, one_line
+from exactly.cli.groups import groups_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="exactly: a Kafka-compatible broker.")
 
@@ -36,6 +37,15 @@ Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} 
   exactly produce TOPIC                 stdin lines ([--key-separator SEP]) or --generate N --size BYTES
   exactly consume TOPIC [--from-beginning] [--isolation read_committed|read_uncommitted]
                         [--max-messages N] [--timeout SECONDS] [--exit-at-end] [--print-key]
+  exactly groups list                   consumer groups and their state
+  exactly groups describe GROUP         state, assignor, members and their partitions
+  exactly groups lag GROUP [--topic T]  committed offset vs high watermark and LSO, per partition
+  exactly groups reset-offsets GROUP --topic T (--to-earliest|--to-latest|--to-offset N|--shift-by N)
+                        [--execute]
+  exactly groups delete GROUP...
+
+Benchmarks:
+  exactly bench broker|codec|storage    figures next to the machine's own bounds
 
 Offline:
   exactly log dump PATH...              batches of a .log segment or partition directory (like
@@ -99,6 +109,7 @@ app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.add_typer(log_dump.app, name="log")
 app.add_typer(bench.app, name="bench")
+app.add_typer(groups_app, name="groups")
 
 
 @app.command()

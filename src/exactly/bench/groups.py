@@ -1,0 +1,483 @@
+"""Group coordinator benchmark: rebalance latency, OffsetCommit throughput, coordinator load time.
+
+    python -m exactly.bench.groups [--members 3 30] [--rounds 5] [--heartbeat-ms 100]
+                                   [--commit-seconds 10] [--committers 10] [--load-records 1000000]
+                                   [--skip-clients]
+
+1. Rebalance latency — the time from a new member's JoinGroup to every member (old and new) holding
+   its assignment for the new generation, in a group of N members that heartbeat every `--heartbeat-ms`:
+   * protocol level: N members written with exactly's own codecs over asyncio (one connection each,
+     the leader assigns round robin), so the figure is the broker plus one heartbeat interval;
+   * confluent-kafka: N `Consumer`s subscribed in one process (range assignor), timed from the new
+     consumer's `subscribe()` to the last `on_assign` callback.
+2. OffsetCommit requests/s — `--committers` connections commit one partition each of one group, one
+   request in flight per connection, every commit fsynced before it is acknowledged (group commit).
+3. Coordinator load time — `--load-records` OffsetCommit records (100 per batch) written to a
+   `__consumer_offsets` partition, then replayed by a fresh `GroupCoordinator` as at broker start-up:
+   once with every key distinct, once with each key committed 100 times.
+
+A broker is started in a temporary directory (group.initial.rebalance.delay.ms=0) for 1 and 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exactly.protocol.api import decode_response, encode_request
+from exactly.protocol.framing import FrameDecoder
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.heartbeat import HeartbeatRequest
+from exactly.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from exactly.protocol.messages.leave_group import LeaveGroupRequest, MemberIdentity
+from exactly.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from exactly.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+
+TOPIC = "bench-groups"
+PARTITIONS = 64
+MEMBER_ID_REQUIRED = 79
+REBALANCE_IN_PROGRESS = 27
+
+
+# --- a broker in a subprocess -------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Broker:
+    def __init__(self, data_dir: Path) -> None:
+        self.port = _free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(data_dir)]
+        args += ["--listen", self.bootstrap, "--set", "group.initial.rebalance.delay.ms=0"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("the broker did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def _create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+
+
+# --- protocol-level members ---------------------------------------------------------------------------
+
+
+def _subscription() -> bytes:
+    raw = TOPIC.encode()
+    return struct.pack(">hih", 0, 1, len(raw)) + raw + struct.pack(">i", -1)
+
+
+def _assignment(partitions: list[int]) -> bytes:
+    raw = TOPIC.encode()
+    out = struct.pack(">hih", 0, 1, len(raw)) + raw + struct.pack(">i", len(partitions))
+    out += b"".join(struct.pack(">i", p) for p in partitions)
+    return out + struct.pack(">i", -1)
+
+
+class _Conn:
+    """One connection, one request at a time (what a member does)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.decoder = FrameDecoder()
+        self.correlation = 0
+
+    @classmethod
+    async def open(cls, port: int) -> _Conn:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        return cls(reader, writer)
+
+    async def request(self, key: ApiKey, version: int, body: Any) -> Any:
+        self.correlation += 1
+        self.writer.write(encode_request(key, version, self.correlation, "bench", body))
+        while True:
+            frame = self.decoder.next_frame()
+            if frame is not None:
+                _, response = decode_response(key, version, frame)
+                return response
+            data = await self.reader.read(1 << 16)
+            if not data:
+                raise ConnectionError("broker closed the connection")
+            self.decoder.feed(data)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass
+class _Member:
+    group: str
+    port: int
+    heartbeat_s: float
+    member_id: str = ""
+    generation: int = -1
+    synced: dict[int, float] = field(default_factory=dict)  # generation -> when its assignment arrived
+    stop: bool = False
+
+    async def run(self) -> None:
+        conn = await _Conn.open(self.port)
+        try:
+            while not self.stop:
+                await self._join_and_sync(conn)
+                while not self.stop:
+                    await asyncio.sleep(self.heartbeat_s)
+                    hb = await conn.request(
+                        ApiKey.HEARTBEAT, 3, HeartbeatRequest(self.group, self.generation, self.member_id)
+                    )
+                    if hb.error_code == REBALANCE_IN_PROGRESS:
+                        break
+                    if hb.error_code:
+                        self.member_id = ""
+                        break
+            if self.member_id:
+                leave = LeaveGroupRequest(self.group, members=[MemberIdentity(self.member_id)])
+                await conn.request(ApiKey.LEAVE_GROUP, 3, leave)
+        finally:
+            conn.close()
+
+    async def _join_and_sync(self, conn: _Conn) -> None:
+        protocols = [JoinGroupRequestProtocol("roundrobin", _subscription())]
+        while True:
+            request = JoinGroupRequest(
+                self.group, 10_000, 30_000, self.member_id, None, "consumer", protocols
+            )
+            response = await conn.request(ApiKey.JOIN_GROUP, 5, request)
+            if response.error_code == MEMBER_ID_REQUIRED:
+                self.member_id = response.member_id
+                continue
+            if response.error_code:
+                self.member_id = ""
+                continue
+            break
+        self.member_id, self.generation = response.member_id, response.generation_id
+        assignments = []
+        if response.leader == self.member_id:
+            ids = sorted(m.member_id for m in response.members)
+            for i, member_id in enumerate(ids):
+                mine = [p for p in range(PARTITIONS) if p % len(ids) == i]
+                assignments.append(SyncGroupRequestAssignment(member_id, _assignment(mine)))
+        sync = await conn.request(
+            ApiKey.SYNC_GROUP,
+            3,
+            SyncGroupRequest(self.group, self.generation, self.member_id, assignments=assignments),
+        )
+        if sync.error_code == 0:
+            self.synced[self.generation] = time.perf_counter()
+
+
+async def _protocol_rebalances(port: int, members: int, rounds: int, heartbeat_ms: int) -> list[float]:
+    group = f"protocol-{members}"
+    heartbeat = heartbeat_ms / 1000
+    group_members = [_Member(group, port, heartbeat) for _ in range(members)]
+    tasks = [asyncio.create_task(m.run()) for m in group_members]
+
+    async def settled(ms: list[_Member]) -> int:
+        """Wait until every member synced the same, latest generation; return it."""
+        while True:
+            gens = {m.generation for m in ms}
+            if len(gens) == 1 and all(m.generation in m.synced for m in ms):
+                generation = next(iter(gens))
+                await asyncio.sleep(3 * heartbeat)  # no rebalance pending
+                if {m.generation for m in ms} == {generation}:
+                    return generation
+            await asyncio.sleep(0.01)
+
+    latencies = []
+    try:
+        await asyncio.wait_for(settled(group_members), 120)
+        for _ in range(rounds):
+            before = group_members[0].generation
+            newcomer = _Member(group, port, heartbeat)
+            start = time.perf_counter()
+            task = asyncio.create_task(newcomer.run())
+            everyone = [*group_members, newcomer]
+
+            async def rebalanced(everyone: list[_Member] = everyone, before: int = before) -> float:
+                while True:
+                    gens = {m.generation for m in everyone}
+                    if (
+                        len(gens) == 1
+                        and (g := next(iter(gens))) > before
+                        and all(g in m.synced for m in everyone)
+                    ):
+                        return max(m.synced[g] for m in everyone)
+                    await asyncio.sleep(0.001)
+
+            done = await asyncio.wait_for(rebalanced(), 120)
+            latencies.append(done - start)
+            newcomer.stop = True
+            await task
+            await asyncio.wait_for(settled(group_members), 120)
+    finally:
+        for m in group_members:
+            m.stop = True
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return latencies
+
+
+# --- confluent-kafka members --------------------------------------------------------------------------
+
+
+def _client_rebalances(bootstrap: str, members: int, rounds: int, heartbeat_ms: int) -> list[float]:
+    from confluent_kafka import Consumer
+
+    group = f"clients-{members}"
+    stop = threading.Event()
+    assigned: dict[int, list[float]] = {}
+    lock = threading.Lock()
+
+    def consumer_thread(index: int, ready: threading.Event, started: list[float]) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "session.timeout.ms": 10_000,
+                "heartbeat.interval.ms": heartbeat_ms,
+                "partition.assignment.strategy": "range",
+                "enable.auto.commit": False,
+                "log_level": 0,
+            }
+        )
+
+        def on_assign(_c: Any, partitions: list[Any]) -> None:
+            with lock:
+                assigned.setdefault(index, []).append(time.perf_counter())
+
+        started.append(time.perf_counter())
+        consumer.subscribe([TOPIC], on_assign=on_assign)
+        ready.set()
+        while not stop.is_set() and not (index in leaving and leaving[index].is_set()):
+            consumer.poll(0.05)
+        consumer.close()
+
+    leaving: dict[int, threading.Event] = {}
+    threads = []
+
+    def start(index: int) -> float:
+        ready = threading.Event()
+        started: list[float] = []
+        leaving[index] = threading.Event()
+        thread = threading.Thread(target=consumer_thread, args=(index, ready, started), daemon=True)
+        thread.start()
+        threads.append(thread)
+        ready.wait(30)
+        return started[0]
+
+    def wait_stable(indexes: list[int], since: float, timeout: float = 120) -> float:
+        """Every consumer in `indexes` was assigned after `since`, and nothing moved for a while."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            with lock:
+                last = [max((t for t in assigned.get(i, []) if t >= since), default=None) for i in indexes]
+            if all(t is not None for t in last):
+                latest = max(t for t in last if t is not None)
+                if time.perf_counter() - latest > max(2.0, 5 * heartbeat_ms / 1000):
+                    return latest
+            time.sleep(0.02)
+        raise TimeoutError("the consumer group did not settle")
+
+    latencies = []
+    try:
+        t0 = time.perf_counter()
+        for i in range(members):
+            start(i)
+        wait_stable(list(range(members)), t0)
+        for r in range(rounds):
+            index = members + r
+            began = start(index)
+            done = wait_stable([*range(members), index], began)
+            latencies.append(done - began)
+            leaving[index].set()
+            left = time.perf_counter()
+            wait_stable(list(range(members)), left)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    return latencies
+
+
+# --- OffsetCommit throughput --------------------------------------------------------------------------
+
+
+def _commit_throughput(port: int, committers: int, seconds: float) -> tuple[float, list[float]]:
+    counts = [0] * committers
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+
+    def committer(index: int) -> None:
+        sock = socket.create_connection(("127.0.0.1", port))
+        decoder = FrameDecoder()
+        correlation = 0
+        try:
+            while (now := time.perf_counter()) < stop_at:
+                correlation += 1
+                request = OffsetCommitRequest(
+                    "bench-commits",
+                    -1,
+                    "",
+                    None,
+                    -1,
+                    [
+                        OffsetCommitRequestTopic(
+                            TOPIC, partitions=[OffsetCommitRequestPartition(index, correlation)]
+                        )
+                    ],
+                )
+                sock.sendall(encode_request(ApiKey.OFFSET_COMMIT, 8, correlation, "bench", request))
+                while (frame := decoder.next_frame()) is None:
+                    decoder.feed(sock.recv(1 << 16))
+                _, response = decode_response(ApiKey.OFFSET_COMMIT, 8, frame)
+                assert response.topics[0].partitions[0].error_code == 0
+                counts[index] += 1
+                if correlation % 10 == 0:
+                    latencies.append(time.perf_counter() - now)
+        finally:
+            sock.close()
+
+    threads = [threading.Thread(target=committer, args=(i,)) for i in range(committers)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.perf_counter() - start), latencies
+
+
+# --- load time ----------------------------------------------------------------------------------------
+
+
+def _load_time(directory: Path, records: int, distinct_keys: int) -> tuple[float, int, float]:
+    from exactly.broker.groups import load_partition
+    from exactly.clock import SystemClock
+    from exactly.group import GroupConfig, GroupCoordinator
+    from exactly.group.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue, build_batch
+    from exactly.storage.config import CleanupPolicy, LogConfig
+    from exactly.storage.log_manager import LogManager
+    from exactly.storage.producer_state import AppendOrigin
+
+    clock = SystemClock()
+    manager = LogManager(
+        directory, LogConfig(cleanup_policy=CleanupPolicy.COMPACT, segment_bytes=100 << 20), clock
+    )
+    manager.startup()
+    plog = manager.get_or_create_log("__consumer_offsets", 0)
+    now = clock.milliseconds()
+    per_batch = 100
+    for start in range(0, records, per_batch):
+        batch = []
+        for i in range(start, min(start + per_batch, records)):
+            k = i % distinct_keys
+            key = OffsetCommitKey(f"group-{k // 100}", f"topic-{k % 7}", k % 100)
+            batch.append(CoordinatorRecord(key, OffsetCommitValue(i, 0, "", now)))
+        plog.append_as_leader(build_batch(batch, now), origin=AppendOrigin.COORDINATOR)
+    plog.flush()
+    size_mb = plog.size_in_bytes / 1e6
+    coordinator = GroupCoordinator(GroupConfig(), clock)
+    began = time.perf_counter()
+    loaded = load_partition(coordinator, plog)
+    elapsed = time.perf_counter() - began
+    assert loaded == records
+    offsets = sum(len(coordinator.offsets.group_offsets(g)) for g in coordinator.groups)
+    assert offsets == min(records, distinct_keys)
+    manager.close()
+    return elapsed, offsets, size_mb
+
+
+# --- main ---------------------------------------------------------------------------------------------
+
+
+def _summary(values: list[float]) -> str:
+    ms = sorted(v * 1000 for v in values)
+    return f"median {statistics.median(ms):.0f} ms, min {ms[0]:.0f}, max {ms[-1]:.0f} ({len(ms)} rebalances)"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m exactly.bench.groups", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--members", type=int, nargs="+", default=[3, 30])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--heartbeat-ms", type=int, default=100)
+    parser.add_argument("--committers", type=int, default=10)
+    parser.add_argument("--commit-seconds", type=float, default=10.0)
+    parser.add_argument("--load-records", type=int, default=1_000_000)
+    parser.add_argument("--skip-clients", action="store_true", help="no confluent-kafka rebalance runs")
+    args = parser.parse_args(argv)
+
+    print(f"exactly group coordinator benchmark (python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
+    with tempfile.TemporaryDirectory(prefix="exactly-bench-groups-") as tmp:
+        broker = Broker(Path(tmp) / "data")
+        try:
+            _create_topic(broker.bootstrap)
+            print(
+                f"\n1. rebalance latency: a member joins a stable group (heartbeats: {args.heartbeat_ms} ms)"
+            )
+            for n in args.members:
+                latencies = asyncio.run(_protocol_rebalances(broker.port, n, args.rounds, args.heartbeat_ms))
+                print(f"   protocol members, {n:>2} + 1: {_summary(latencies)}")
+            if not args.skip_clients:
+                for n in args.members:
+                    latencies = _client_rebalances(broker.bootstrap, n, args.rounds, args.heartbeat_ms)
+                    print(f"   confluent-kafka,  {n:>2} + 1: {_summary(latencies)}")
+            print(f"\n2. OffsetCommit: {args.committers} committers, one request in flight each, fsync, ack")
+            rate, latencies = _commit_throughput(broker.port, args.committers, args.commit_seconds)
+            ms = sorted(v * 1000 for v in latencies)
+            print(
+                f"   {rate:,.0f} requests/s; latency p50 {statistics.median(ms):.2f} ms, "
+                f"p99 {ms[int(len(ms) * 0.99)]:.2f} ms"
+            )
+        finally:
+            broker.stop()
+        print(f"\n3. coordinator load time ({args.load_records:,} OffsetCommit records, 100 per batch)")
+        for label, distinct in (
+            ("distinct keys", args.load_records),
+            ("each key 100x", max(1, args.load_records // 100)),
+        ):
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            directory = Path(tmp) / f"load-{distinct}"
+            elapsed, offsets, size_mb = _load_time(directory, args.load_records, distinct)
+            grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) / 1024
+            print(
+                f"   {label}: {elapsed:.2f} s ({args.load_records / elapsed:,.0f} records/s, "
+                f"{size_mb:.0f} MB of log, {offsets:,} offsets kept, peak RSS +{grown:.0f} MB)"
+            )
+
+
+if __name__ == "__main__":
+    main()

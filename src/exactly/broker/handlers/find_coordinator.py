@@ -1,0 +1,46 @@
+"""FindCoordinator (key 10): this broker coordinates every group and every transactional id.
+
+v0-3 ask for one key, v4+ for a batch (`coordinator_keys`). A group key makes sure `__consumer_offsets`
+exists (it is created on first use), so that the coordinator is ready when the client comes to it.
+"""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.errors import ErrorCode, KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.find_coordinator import (
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+
+GROUP = 0
+TRANSACTION = 1
+
+
+@handler(ApiKey.FIND_COORDINATOR)
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    broker = ctx.broker
+    keys = request.coordinator_keys if ctx.version >= 4 else [request.key]
+    error = ErrorCode.NONE
+    message: str | None = None
+    if request.key_type not in (GROUP, TRANSACTION):
+        error, message = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"
+    elif request.key_type == GROUP:
+        try:
+            await broker.groups.ensure_topic()
+        except KafkaError as e:
+            error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message or e.code.name
+    node = broker.config.node_id
+    host, port = broker.advertised_host_port
+    if error:
+        node, host, port = -1, "", -1
+    if ctx.version >= 4:
+        return FindCoordinatorResponse(
+            coordinators=[Coordinator(key, node, host, port, error, message) for key in keys]
+        )
+    return FindCoordinatorResponse(
+        error_code=error, error_message=message, node_id=node, host=host, port=port
+    )

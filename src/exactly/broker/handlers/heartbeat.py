@@ -1,0 +1,22 @@
+"""Heartbeat (key 12): keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.errors import KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+
+
+@handler(ApiKey.HEARTBEAT)
+async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    groups = ctx.broker.groups
+    client = groups.client(ctx)
+    try:
+        response: HeartbeatResponse = await groups.call(
+            lambda coordinator: coordinator.heartbeat(client, request)
+        )
+    except KafkaError as e:
+        response = HeartbeatResponse(error_code=e.code)
+    return response

@@ -1,0 +1,32 @@
+"""The group coordinator (`__consumer_offsets`): classic consumer groups and committed offsets.
+
+Plain synchronous code, no asyncio and no sockets (ARCHITECTURE invariant 1): operations return the
+records to append and the responses; the state changes when the appended records are replayed. See
+`coordinator.py` for how it is driven and `state.py` for the state machine and what is stored.
+"""
+
+from exactly.group.config import GroupConfig
+from exactly.group.coordinator import ClientInfo, GroupCoordinator, Parked, Result
+from exactly.group.group import ClassicGroup, Member
+from exactly.group.offsets import OffsetAndMetadata, OffsetStore
+from exactly.group.partitioning import java_string_hash, partition_for
+from exactly.group.records import CoordinatorRecord, build_batch
+from exactly.group.state import ClassicGroupState, GroupEvent
+
+__all__ = [
+    "ClassicGroup",
+    "ClassicGroupState",
+    "ClientInfo",
+    "CoordinatorRecord",
+    "GroupConfig",
+    "GroupCoordinator",
+    "GroupEvent",
+    "Member",
+    "OffsetAndMetadata",
+    "OffsetStore",
+    "Parked",
+    "Result",
+    "build_batch",
+    "java_string_hash",
+    "partition_for",
+]

@@ -1,0 +1,220 @@
+"""One consumer-group member in its own process, for the group interop tests.
+
+    python -m tests.interop.group_member --client confluent|kafka-python|aiokafka --bootstrap HOST:PORT
+        --group G --topic T [--strategy range|roundrobin|cooperative-sticky] [--instance-id ID]
+        [--session-ms 6000] [--name NAME]
+
+It subscribes to the topic, and for every record: commits offset+1 synchronously, then prints the
+record. Every line on stdout is one JSON object:
+
+    {"event": "started"}
+    {"event": "assigned", "partitions": [0, 2]}        the whole assignment after every change
+    {"event": "record", "partition": 0, "offset": 5, "value": "..."}
+    {"event": "commit-failed", "partition": 0, "offset": 5, "error": "..."}
+    {"event": "closed"}                                  after SIGTERM: a clean close (LeaveGroup)
+
+SIGTERM closes the consumer cleanly; SIGKILL is what the tests use for a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+HEARTBEAT_MS = 500
+MAX_POLL_INTERVAL_MS = 20_000
+
+stop = threading.Event()
+
+
+def emit(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def run_confluent(args: argparse.Namespace) -> None:
+    from confluent_kafka import Consumer, KafkaException
+
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "client.id": args.name,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": args.session_ms,
+        "heartbeat.interval.ms": HEARTBEAT_MS,
+        "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
+        "partition.assignment.strategy": args.strategy,
+        "topic.metadata.refresh.interval.ms": 1000,
+    }
+    if args.instance_id:
+        config["group.instance.id"] = args.instance_id
+    consumer = Consumer(config)
+    owned: set[int] = set()
+    cooperative = args.strategy == "cooperative-sticky"
+
+    def on_assign(c: Any, partitions: list[Any]) -> None:
+        if cooperative:
+            owned.update(p.partition for p in partitions)
+        else:
+            owned.clear()
+            owned.update(p.partition for p in partitions)
+        emit("assigned", partitions=sorted(owned))
+
+    def on_revoke(c: Any, partitions: list[Any]) -> None:
+        owned.difference_update(p.partition for p in partitions)
+        emit("assigned", partitions=sorted(owned))
+
+    consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+    emit("started")
+    while not stop.is_set():
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error():
+            continue
+        try:
+            consumer.commit(message=msg, asynchronous=False)
+        except KafkaException as e:
+            emit("commit-failed", partition=msg.partition(), offset=msg.offset(), error=str(e))
+            continue
+        emit("record", partition=msg.partition(), offset=msg.offset(), value=(msg.value() or b"").decode())
+    consumer.close()
+    emit("closed")
+
+
+def _kafka_python_strategy(name: str) -> Any:
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    return {
+        "range": RangePartitionAssignor,
+        "roundrobin": RoundRobinPartitionAssignor,
+        "cooperative-sticky": CooperativeStickyAssignor,
+    }[name]
+
+
+def run_kafka_python(args: argparse.Namespace) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
+    from kafka.errors import KafkaError
+    from kafka.structs import OffsetAndMetadata
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        client_id=args.name,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=args.session_ms,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+        max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
+        partition_assignment_strategy=[_kafka_python_strategy(args.strategy)],
+        group_instance_id=args.instance_id or None,
+        metadata_max_age_ms=1000,
+    )
+    owned: set[int] = set()
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            owned.difference_update(tp.partition for tp in revoked)
+            emit("assigned", partitions=sorted(owned))
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            owned.update(tp.partition for tp in assigned)
+            emit("assigned", partitions=sorted(owned))
+
+    consumer.subscribe([args.topic], listener=Listener())
+    emit("started")
+    while not stop.is_set():
+        batches = consumer.poll(timeout_ms=200)
+        for tp, messages in batches.items():
+            for m in messages:
+                try:
+                    consumer.commit({tp: OffsetAndMetadata(m.offset + 1, "", -1)})
+                except KafkaError as e:
+                    emit("commit-failed", partition=tp.partition, offset=m.offset, error=repr(e))
+                    break
+                emit("record", partition=tp.partition, offset=m.offset, value=m.value.decode())
+    consumer.close()
+    emit("closed")
+
+
+async def _aiokafka_main(args: argparse.Namespace) -> None:
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from aiokafka.errors import KafkaError
+
+    strategies = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        client_id=args.name,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=args.session_ms,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+        max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
+        partition_assignment_strategy=(strategies[args.strategy],),
+        group_instance_id=args.instance_id or None,
+        metadata_max_age_ms=1000,
+    )
+    owned: set[int] = set()
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            owned.difference_update(tp.partition for tp in revoked)
+            emit("assigned", partitions=sorted(owned))
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            owned.clear()
+            owned.update(tp.partition for tp in assigned)
+            emit("assigned", partitions=sorted(owned))
+
+    consumer.subscribe([args.topic], listener=Listener())
+    await consumer.start()
+    emit("started")
+    try:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=200)
+            for tp, messages in batches.items():
+                for m in messages:
+                    try:
+                        await consumer.commit({tp: m.offset + 1})
+                    except KafkaError as e:
+                        emit("commit-failed", partition=tp.partition, offset=m.offset, error=repr(e))
+                        break
+                    emit("record", partition=tp.partition, offset=m.offset, value=m.value.decode())
+    finally:
+        await consumer.stop()
+    emit("closed")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--client", required=True, choices=["confluent", "kafka-python", "aiokafka"])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--strategy", default="range")
+    parser.add_argument("--instance-id", default="")
+    parser.add_argument("--session-ms", type=int, default=6000)
+    parser.add_argument("--name", default="member")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if args.client == "confluent":
+        run_confluent(args)
+    elif args.client == "kafka-python":
+        run_kafka_python(args)
+    else:
+        asyncio.run(_aiokafka_main(args))
+
+
+if __name__ == "__main__":
+    main()
