@@ -149,6 +149,9 @@ def paced_latency(bootstrap: str, mb_per_s: float, seconds: float) -> list[float
         {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 1}
     )
     value = os.urandom(RECORD_SIZE)
+    # Warm up: the producer id and connections are acquired before the clock starts.
+    producer.produce(TOPIC, value, partition=0)
+    producer.flush(30)
     rate = mb_per_s * 1e6 / RECORD_SIZE
     latencies: list[float] = []
     start = time.perf_counter()
