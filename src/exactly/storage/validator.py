@@ -22,12 +22,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
-from exactly.records.batch import HEADER_STRUCT, LOG_OVERHEAD, RecordBatch, iter_batches
+from exactly.records.batch import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    RecordBatch,
+    increment_sequence,
+    iter_batches,
+)
 from exactly.storage.config import LogConfig, MessageTimestampType
 
 Buffer = bytes | bytearray | memoryview
-_TXN = 0x10
-_CONTROL = 0x20
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,18 +52,17 @@ class BatchInfo:
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _TXN)
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL)
+        return bool(self.attributes & ATTR_CONTROL)
 
     @property
     def last_sequence(self) -> int:
         if self.base_sequence < 0:
             return -1
-        s = self.base_sequence + self.last_offset_delta
-        return s - (1 << 31) if s > (1 << 31) - 1 else s
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
 
 
 def _info(buf: Buffer, batch: RecordBatch) -> BatchInfo:
