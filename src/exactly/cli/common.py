@@ -26,6 +26,7 @@ __all__ = [
     "BOOTSTRAP_ENV",
     "DEFAULT_BOOTSTRAP",
     "REQUEST_TIMEOUT",
+    "AdminSession",
     "BootstrapOption",
     "CliError",
     "KafkaSession",
@@ -233,6 +234,20 @@ class KafkaSession:
                 fail(
                     f"timed out after {self.timeout:g} s waiting for the broker at {self.bootstrap} ({what})"
                 )
+
+
+class AdminSession:
+    """An AdminClient plus the session that turns its failures into one-line errors."""
+
+    def __init__(self, ctx: typer.Context, bootstrap: str | None) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.session = KafkaSession(bootstrap_server(ctx, bootstrap))
+        self.client: AdminClient = AdminClient(self.session.config())
+        self.timeout = self.session.timeout
+
+    def wait(self, future: concurrent.futures.Future[Any], what: str) -> Any:
+        return self.session.wait(future, self.client.poll, what)
 
 
 def _connect_reason(err: KafkaError) -> str:

@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from exactly.cli.common import (
+    AdminSession,
     BootstrapOption,
     CliError,
-    KafkaSession,
-    bootstrap_server,
     fail,
     kafka_error_text,
     reported_errors,
@@ -46,21 +45,14 @@ _STATES = {
 }
 
 
-class _Admin:
-    """An AdminClient plus the session that turns its failures into one-line errors."""
-
-    def __init__(self, ctx: typer.Context, bootstrap: str | None) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        self.session = KafkaSession(bootstrap_server(ctx, bootstrap))
-        self.client = AdminClient(self.session.config())
-        self.timeout = self.session.timeout
+class _Admin(AdminSession):
+    """Group commands: a failed request becomes one line naming what was being done."""
 
     def wait(self, future: concurrent.futures.Future[Any], what: str) -> Any:
         from confluent_kafka import KafkaError, KafkaException
 
         try:
-            return self.session.wait(future, self.client.poll, what)
+            return super().wait(future, what)
         except KafkaException as e:
             err = e.args[0] if e.args else None
             if isinstance(err, KafkaError):

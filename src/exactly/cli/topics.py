@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from exactly.cli.common import (
+    AdminSession,
     BootstrapOption,
     CliError,
-    KafkaSession,
-    bootstrap_server,
     fail,
     kafka_error_text,
     parse_key_values,
@@ -24,7 +23,6 @@ if TYPE_CHECKING:
     import concurrent.futures
 
     from confluent_kafka import KafkaError
-    from confluent_kafka.admin import AdminClient
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -33,19 +31,7 @@ app = typer.Typer(
 )
 
 
-class _Admin:
-    """An AdminClient plus the session that turns its failures into one-line errors."""
-
-    def __init__(self, ctx: typer.Context, bootstrap: str | None) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        self.session = KafkaSession(bootstrap_server(ctx, bootstrap))
-        self.client: AdminClient = AdminClient(self.session.config())
-        self.timeout = self.session.timeout
-
-    def wait(self, future: concurrent.futures.Future[Any], what: str) -> Any:
-        return self.session.wait(future, self.client.poll, what)
-
+class _Admin(AdminSession):
     def topic_names(self) -> list[str]:
         metadata = self.session.call(
             lambda t: self.client.list_topics(timeout=t), self.client.poll, "listing topics"
