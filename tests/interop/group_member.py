@@ -24,6 +24,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 HEARTBEAT_MS = 500
@@ -132,7 +133,12 @@ def run_kafka_python(args: argparse.Namespace) -> None:
     consumer.subscribe([args.topic], listener=Listener())
     emit("started")
     while not stop.is_set():
-        batches = consumer.poll(timeout_ms=200)
+        try:
+            batches = consumer.poll(timeout_ms=200)
+        except KafkaError as e:  # kafka-python raises while the broker restarts; an application retries
+            emit("poll-failed", error=repr(e))
+            time.sleep(0.2)
+            continue
         for tp, messages in batches.items():
             for m in messages:
                 try:
