@@ -301,3 +301,27 @@ def test_no_arguments_prints_the_overview(capsys: pytest.CaptureFixture[str]) ->
         "exactly log dump",
     ):
         assert command in result.out
+
+
+def test_transaction_log_decoder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--transaction-log-decoder prints __transaction_state records as states, tombstones as <DELETE>,
+    and an undecodable value as invalid without stopping the dump."""
+    from exactly.txn import TransactionLogValue, TxnState, encode_key, encode_value
+
+    ongoing = TransactionLogValue(7, 3, 60000, TxnState.ONGOING, frozenset({("b", 1), ("a", 0)}), 1000, 900)
+    builder = BatchBuilder()
+    builder.append(1000, encode_key("app-1"), encode_value(ongoing))
+    builder.append(1001, encode_key("app-2"), None)
+    builder.append(1002, encode_key("app-3"), b"\x00\x09garbage")
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(builder.build())
+    result = run_in_process(capsys, "log", "dump", str(path), "--transaction-log-decoder")
+    assert result.returncode == 0, result
+    records = [line for line in result.out_lines if line.startswith("| offset:")]
+    assert len(records) == 3
+    assert records[0].endswith(
+        "transactionalId: app-1 producerId: 7 producerEpoch: 3 state: Ongoing partitions: [a-0,b-1] "
+        "txnLastUpdateTimestamp: 1000 txnTimeoutMs: 60000"
+    )
+    assert records[1].endswith("transactionalId: app-2 <DELETE>")
+    assert "transactionLog: invalid (" in records[2]

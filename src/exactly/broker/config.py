@@ -49,6 +49,16 @@ def _str(raw: str) -> str:
     return raw.strip()
 
 
+PAUSE_STEPS = ("", "prepare-written", "first-marker-written", "markers-written")
+
+
+def _pause_step(raw: str) -> str:
+    step = raw.strip()
+    if step not in PAUSE_STEPS:
+        raise ValueError(f"must be one of {', '.join(s for s in PAUSE_STEPS if s)}")
+    return step
+
+
 def _host_port(raw: str) -> tuple[str, int]:
     text = raw.strip()
     if "://" in text:  # PLAINTEXT://host:port (the first listener)
@@ -87,6 +97,21 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _int(0, 2**31 - 1)),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int(0, 2**31 - 1)),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int(0, 2**31 - 1)),
+    # transaction coordinator (__transaction_state)
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _int(1, 100_000)),
+    "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", _int(14, 2**31 - 1)),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _int(1, 2**31 - 1)),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+        _int(1, 2**31 - 1),
+    ),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _int(1, 2**31 - 1)),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (
+        "transaction_remove_expired_transaction_cleanup_interval_ms",
+        _int(1, 2**31 - 1),
+    ),
+    # testing only: park the marker writer of every EndTxn at this step (see broker/transactions.py)
+    "exactly.debug.end.txn.pause": ("debug_end_txn_pause", _pause_step),
 }
 
 # Kafka broker `log.*` name -> topic config name (LogConfig); `log.roll.hours` etc. are unit conversions.
@@ -136,6 +161,13 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_segment_bytes: int = 104_857_600
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    debug_end_txn_pause: str = ""
     log: LogConfig = field(default_factory=LogConfig)
 
     @property

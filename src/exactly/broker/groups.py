@@ -34,7 +34,7 @@ from exactly.group import ClientInfo, GroupConfig, GroupCoordinator, Parked, Res
 from exactly.protocol.messages.join_group import JoinGroupResponse
 from exactly.protocol.messages.sync_group import SyncGroupResponse
 from exactly.records.batch import iter_batches
-from exactly.storage.log import PartitionLog
+from exactly.storage.log import PartitionLog, VerificationGuard
 from exactly.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
@@ -169,8 +169,15 @@ class GroupService:
 
     # --- running operations ------------------------------------------------------------------------------
 
-    async def call(self, op: Callable[[GroupCoordinator], Result[T]]) -> T:
-        """Run a coordinator operation: append + replay its records, wait for durability, answer."""
+    async def call(
+        self,
+        op: Callable[[GroupCoordinator], Result[T]],
+        verification_guard: VerificationGuard | None = None,
+    ) -> T:
+        """Run a coordinator operation: append + replay its records, wait for durability, answer.
+
+        A transactional offset commit's records are appended as one transactional batch of its producer
+        (checked by `verification_guard`, KIP-890 part 1) and replayed as pending offsets."""
         await self.ensure_topic()
         result = op(self.coordinator)
         future: asyncio.Future[Any] | None = None
@@ -178,7 +185,7 @@ class GroupService:
             future = asyncio.get_running_loop().create_future()
             self._waiters[result.response.waiter] = future
         try:
-            plog = self._append(result)
+            plog = self._append(result, verification_guard)
         except KafkaError:
             if future is not None and isinstance(result.response, Parked):
                 self._waiters.pop(result.response.waiter, None)
@@ -198,7 +205,9 @@ class GroupService:
         await self._durable(self.partition_log(group_id))
         return response
 
-    def _append(self, result: Result[Any]) -> PartitionLog | None:
+    def _append(
+        self, result: Result[Any], verification_guard: VerificationGuard | None = None
+    ) -> PartitionLog | None:
         """Append and replay `result`'s records (synchronously); on failure answer its completions with
         the error and let the coordinator fall back, then raise KafkaError with the client's code."""
         plog = self.partition_log(result.group_id) if result.group_id else None
@@ -207,8 +216,17 @@ class GroupService:
         try:
             if plog is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{OFFSETS_TOPIC} does not exist")
-            batch = build_batch(result.records, self._broker.clock.milliseconds())
-            info = plog.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
+            pid = result.producer_id
+            batch = build_batch(
+                result.records,
+                self._broker.clock.milliseconds(),
+                producer_id=pid,
+                producer_epoch=result.producer_epoch,
+                transactional=pid >= 0,
+            )
+            info = plog.append_as_leader(
+                batch, origin=AppendOrigin.COORDINATOR, verification_guard=verification_guard
+            )
         except (KafkaError, OSError) as e:
             code = append_error(e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR)
             log.error("cannot append to %s for group %r: %s", OFFSETS_TOPIC, result.group_id, e)
@@ -217,9 +235,14 @@ class GroupService:
             self._complete(fallback.completions)
             raise KafkaError(code, str(e)) from e
         for index, record in enumerate(result.records):
-            self.coordinator.replay(info.first_offset + index, -1, record)
+            self.coordinator.replay(info.first_offset + index, result.producer_id, record)
         self._broker.data_appended()
         return plog
+
+    def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT/ABORT marker was appended to `partition`: materialise or drop the pending offsets."""
+        del partition  # pending offsets are kept per producer, whatever their partition
+        self.coordinator.replay_end_txn_marker(producer_id, committed)
 
     async def _durable(self, plog: PartitionLog | None) -> None:
         if plog is None or not plog.config.ack_waits_for_fsync:

@@ -25,6 +25,7 @@ from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import HANDLERS, advertised
 from exactly.broker.flusher import Flusher
 from exactly.broker.groups import GroupService
+from exactly.broker.transactions import TransactionService
 from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
 from exactly.cluster.producer_ids import ProducerIdManager
@@ -76,6 +77,7 @@ class Broker:
         self.flusher = Flusher()
         self.producer_ids = ProducerIdManager(self.metadata)
         self.groups = GroupService(self)
+        self.transactions = TransactionService(self)
         self._data_waiter: asyncio.Future[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.Server | None = None
@@ -198,6 +200,7 @@ class Broker:
             ),
         ]
         self._tasks += self.groups.start()  # loads __consumer_offsets before the broker listens
+        self._tasks += self.transactions.start()  # loads __transaction_state, resumes marker writing
         host, port = self.config.listen
         self._server = await asyncio.start_server(
             self._accept, host, port, limit=_READ_SIZE, reuse_address=True
@@ -224,6 +227,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.transactions.stop()
         await self.groups.stop()
         self.flusher.close()
         self.logs.close()

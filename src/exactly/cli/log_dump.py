@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Inspect partition files offline.")
 
 Write = Callable[[str], None]
+Decoder = Callable[["Record"], str]
 Buffer = bytes | memoryview
 
 _OFFSET_ENTRY = struct.Struct(">II")  # relative offset, position
@@ -55,14 +56,24 @@ def dump(
     print_records: Annotated[
         bool, typer.Option("--print-records", "-r", help="also print every record of every batch")
     ] = False,
+    transaction_log_decoder: Annotated[
+        bool,
+        typer.Option(
+            "--transaction-log-decoder",
+            help="decode records as __transaction_state keys and values (implies --print-records)",
+        ),
+    ] = False,
 ) -> None:
     """Dump record batches (or index/snapshot entries) of partition files."""
     with reported_errors():
         files = list(_expand(paths))
         problems: list[str] = []
         write = _stdout_writer()
+        decoder = transaction_log_text if transaction_log_decoder else None
         for path in files:
-            problems += dump_file(path, write, print_records=print_records)
+            problems += dump_file(
+                path, write, print_records=print_records or decoder is not None, decoder=decoder
+            )
         sys.stdout.flush()
         for problem in problems:
             print_error(problem)
@@ -95,7 +106,9 @@ def _expand(paths: list[Path]) -> Iterator[Path]:
             yield path
 
 
-def dump_file(path: Path, write: Write, *, print_records: bool = False) -> list[str]:
+def dump_file(
+    path: Path, write: Write, *, print_records: bool = False, decoder: Decoder | None = None
+) -> list[str]:
     """Dump one file; returns the problems found (empty when the file is sound)."""
     write(f"Dumping {path}")
     data = _read(path)
@@ -104,7 +117,7 @@ def dump_file(path: Path, write: Write, *, print_records: bool = False) -> list[
         base = _base_offset(path)
         if base is not None:
             write(f"Log starting offset: {base}")
-        return [f"{path}: {p}" for p in dump_log(data, write, print_records=print_records)]
+        return [f"{path}: {p}" for p in dump_log(data, write, print_records=print_records, decoder=decoder)]
     if suffix == ".index":
         problems = dump_offset_index(data, _base_offset(path) or 0, write)
     elif suffix == ".timeindex":
@@ -135,7 +148,9 @@ def _base_offset(path: Path) -> int | None:
 # --- .log ---------------------------------------------------------------------------------------------
 
 
-def dump_log(data: Buffer, write: Write, *, print_records: bool = False) -> list[str]:
+def dump_log(
+    data: Buffer, write: Write, *, print_records: bool = False, decoder: Decoder | None = None
+) -> list[str]:
     """One line per batch of a segment; returns the problems (bad CRCs, the corrupt batch that stopped
     the dump)."""
     from exactly.records.batch import RecordBatch
@@ -165,12 +180,37 @@ def dump_log(data: Buffer, write: Write, *, print_records: bool = False) -> list
         if print_records:
             try:
                 for record in batch.records():
-                    write(record_line(batch, record))
+                    line = record_line(batch, record)
+                    if decoder is not None and not batch.is_control:
+                        line = f"{line} {decoder(record)}"
+                    write(line)
             except CorruptRecordError as e:
                 problems.append(_corrupt(write, pos, e))
                 break
         pos = batch.end
     return problems
+
+
+def transaction_log_text(record: Record) -> str:
+    """A `__transaction_state` record as Kafka's --transaction-log-decoder shows it."""
+    from exactly.txn.records import decode_key, decode_value
+
+    try:
+        if record.key is None:
+            raise CorruptRecordError("record without a key")
+        txn_id = decode_key(record.key)
+        value = decode_value(record.value)
+    except CorruptRecordError as e:
+        return f"transactionLog: invalid ({one_line(str(e))})"
+    if value is None:
+        return f"transactionalId: {txn_id} <DELETE>"
+    partitions = ",".join(f"{t}-{p}" for t, p in sorted(value.partitions))
+    return (
+        f"transactionalId: {txn_id} producerId: {value.producer_id} producerEpoch: {value.producer_epoch} "
+        f"state: {value.state.kafka_name} partitions: [{partitions}] "
+        f"txnLastUpdateTimestamp: {value.last_update_timestamp_ms} "
+        f"txnTimeoutMs: {value.transaction_timeout_ms}"
+    )
 
 
 def _corrupt(write: Write, pos: int, error: Exception) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
@@ -61,6 +61,7 @@ from exactly.protocol.messages.leave_group import LeaveGroupResponse, MemberIden
 from exactly.protocol.messages.list_groups import ListedGroup
 from exactly.protocol.messages.offset_commit import (
     OffsetCommitRequest,
+    OffsetCommitRequestPartition,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
@@ -77,6 +78,13 @@ from exactly.protocol.messages.offset_fetch import (
     OffsetFetchResponseTopics,
 )
 from exactly.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from exactly.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 from exactly.records.batch import RecordBatch
 from exactly.records.control import ControlRecordType, parse_end_txn_marker
 
@@ -91,6 +99,7 @@ _E = GroupEvent
 _NO_OFFSET = -1
 _KEY_CACHE_LIMIT = 100_000
 _CONTROL = 0x20
+_CommitPartition = OffsetCommitRequestPartition | TxnOffsetCommitRequestPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +126,9 @@ class Result(Generic[T]):
     group_id: str = ""
     records: list[CoordinatorRecord] = field(default_factory=list)
     completions: list[tuple[int, Any]] = field(default_factory=list)
+    # A transactional offset commit: the records are appended as one transactional batch of this producer.
+    producer_id: int = -1
+    producer_epoch: int = -1
 
     def absorb(self, other: Result[Any]) -> Result[T]:
         self.records.extend(other.records)
@@ -644,49 +656,111 @@ class GroupCoordinator:
     ) -> Result[OffsetCommitResponse]:
         self._require_applied()
         group_id = request.group_id
-        error = ErrorCode.NONE
         generation = request.generation_id_or_member_epoch
+        error = self._validate_commit(
+            group_id, request.member_id, request.group_instance_id, generation, transactional=False
+        )
         group = self.groups.get(group_id)
-        if not group_id:
-            error = ErrorCode.INVALID_GROUP_ID
-        elif group is None:
-            # No group: only a commit outside group management (generation -1) creates a "simple" group
-            # (when its record is replayed).
-            if generation >= 0:
-                error = ErrorCode.ILLEGAL_GENERATION
-        else:
-            error = group.validate_offset_commit(
-                request.member_id, request.group_instance_id, generation, transactional=False
-            )
-            if not error and group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
-                member = group.members.get(request.member_id)
-                if member is not None:  # a commit keeps the member's session alive, as a heartbeat
-                    self._schedule_heartbeat(group, member)
+        if not error and group is not None and group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
+            member = group.members.get(request.member_id)
+            if member is not None:  # a commit keeps the member's session alive, as a heartbeat
+                self._schedule_heartbeat(group, member)
         now = self._wall()
         expire = now + request.retention_time_ms if request.retention_time_ms >= 0 else -1
         records: list[CoordinatorRecord] = []
-        topics: list[OffsetCommitResponseTopic] = []
-        for topic in request.topics:
-            partitions: list[OffsetCommitResponsePartition] = []
-            for p in topic.partitions:
-                code = error
-                metadata = p.committed_metadata or ""
-                if partition_exists is not None and not partition_exists(topic.name, p.partition_index):
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif not code and len(metadata) > self.config.max_metadata_bytes:
-                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                elif not code:
-                    records.append(
-                        CoordinatorRecord(
-                            OffsetCommitKey(group_id, topic.name, p.partition_index),
-                            OffsetCommitValue(
-                                p.committed_offset, p.committed_leader_epoch, metadata, now, expire
-                            ),
-                        )
+        topics = [
+            OffsetCommitResponseTopic(
+                topic.name,
+                topic.topic_id,
+                [
+                    OffsetCommitResponsePartition(p.partition_index, code)
+                    for p, code in self._offset_records(
+                        group_id, topic.name, topic.partitions, error, now, expire, partition_exists, records
                     )
-                partitions.append(OffsetCommitResponsePartition(p.partition_index, code))
-            topics.append(OffsetCommitResponseTopic(topic.name, topic.topic_id, partitions))
+                ],
+            )
+            for topic in request.topics
+        ]
         return self._result(Result(OffsetCommitResponse(topics=topics), group_id, records))
+
+    def commit_transactional_offsets(
+        self,
+        request: TxnOffsetCommitRequest,
+        partition_exists: Callable[[str, int], bool] | None = None,
+    ) -> Result[TxnOffsetCommitResponse]:
+        """TxnOffsetCommit: the offsets are appended as a transactional batch of the producer and stay
+        pending until its COMMIT marker (`replay_end_txn_marker`). KIP-447 fencing for v3 requests."""
+        self._require_applied()
+        group_id = request.group_id
+        error = self._validate_commit(
+            group_id, request.member_id, request.group_instance_id, request.generation_id, transactional=True
+        )
+        records: list[CoordinatorRecord] = []
+        topics = [
+            TxnOffsetCommitResponseTopic(
+                topic.name,
+                [
+                    TxnOffsetCommitResponsePartition(p.partition_index, code)
+                    for p, code in self._offset_records(
+                        group_id,
+                        topic.name,
+                        topic.partitions,
+                        error,
+                        self._wall(),
+                        -1,
+                        partition_exists,
+                        records,
+                    )
+                ],
+            )
+            for topic in request.topics
+        ]
+        result = Result(TxnOffsetCommitResponse(topics=topics), group_id, records)
+        result.producer_id = request.producer_id
+        result.producer_epoch = request.producer_epoch
+        return self._result(result)
+
+    def _validate_commit(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int, *, transactional: bool
+    ) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if group is None:
+            # No group: only a commit outside group management (generation -1) creates a "simple" group
+            # (when its record is replayed).
+            return ErrorCode.ILLEGAL_GENERATION if generation >= 0 else ErrorCode.NONE
+        return group.validate_offset_commit(member_id, instance_id, generation, transactional=transactional)
+
+    def _offset_records(
+        self,
+        group_id: str,
+        topic: str,
+        partitions: Sequence[_CommitPartition],
+        error: ErrorCode,
+        now: int,
+        expire: int,
+        partition_exists: Callable[[str, int], bool] | None,
+        records: list[CoordinatorRecord],
+    ) -> Iterator[tuple[_CommitPartition, ErrorCode]]:
+        """Each partition's code; the OffsetCommit records of the accepted ones go to `records`."""
+        for p in partitions:
+            code = error
+            metadata = p.committed_metadata or ""
+            if partition_exists is not None and not partition_exists(topic, p.partition_index):
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not code and len(metadata) > self.config.max_metadata_bytes:
+                code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            elif not code:
+                records.append(
+                    CoordinatorRecord(
+                        OffsetCommitKey(group_id, topic, p.partition_index),
+                        OffsetCommitValue(
+                            p.committed_offset, p.committed_leader_epoch, metadata, now, expire
+                        ),
+                    )
+                )
+            yield p, code
 
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False

@@ -1,6 +1,8 @@
 """One thin module per Kafka API; importing this package registers them all with the dispatcher."""
 
 from exactly.broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_partitions,
     create_topics,
@@ -10,6 +12,7 @@ from exactly.broker.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -26,9 +29,13 @@ from exactly.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 
 __all__ = [
+    "add_offsets_to_txn",
+    "add_partitions_to_txn",
     "api_versions",
     "create_partitions",
     "create_topics",
@@ -38,6 +45,7 @@ __all__ = [
     "describe_cluster",
     "describe_configs",
     "describe_groups",
+    "end_txn",
     "fetch",
     "find_coordinator",
     "heartbeat",
@@ -54,4 +62,6 @@ __all__ = [
     "offset_for_leader_epoch",
     "produce",
     "sync_group",
+    "txn_offset_commit",
+    "write_txn_markers",
 ]

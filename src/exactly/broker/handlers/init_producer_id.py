@@ -1,20 +1,32 @@
-"""InitProducerId (key 22) for idempotent producers (no transactional.id): a fresh producer id, epoch 0.
+"""InitProducerId (key 22).
 
-Transactional ids are the transaction coordinator's (a later issue); until then they are refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED so that a transactional client fails clearly instead of hanging.
+Without a transactional.id (idempotent producer): a fresh producer id, epoch 0, from any broker.
+With one: the transaction coordinator bumps the epoch (fencing older instances), rotates the producer id
+when the epoch is exhausted, aborts a transaction the previous instance left open (answering
+CONCURRENT_TRANSACTIONS until the abort is complete), and honours KIP-360's current producer id/epoch.
+Versions below 4 get INVALID_PRODUCER_EPOCH where Kafka now says PRODUCER_FENCED (`KafkaApis`).
 """
 
 from __future__ import annotations
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.errors import ErrorCode
+from exactly.broker.handlers.end_txn import fenced_code
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
 
 @handler(ApiKey.INIT_PRODUCER_ID)
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
-    if request.transactional_id is not None:
-        return InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    return InitProducerIdResponse(producer_id=ctx.broker.producer_ids.next_id(), producer_epoch=0)
+    txn_id = request.transactional_id
+    if txn_id is None:
+        return InitProducerIdResponse(producer_id=ctx.broker.producer_ids.next_id(), producer_epoch=0)
+    result = await ctx.broker.transactions.run(
+        lambda c: c.init_producer_id(
+            txn_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch
+        )
+    )
+    if result.error:
+        error = fenced_code(result.error, ctx.version, 4)
+        return InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(producer_id=result.producer_id, producer_epoch=result.producer_epoch)

@@ -24,7 +24,14 @@ from exactly.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from exactly.records.batch import ATTR_COMPRESSION_MASK, BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC, Compression
+from exactly.records.batch import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_TRANSACTIONAL,
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    Compression,
+)
 from exactly.storage.log import PartitionLog
 
 Buffer = bytes | bytearray | memoryview
@@ -37,6 +44,7 @@ _LEGACY_MIN_RECORD_SIZE = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: smaller
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     broker = ctx.broker
     acks = request.acks
+    txn_id = request.transactional_id
     durable: list[tuple[PartitionLog, int]] = []
     topics: list[TopicProduceResponse] = []
     for topic in request.topic_data:
@@ -57,8 +65,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             if invalid is not None or data.records is None:
                 partitions.append(_error(data.index, invalid or ErrorCode.INVALID_RECORD))
                 continue
+            guard = None
+            if _is_transactional(data.records):
+                if txn_id is None:
+                    partitions.append(_error(data.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+                    continue
+                guard = broker.transactions.verification_guard(txn_id, topic.name, data.index)
             try:
-                appended = log.append_as_leader(data.records, required_acks=acks)
+                appended = log.append_as_leader(data.records, required_acks=acks, verification_guard=guard)
             except (KafkaError, CorruptRecordError) as e:
                 partitions.append(_error(data.index, e.code, str(e)))
                 continue
@@ -85,6 +99,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionProduceResponse:
     return PartitionProduceResponse(index, code, -1, -1, -1, error_message=message)
+
+
+def _is_transactional(records: Buffer) -> bool:
+    (attributes,) = _INT16.unpack_from(records, 21)
+    return bool(attributes & ATTR_TRANSACTIONAL)
 
 
 def check_records(records: Buffer | None, version: int) -> ErrorCode | None:

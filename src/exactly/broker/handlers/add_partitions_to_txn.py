@@ -1,0 +1,54 @@
+"""AddPartitionsToTxn (key 24, v0-3): add partitions to the producer's transaction.
+
+As Kafka's `KafkaApis.handleAddPartitionsToTxnRequest`: when a partition does not exist it gets
+UNKNOWN_TOPIC_OR_PARTITION and every other partition OPERATION_NOT_ATTEMPTED, and nothing is added;
+otherwise the coordinator's answer is every partition's. Versions below 2 get INVALID_PRODUCER_EPOCH
+for PRODUCER_FENCED. (v4+ — broker-to-broker batches and VerifyOnly — are not advertised.)
+"""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.broker.handlers.end_txn import fenced_code
+from exactly.errors import ErrorCode
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+)
+
+
+@handler(ApiKey.ADD_PARTITIONS_TO_TXN)
+async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    topics = ctx.broker.metadata.topics
+    wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+    unknown = set()
+    for name, partition in wanted:
+        info = topics.get(name)
+        if info is None or not 0 <= partition < info.partitions:
+            unknown.add((name, partition))
+    if unknown:
+        codes = {
+            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in wanted
+        }
+    else:
+        result = await ctx.broker.transactions.run(
+            lambda c: c.add_partitions(
+                request.v3_and_below_transactional_id,
+                request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch,
+                wanted,
+            )
+        )
+        error = fenced_code(result.error, ctx.version, 2)
+        codes = dict.fromkeys(wanted, error)
+    by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
+    for (name, partition), code in codes.items():
+        by_topic.setdefault(name, []).append(AddPartitionsToTxnPartitionResult(partition, code))
+    return AddPartitionsToTxnResponse(
+        results_by_topic_v3_and_below=[AddPartitionsToTxnTopicResult(n, r) for n, r in by_topic.items()]
+    )

@@ -1,0 +1,52 @@
+"""TxnOffsetCommit (key 28, v0-3): offsets committed inside a transaction (`send_offsets_to_transaction`).
+
+The group coordinator validates the commit (KIP-447 generation/member fencing for v3) and appends the
+offsets to the group's `__consumer_offsets` partition as a transactional batch of the producer, after
+the transaction coordinator confirms that partition is in the producer's transaction (AddOffsetsToTxn
+came first; KIP-890 part 1). The offsets stay pending — invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT
+for `require_stable` — until the transaction's COMMIT marker reaches the partition; ABORT drops them.
+"""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.broker.groups import OFFSETS_TOPIC
+from exactly.errors import KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+
+
+@handler(ApiKey.TXN_OFFSET_COMMIT)
+async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    broker = ctx.broker
+    groups = broker.groups
+    topics = broker.metadata.topics
+
+    def exists(topic: str, partition: int) -> bool:
+        info = topics.get(topic)
+        return info is not None and 0 <= partition < info.partitions
+
+    guard = broker.transactions.verification_guard(
+        request.transactional_id, OFFSETS_TOPIC, groups.coordinator.partition_for(request.group_id)
+    )
+    try:
+        response: TxnOffsetCommitResponse = await groups.call(
+            lambda coordinator: coordinator.commit_transactional_offsets(request, exists), guard
+        )
+    except KafkaError as e:
+        response = TxnOffsetCommitResponse(
+            topics=[
+                TxnOffsetCommitResponseTopic(
+                    t.name,
+                    [TxnOffsetCommitResponsePartition(p.partition_index, e.code) for p in t.partitions],
+                )
+                for t in request.topics
+            ]
+        )
+    return response

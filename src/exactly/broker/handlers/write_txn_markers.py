@@ -1,0 +1,55 @@
+"""WriteTxnMarkers (key 27, v1): append COMMIT/ABORT markers to partitions of this broker.
+
+The transaction coordinator writes its markers through the same `TransactionService.write_marker`
+(in-process on a single node); this API is how an operator ends a hanging transaction
+(`exactly txn abort`, `kafka-transactions.sh abort`, KIP-664). Per-partition errors: the partition does
+not exist (UNKNOWN_TOPIC_OR_PARTITION), a newer producer epoch was seen (INVALID_PRODUCER_EPOCH), a newer
+coordinator epoch was seen (TRANSACTION_COORDINATOR_FENCED). Answered once the markers are durable.
+"""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.errors import ErrorCode, KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+from exactly.storage.log import PartitionLog
+
+
+@handler(ApiKey.WRITE_TXN_MARKERS)
+async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    service = ctx.broker.transactions
+    durable: list[tuple[PartitionLog, int]] = []
+    results: list[WritableTxnMarkerResult] = []
+    for marker in request.markers:
+        topics: list[WritableTxnMarkerTopicResult] = []
+        for topic in marker.topics:
+            partitions: list[WritableTxnMarkerPartitionResult] = []
+            for index in topic.partition_indexes:
+                code = ErrorCode.NONE
+                try:
+                    plog = service.write_marker(
+                        topic.name,
+                        index,
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        marker.transaction_result,
+                        marker.coordinator_epoch,
+                    )
+                    if plog.config.ack_waits_for_fsync:
+                        durable.append((plog, plog.log_end_offset))
+                except KafkaError as e:
+                    code = e.code
+                partitions.append(WritableTxnMarkerPartitionResult(index, code))
+            topics.append(WritableTxnMarkerTopicResult(topic.name, partitions))
+        results.append(WritableTxnMarkerResult(marker.producer_id, topics))
+    if durable:
+        await ctx.broker.flusher.wait_durable(durable)
+    return WriteTxnMarkersResponse(results)

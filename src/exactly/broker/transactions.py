@@ -1,0 +1,375 @@
+"""The asyncio side of the transaction coordinator: append its records, write the markers, run its timers.
+
+`exactly.txn.TransactionCoordinator` is synchronous and touches no file; this module drives it:
+
+* `run(op)` runs one coordinator operation. When it prepared a transition, the transition's record is
+  appended to the transactional.id's partition of `__transaction_state` and made durable (fsync, shared
+  with concurrent appends by the broker's `Flusher`) before `complete_transition` applies it and before
+  the client is answered (ARCHITECTURE invariant 2: prepare -> append -> apply). Meanwhile the id is
+  pending and other requests for it answer CONCURRENT_TRANSACTIONS.
+* Applying PrepareCommit/PrepareAbort returns a `MarkerJob`; a task writes the COMMIT/ABORT marker to
+  every partition of the transaction through `write_marker` — the same code the WriteTxnMarkers API
+  runs, so a multi-broker cluster only changes the transport — waits until the markers are durable,
+  then records CompleteCommit/CompleteAbort. Failed writes are retried with backoff until they succeed;
+  a partition whose topic was deleted is skipped. Markers on a `__consumer_offsets` partition also
+  materialise (or drop) the transaction's pending offsets in the group coordinator.
+* EndTxn is answered once PrepareX is durable (Kafka's order); the markers follow within milliseconds.
+* At start-up `load()` replays `__transaction_state` before the broker listens and restarts the marker
+  jobs of every transaction whose decision is recorded (PrepareX), so a crash between PrepareCommit and
+  CompleteCommit finishes the commit.
+* Timers: `transaction.abort.timed.out.transaction.cleanup.interval.ms` fences and aborts transactions
+  older than their timeout; `transaction.remove.expired.transaction.cleanup.interval.ms` expires idle ids.
+* KIP-890 part 1: `verification_guard` gives partition logs the check that a producer's first
+  transactional batch on a partition belongs to its ongoing transaction.
+* Testing hook `exactly.debug.end.txn.pause` parks every marker job at one step (after PrepareX is
+  durable, after the first marker, after all markers) so a test can kill -9 the broker there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from exactly.broker.groups import OFFSETS_TOPIC, append_error
+from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
+from exactly.records.batch import ATTR_CONTROL, iter_batches
+from exactly.records.builder import BatchBuilder
+from exactly.records.control import ControlRecordType, EndTxnMarker
+from exactly.storage.log import PartitionLog, VerificationGuard
+from exactly.storage.producer_state import AppendOrigin
+from exactly.txn import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult, TxnState
+from exactly.txn.records import decode_key, decode_value, encode_key, encode_value
+
+if TYPE_CHECKING:
+    from exactly.broker.server import Broker
+
+__all__ = ["TRANSACTION_TOPIC", "TransactionService"]
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_TOPIC = "__transaction_state"
+_LOAD_CHUNK = 8 << 20
+_RETRY_BACKOFF_S = (0.01, 0.05, 0.1, 0.5, 1.0)
+
+# Produce (v3-v10) and TxnOffsetCommit (v0-v3) see these codes when verification fails (Kafka's
+# AddPartitionsToTxnManager: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH; the rest unchanged).
+_VERIFY_ERRORS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH}
+
+
+class TransactionService:
+    def __init__(self, broker: Broker) -> None:
+        config = broker.config
+        self._broker = broker
+        existing = broker.metadata.topics.get(TRANSACTION_TOPIC)
+        partitions = (
+            existing.partitions if existing is not None else config.transaction_state_log_num_partitions
+        )
+        self.coordinator = TransactionCoordinator(
+            TxnConfig(
+                num_partitions=partitions,
+                max_timeout_ms=config.transaction_max_timeout_ms,
+                id_expiration_ms=config.transactional_id_expiration_ms,
+            ),
+            broker.producer_ids.next_id,
+            broker.clock.milliseconds,
+        )
+        self._marker_tasks: set[asyncio.Task[None]] = set()
+        self._topic_lock = asyncio.Lock()
+        self.loaded_records = 0
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Replay every partition of `__transaction_state` (start-up, before the broker listens)."""
+        info = self._broker.metadata.topics.get(TRANSACTION_TOPIC)
+        if info is None:
+            return
+        start = time.perf_counter()
+        count = 0
+        for partition in range(info.partitions):
+            plog = self._broker.log(TRANSACTION_TOPIC, partition)
+            if plog is not None:
+                count += self._load_partition(plog)
+        self.loaded_records = count
+        log.info(
+            "loaded %d transactional ids (%d records) from %s in %.3f s",
+            len(self.coordinator.transactions),
+            count,
+            TRANSACTION_TOPIC,
+            time.perf_counter() - start,
+        )
+
+    def _load_partition(self, plog: PartitionLog) -> int:
+        offset = plog.log_start_offset
+        end = plog.high_watermark
+        count = 0
+        while offset < end:
+            data = plog.read(offset, _LOAD_CHUNK, min_one_message=True)
+            if not data.records:
+                break
+            for batch in iter_batches(data.records):
+                if batch.next_offset <= offset or batch.header().attributes & ATTR_CONTROL:
+                    continue
+                for record in batch.records():
+                    try:
+                        if record.key is None:
+                            raise CorruptRecordError("record without a key")
+                        self.coordinator.load_record(decode_key(record.key), decode_value(record.value))
+                    except CorruptRecordError as e:
+                        log.error("skipping %s record at offset %d: %s", TRANSACTION_TOPIC, record.offset, e)
+                        continue
+                    count += 1
+            offset = max(offset + 1, data.next_offset)
+        return count
+
+    def start(self) -> list[asyncio.Task[None]]:
+        """Load, resume the marker jobs of decided transactions, start the timers."""
+        self.load()
+        for job in self.coordinator.pending_marker_jobs():
+            log.info(
+                "resuming %s markers of transactional id %r (producer %d)",
+                "COMMIT" if job.commit else "ABORT",
+                job.transactional_id,
+                job.producer_id,
+            )
+            self._start_markers(job)
+        config = self._broker.config
+        every = self._broker._every
+        return [
+            asyncio.create_task(
+                every(
+                    config.transaction_abort_timed_out_transaction_cleanup_interval_ms, self.abort_timed_out
+                )
+            ),
+            asyncio.create_task(
+                every(config.transaction_remove_expired_transaction_cleanup_interval_ms, self.expire_ids)
+            ),
+        ]
+
+    async def stop(self) -> None:
+        for task in list(self._marker_tasks):
+            task.cancel()
+        await asyncio.gather(*self._marker_tasks, return_exceptions=True)
+
+    async def ensure_topic(self) -> None:
+        """Create `__transaction_state` on first use (compacted, one partition per coordinator shard)."""
+        broker = self._broker
+        if TRANSACTION_TOPIC in broker.metadata.topics:
+            return
+        async with self._topic_lock:
+            if TRANSACTION_TOPIC in broker.metadata.topics:
+                return
+            configs = {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(broker.config.transaction_state_log_segment_bytes),
+            }
+            try:
+                await broker.create_topic(TRANSACTION_TOPIC, self.coordinator.config.num_partitions, configs)
+            except KafkaError as e:
+                if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    raise
+            log.info(
+                "created %s with %d partitions", TRANSACTION_TOPIC, self.coordinator.config.num_partitions
+            )
+
+    # --- running operations ------------------------------------------------------------------------------
+
+    async def run(self, op: Callable[[TransactionCoordinator], TxnResult]) -> TxnResult:
+        """Run an operation; its transition (if any) is durable and applied before this returns."""
+        await self.ensure_topic()
+        result = op(self.coordinator)
+        if result.transit is None:
+            return result
+        error = await self._commit(result)
+        if error:
+            return TxnResult(result.transactional_id, error)
+        return result
+
+    async def _commit(self, result: TxnResult, *, wait_durable: bool = True) -> ErrorCode:
+        """Append `result`'s transition, wait until it is durable, apply it (and start its markers).
+
+        `wait_durable=False` applies it as soon as it is appended: only for CompleteCommit/CompleteAbort,
+        whose loss in a crash is harmless (the PrepareX before it makes the coordinator rewrite the
+        markers), and which anything that depends on it follows in the same log, so a later record's
+        fsync makes it durable first.
+        """
+        transit = result.transit
+        assert transit is not None
+        txn_id = result.transactional_id
+        plog = self._broker.log(TRANSACTION_TOPIC, self.coordinator.partition_for(txn_id))
+        try:
+            if plog is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{TRANSACTION_TOPIC} does not exist")
+            value = None if transit.state is TxnState.DEAD else encode_value(transit.to_value())
+            builder = BatchBuilder()
+            builder.append(self._broker.clock.milliseconds(), encode_key(txn_id), value)
+            info = plog.append_as_leader(builder.build(), origin=AppendOrigin.COORDINATOR)
+            if info.flush_required and wait_durable:
+                await self._broker.flusher.wait_durable([(plog, info.last_offset + 1)])
+        except (KafkaError, OSError) as e:
+            self.coordinator.abort_transition(txn_id)
+            code = append_error(e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR)
+            log.error("cannot append to %s for transactional id %r: %s", TRANSACTION_TOPIC, txn_id, e)
+            return code
+        job = self.coordinator.complete_transition(txn_id, transit)
+        if job is not None:
+            self._start_markers(job)
+        return ErrorCode.NONE
+
+    # --- markers -----------------------------------------------------------------------------------------
+
+    def write_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> PartitionLog:
+        """Append one COMMIT/ABORT marker (the WriteTxnMarkers path); raises KafkaError."""
+        plog = self._broker.log(topic, partition)
+        if plog is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
+        marker = EndTxnMarker(
+            ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch
+        )
+        try:
+            plog.append_end_txn_marker(producer_id, producer_epoch, marker)
+        except OSError as e:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from e
+        if topic == OFFSETS_TOPIC:
+            self._broker.groups.complete_transaction(partition, producer_id, commit)
+        self._broker.data_appended()
+        return plog
+
+    def _start_markers(self, job: MarkerJob) -> None:
+        task = asyncio.create_task(self._write_markers(job))
+        self._marker_tasks.add(task)
+        task.add_done_callback(self._marker_tasks.discard)
+
+    async def _write_markers(self, job: MarkerJob) -> None:
+        await self._debug_pause("prepare-written", job)
+        remaining = sorted(job.partitions)
+        attempt = 0
+        while remaining:
+            written: list[tuple[PartitionLog, int]] = []
+            retry: list[tuple[str, int]] = []
+            for topic, partition in remaining:
+                try:
+                    plog = self.write_marker(
+                        topic,
+                        partition,
+                        job.producer_id,
+                        job.producer_epoch,
+                        job.commit,
+                        job.coordinator_epoch,
+                    )
+                except KafkaError as e:
+                    if (
+                        e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        and topic not in self._broker.metadata.topics
+                    ):
+                        log.warning("skipping marker for %s-%d: the topic no longer exists", topic, partition)
+                    elif e.code in (
+                        ErrorCode.INVALID_PRODUCER_EPOCH,
+                        ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                    ):
+                        log.error(
+                            "dropping marker for %s-%d of %r: %s", topic, partition, job.transactional_id, e
+                        )
+                    else:
+                        log.warning(
+                            "marker for %s-%d of %r failed, will retry: %s",
+                            topic,
+                            partition,
+                            job.transactional_id,
+                            e,
+                        )
+                        retry.append((topic, partition))
+                    continue
+                written.append((plog, plog.log_end_offset))
+                if len(written) == 1:
+                    await self._debug_pause("first-marker-written", job)
+            durable = [
+                (plog, end)
+                for plog, end in written
+                if plog.needs_flush(end) and plog.config.ack_waits_for_fsync
+            ]
+            if durable:
+                try:
+                    await self._broker.flusher.wait_durable(durable)
+                except OSError as e:
+                    log.error("cannot flush markers of %r, will rewrite them: %s", job.transactional_id, e)
+                    retry = remaining
+            remaining = retry
+            if remaining:
+                await asyncio.sleep(_RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)])
+                attempt += 1
+        await self._debug_pause("markers-written", job)
+        attempt = 0
+        while True:
+            result = self.coordinator.complete_markers(job)
+            if result is None:
+                return
+            if not await self._commit(result, wait_durable=False):
+                return
+            await asyncio.sleep(_RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)])
+            attempt += 1
+
+    async def _debug_pause(self, step: str, job: MarkerJob) -> None:
+        if self._broker.config.debug_end_txn_pause != step:
+            return
+        log.warning("exactly.debug.end.txn.pause: marker job of %r parked at %s", job.transactional_id, step)
+        await asyncio.Event().wait()  # until the process is killed or stopped
+
+    # --- KIP-890 part 1 ----------------------------------------------------------------------------------
+
+    def verification_guard(self, transactional_id: str, topic: str, partition: int) -> VerificationGuard:
+        """The check a partition runs before a producer's first transactional batch on it."""
+
+        def guard(producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+            code = self.coordinator.verify(transactional_id, producer_id, producer_epoch, topic, partition)
+            if code:
+                raise KafkaError(
+                    _VERIFY_ERRORS.get(code, code),
+                    f"producer {producer_id} epoch {producer_epoch} of transactional id {transactional_id!r} "
+                    f"may not write to {topic}-{partition} transactionally: {code.name}",
+                )
+
+        return guard
+
+    # --- timers ------------------------------------------------------------------------------------------
+
+    def abort_timed_out(self) -> None:
+        """Fence and abort every transaction older than its timeout (and bump its epoch)."""
+        for result in self.coordinator.abort_timed_out():
+            log.info(
+                "aborting transaction of %r: older than its timeout; producer %d fenced at epoch %d",
+                result.transactional_id,
+                result.producer_id,
+                result.producer_epoch,
+            )
+            self._background(result)
+
+    def expire_ids(self) -> None:
+        for result in self.coordinator.expire():
+            log.info("transactional id %r expired", result.transactional_id)
+            self._background(result)
+
+    def _background(self, result: TxnResult) -> None:
+        task = asyncio.create_task(self._commit_logged(result))
+        self._marker_tasks.add(task)
+        task.add_done_callback(self._marker_tasks.discard)
+
+    async def _commit_logged(self, result: TxnResult) -> None:
+        error = await self._commit(result)
+        if error:
+            log.warning(
+                "transition of %r failed (%s); will retry at the next scan",
+                result.transactional_id,
+                error.name,
+            )

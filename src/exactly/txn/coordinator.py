@@ -1,0 +1,343 @@
+"""The transaction coordinator (Kafka's `TransactionCoordinator` + `TransactionStateManager`), sans-IO.
+
+Plain synchronous code: every operation validates a request against the transactional.id's
+`TransactionMetadata` and answers with a `TxnResult` — an error to return at once, or a prepared
+`TxnTransit` (the record to append to `__transaction_state`) and what to answer once it is durable. The
+caller (`exactly.broker.transactions`) appends the record, waits for it to be durable, then calls
+`complete_transition`, which applies it and, for PrepareCommit/PrepareAbort, hands back the
+`MarkerJob` to run: COMMIT/ABORT markers to every partition of the transaction, then `complete_markers`
+for the CompleteCommit/CompleteAbort record. A crash anywhere in between is recovered by `load_record`
+(replaying the log) followed by `pending_marker_jobs`.
+
+Requests and their answers (Kafka 3.x / 4.x with transaction version 1; error remaps for old request
+versions are the handlers' business):
+
+* InitProducerId(transactional.id, timeout, [producer id, epoch] (KIP-360)): a new id gets a producer id;
+  otherwise the epoch is bumped (fencing older instances) or, when exhausted, the producer id rotated.
+  An Ongoing transaction is fenced and aborted first (PrepareEpochFence -> PrepareAbort with epoch+1),
+  answering CONCURRENT_TRANSACTIONS so the client retries after the abort. A retried KIP-360 request
+  whose epoch equals the last epoch gets the current one again.
+* AddPartitionsToTxn / AddOffsetsToTxn: -> Ongoing with the partitions added (no record when they are
+  all in the transaction already).
+* EndTxn(commit|abort): Ongoing -> PrepareX, markers, CompleteX. A retry after PrepareX answers
+  CONCURRENT_TRANSACTIONS until CompleteX, then NONE; the other decision is INVALID_TXN_STATE.
+* verify (KIP-890 part 1): before a partition accepts a producer's first transactional batch.
+* Timeouts: `abort_timed_out` fences and aborts Ongoing transactions older than their timeout.
+* Expiry: `expire` writes tombstones for ids idle longer than `transactional.id.expiration.ms`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from exactly.errors import ErrorCode
+from exactly.group.partitioning import partition_for
+from exactly.txn.metadata import (
+    NO_PRODUCER_EPOCH,
+    TransactionMetadata,
+    TxnTransit,
+    is_epoch_exhausted,
+)
+from exactly.txn.records import Partitions, TransactionLogValue
+from exactly.txn.state import TxnState
+
+__all__ = ["MarkerJob", "TransactionCoordinator", "TxnConfig", "TxnResult"]
+
+_S = TxnState
+_NONE = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class TxnConfig:
+    num_partitions: int = 50  # transaction.state.log.num.partitions
+    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    coordinator_epoch: int = 0  # single node: the epoch of every __transaction_state partition
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerJob:
+    """Write a COMMIT/ABORT marker for `producer_id` to every partition, then record CompleteX."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: Partitions
+
+
+@dataclass(frozen=True, slots=True)
+class TxnResult:
+    """The answer to a request: `error` (and the producer id/epoch for InitProducerId) once `transit`,
+    if any, has been appended, made durable and completed."""
+
+    transactional_id: str
+    error: ErrorCode = _NONE
+    transit: TxnTransit | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        config: TxnConfig,
+        allocate_producer_id: Callable[[], int],
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self._allocate = allocate_producer_id
+        self._now = now_ms
+        self.transactions: dict[str, TransactionMetadata] = {}
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.num_partitions)
+
+    # --- InitProducerId ----------------------------------------------------------------------------------
+
+    def init_producer_id(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        expected_producer_id: int = -1,
+        expected_epoch: int = -1,
+    ) -> TxnResult:
+        if not transactional_id:
+            return TxnResult(transactional_id, ErrorCode.INVALID_REQUEST)
+        if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
+            return TxnResult(transactional_id, ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        expected = expected_producer_id >= 0 or expected_epoch >= 0
+        now = self._now()
+        txn = self.transactions.get(transactional_id)
+        if txn is None:
+            txn = TransactionMetadata(transactional_id, self._allocate(), NO_PRODUCER_EPOCH, timeout_ms)
+            self.transactions[transactional_id] = txn
+        if txn.pending_state is not None:
+            return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
+        if expected and not (
+            txn.producer_epoch == NO_PRODUCER_EPOCH
+            or expected_producer_id == txn.producer_id
+            or (expected_producer_id == txn.previous_producer_id and is_epoch_exhausted(expected_epoch))
+        ):
+            return TxnResult(transactional_id, ErrorCode.PRODUCER_FENCED)
+        if txn.state.is_prepare:
+            return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
+        if txn.state is _S.ONGOING:
+            # A new instance finds the old one's transaction open: fence it (epoch + 1) and abort it;
+            # the client retries and gets its epoch once the abort is complete.
+            return self._fence_and_abort(txn, ErrorCode.CONCURRENT_TRANSACTIONS)
+        if not (txn.state is _S.EMPTY or txn.state.is_complete):
+            return TxnResult(transactional_id, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if is_epoch_exhausted(txn.producer_epoch) and (not expected or expected_epoch == txn.producer_epoch):
+            transit = txn.prepare_transition(
+                _S.EMPTY,
+                now=now,
+                producer_id=self._allocate(),
+                producer_epoch=0,
+                last_producer_epoch=txn.producer_epoch if expected else NO_PRODUCER_EPOCH,
+                timeout_ms=timeout_ms,
+                partitions=frozenset(),
+                start_timestamp=-1,
+            )
+            return TxnResult(transactional_id, _NONE, transit, transit.producer_id, transit.producer_epoch)
+        bumped = txn.producer_epoch + 1
+        if not expected or txn.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == txn.producer_epoch:
+            epoch, last_epoch = bumped, txn.producer_epoch
+            if not expected:
+                last_epoch = NO_PRODUCER_EPOCH
+        elif expected_epoch == txn.last_producer_epoch:
+            epoch, last_epoch = txn.producer_epoch, txn.last_producer_epoch  # a retry of the last bump
+        else:
+            return TxnResult(transactional_id, ErrorCode.PRODUCER_FENCED)
+        transit = txn.prepare_transition(
+            _S.EMPTY,
+            now=now,
+            producer_epoch=epoch,
+            last_producer_epoch=last_epoch,
+            timeout_ms=timeout_ms,
+            partitions=frozenset(),
+            start_timestamp=-1,
+        )
+        return TxnResult(transactional_id, _NONE, transit, transit.producer_id, transit.producer_epoch)
+
+    def _fence_and_abort(self, txn: TransactionMetadata, error: ErrorCode) -> TxnResult:
+        epoch = txn.fence_epoch()
+        txn.prepare_fence()
+        transit = txn.prepare_transition(_S.PREPARE_ABORT, now=self._now(), producer_epoch=epoch)
+        return TxnResult(txn.transactional_id, error, transit, transit.producer_id, transit.producer_epoch)
+
+    # --- adding partitions ------------------------------------------------------------------------------
+
+    def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> ErrorCode:
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if txn.producer_epoch != epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if txn.pending_state is not None or txn.state.is_prepare:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return _NONE
+
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> TxnResult:
+        error = self._check_producer(transactional_id, producer_id, epoch)
+        if error:
+            return TxnResult(transactional_id, error)
+        txn = self.transactions[transactional_id]
+        wanted = frozenset(partitions)
+        if txn.state is _S.ONGOING and wanted <= txn.partitions:
+            return TxnResult(transactional_id)
+        if txn.state not in (_S.ONGOING, _S.EMPTY) and not txn.state.is_complete:
+            return TxnResult(transactional_id, ErrorCode.INVALID_TXN_STATE)
+        now = self._now()
+        start = txn.start_timestamp if txn.state is _S.ONGOING else now
+        transit = txn.prepare_transition(
+            _S.ONGOING, now=now, partitions=frozenset(txn.partitions) | wanted, start_timestamp=start
+        )
+        return TxnResult(transactional_id, _NONE, transit)
+
+    def verify(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> ErrorCode:
+        """KIP-890 part 1: may this producer start writing transactionally to this partition?"""
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if txn.producer_epoch != epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if txn.state is not _S.ONGOING or (topic, partition) not in txn.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return _NONE
+
+    # --- EndTxn -----------------------------------------------------------------------------------------
+
+    def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> TxnResult:
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return TxnResult(transactional_id, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if txn.producer_epoch != epoch:
+            return TxnResult(transactional_id, ErrorCode.PRODUCER_FENCED)
+        if txn.pending_state is not None:
+            return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
+        state = txn.state
+        if state is _S.ONGOING:
+            transit = txn.prepare_transition(
+                _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT, now=self._now()
+            )
+            return TxnResult(transactional_id, _NONE, transit, producer_id, epoch)
+        if state is (_S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT):
+            return TxnResult(transactional_id)  # a retry of a transaction that has ended
+        if state is (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
+            return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
+        return TxnResult(transactional_id, ErrorCode.INVALID_TXN_STATE)
+
+    # --- applying ---------------------------------------------------------------------------------------
+
+    def complete_transition(self, transactional_id: str, transit: TxnTransit) -> MarkerJob | None:
+        """The record of `transit` is durable: apply it. Returns the markers to write for a PrepareX."""
+        txn = self.transactions[transactional_id]
+        if transit.state is _S.DEAD:
+            txn.abort_transition()
+            del self.transactions[transactional_id]
+            return None
+        txn.complete_transition(transit)
+        return self._marker_job(txn)
+
+    def abort_transition(self, transactional_id: str) -> None:
+        """The record could not be appended: the id stays as it was (a new id is kept, as Kafka does)."""
+        txn = self.transactions.get(transactional_id)
+        if txn is not None:
+            txn.abort_transition()
+
+    def _marker_job(self, txn: TransactionMetadata) -> MarkerJob | None:
+        if not txn.state.is_prepare:
+            return None
+        return MarkerJob(
+            txn.transactional_id,
+            txn.producer_id,
+            txn.producer_epoch,
+            txn.state is _S.PREPARE_COMMIT,
+            self.config.coordinator_epoch,
+            frozenset(txn.partitions),
+        )
+
+    def complete_markers(self, job: MarkerJob) -> TxnResult | None:
+        """Every partition has its marker: prepare CompleteX (None if the id moved on meanwhile)."""
+        txn = self.transactions.get(job.transactional_id)
+        if (
+            txn is None
+            or txn.pending is not None
+            or not txn.state.is_prepare
+            or txn.producer_id != job.producer_id
+            or txn.producer_epoch != job.producer_epoch
+        ):
+            return None
+        target = _S.COMPLETE_COMMIT if txn.state is _S.PREPARE_COMMIT else _S.COMPLETE_ABORT
+        transit = txn.prepare_transition(target, now=self._now(), partitions=frozenset())
+        return TxnResult(job.transactional_id, _NONE, transit)
+
+    # --- time -------------------------------------------------------------------------------------------
+
+    def abort_timed_out(self, now: int | None = None) -> list[TxnResult]:
+        """Fence (epoch + 1) and abort every Ongoing transaction older than its timeout."""
+        at = self._now() if now is None else now
+        return [
+            self._fence_and_abort(txn, _NONE)
+            for txn in list(self.transactions.values())
+            if txn.is_timed_out(at)
+        ]
+
+    def expire(self, now: int | None = None) -> list[TxnResult]:
+        """Tombstones for ids with no transaction and no activity for transactional.id.expiration.ms."""
+        at = self._now() if now is None else now
+        out: list[TxnResult] = []
+        for txn in list(self.transactions.values()):
+            if (
+                txn.pending_state is None
+                and txn.state.can_expire
+                and txn.last_update_timestamp + self.config.id_expiration_ms <= at
+            ):
+                out.append(TxnResult(txn.transactional_id, _NONE, txn.prepare_transition(_S.DEAD, now=at)))
+        return out
+
+    # --- loading ----------------------------------------------------------------------------------------
+
+    def load_record(self, transactional_id: str, value: TransactionLogValue | None) -> None:
+        """Replay one `__transaction_state` record (start-up): the last record of an id is its state."""
+        if value is None:
+            self.transactions.pop(transactional_id, None)
+            return
+        txn = self.transactions.get(transactional_id)
+        if txn is None:
+            self.transactions[transactional_id] = TransactionMetadata.from_value(transactional_id, value)
+        else:
+            txn.apply_loaded(value)
+
+    def pending_marker_jobs(self) -> Iterator[MarkerJob]:
+        """After loading: the transactions whose decision is recorded but whose markers may be missing."""
+        for txn in self.transactions.values():
+            job = self._marker_job(txn)
+            if job is not None:
+                yield job
+
+    # --- describing -------------------------------------------------------------------------------------
+
+    def list_transactions(
+        self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), min_duration_ms: int = -1
+    ) -> list[TransactionMetadata]:
+        state_filter = set(states)
+        pid_filter = set(producer_ids)
+        now = self._now()
+        out: list[TransactionMetadata] = []
+        for txn in self.transactions.values():
+            if state_filter and txn.state.kafka_name not in state_filter:
+                continue
+            if pid_filter and txn.producer_id not in pid_filter:
+                continue
+            if min_duration_ms >= 0 and now - txn.start_timestamp < min_duration_ms:
+                continue
+            out.append(txn)
+        return out

@@ -1,0 +1,179 @@
+"""One transactional.id's state in the coordinator (Kafka's `TransactionMetadata`), and its transitions.
+
+`TransactionMetadata` is what the coordinator knows now; a change is prepared as a `TxnTransit` (the
+complete next state, which is exactly what the `__transaction_state` record stores), held as
+`pending` while its record is appended, and applied by `complete_transition` once the record is durable
+— or dropped by `abort_transition` when the append failed. Loading the log applies records the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from exactly.txn.records import Partitions, TransactionLogValue
+from exactly.txn.state import TxnState, check_transition
+
+__all__ = ["NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "TransactionMetadata", "TxnTransit", "is_epoch_exhausted"]
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+_MAX_EPOCH = 32767
+
+
+def is_epoch_exhausted(epoch: int) -> bool:
+    """Kafka keeps the last epoch (32767) for fencing: at 32766 the producer id must be rotated."""
+    return epoch >= _MAX_EPOCH - 1
+
+
+@dataclass(frozen=True, slots=True)
+class TxnTransit:
+    """The next state of a transactional.id: the content of the record that makes it durable."""
+
+    producer_id: int
+    last_producer_epoch: int  # in memory only (KIP-360 retries); not in the record
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: Partitions
+    start_timestamp: int
+    last_update_timestamp: int
+    previous_producer_id: int = NO_PRODUCER_ID
+
+    def to_value(self) -> TransactionLogValue:
+        return TransactionLogValue(
+            self.producer_id,
+            self.producer_epoch,
+            self.timeout_ms,
+            self.state,
+            self.partitions,
+            self.last_update_timestamp,
+            self.start_timestamp,
+        )
+
+
+@dataclass(slots=True, eq=False)
+class TransactionMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    start_timestamp: int = -1
+    last_update_timestamp: int = -1
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+    previous_producer_id: int = NO_PRODUCER_ID
+    pending: TxnTransit | None = None  # a transition whose record is being appended
+    fencing: bool = False  # pending PrepareEpochFence: the next PrepareAbort carries a bumped epoch
+
+    @property
+    def pending_state(self) -> TxnState | None:
+        if self.fencing:
+            return TxnState.PREPARE_EPOCH_FENCE
+        return self.pending.state if self.pending is not None else None
+
+    @classmethod
+    def from_value(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
+        return cls(
+            transactional_id,
+            value.producer_id,
+            value.producer_epoch,
+            value.transaction_timeout_ms,
+            value.state,
+            set(value.partitions),
+            value.start_timestamp_ms,
+            value.last_update_timestamp_ms,
+            previous_producer_id=value.previous_producer_id,
+        )
+
+    def is_timed_out(self, now: int) -> bool:
+        """An Ongoing transaction older than its timeout, with nothing pending (the timeout scan's test;
+        a prepared two-phase transaction would be exempt here)."""
+        return (
+            self.state is TxnState.ONGOING
+            and self.pending is None
+            and not self.fencing
+            and self.start_timestamp + self.timeout_ms < now
+        )
+
+    # --- preparing transitions (nothing changes but `pending`) -------------------------------------------
+
+    def prepare_transition(
+        self,
+        state: TxnState,
+        *,
+        now: int,
+        producer_id: int | None = None,
+        producer_epoch: int | None = None,
+        last_producer_epoch: int | None = None,
+        timeout_ms: int | None = None,
+        partitions: Partitions | None = None,
+        start_timestamp: int | None = None,
+    ) -> TxnTransit:
+        if self.pending is not None:
+            raise RuntimeError(f"{self.transactional_id}: a transition to {self.pending.state} is pending")
+        check_transition(TxnState.PREPARE_EPOCH_FENCE if self.fencing else self.state, state)
+        pid = self.producer_id if producer_id is None else producer_id
+        transit = TxnTransit(
+            producer_id=pid,
+            last_producer_epoch=self.last_producer_epoch
+            if last_producer_epoch is None
+            else last_producer_epoch,
+            producer_epoch=self.producer_epoch if producer_epoch is None else producer_epoch,
+            timeout_ms=self.timeout_ms if timeout_ms is None else timeout_ms,
+            state=state,
+            partitions=frozenset(self.partitions) if partitions is None else partitions,
+            start_timestamp=self.start_timestamp if start_timestamp is None else start_timestamp,
+            last_update_timestamp=max(now, self.last_update_timestamp),
+            previous_producer_id=self.producer_id if pid != self.producer_id else self.previous_producer_id,
+        )
+        self.pending = transit
+        return transit
+
+    def prepare_fence(self) -> None:
+        """PrepareEpochFence: the open transaction is to be aborted under epoch + 1 (in memory only; the
+        PrepareAbort record that follows carries the bumped epoch)."""
+        check_transition(self.state, TxnState.PREPARE_EPOCH_FENCE)
+        self.fencing = True
+
+    def fence_epoch(self) -> int:
+        """The epoch the fencing abort is written with (an exhausted epoch is kept; the next
+        InitProducerId rotates the producer id)."""
+        return self.producer_epoch if is_epoch_exhausted(self.producer_epoch) else self.producer_epoch + 1
+
+    # --- applying --------------------------------------------------------------------------------------
+
+    def complete_transition(self, transit: TxnTransit) -> None:
+        """Apply a transition whose record is durable (or that is being loaded from the log)."""
+        if self.pending is not None and self.pending is not transit:
+            raise RuntimeError(f"{self.transactional_id}: completing a transition that is not pending")
+        self.pending = None
+        self.fencing = False
+        self.producer_id = transit.producer_id
+        self.producer_epoch = transit.producer_epoch
+        self.last_producer_epoch = transit.last_producer_epoch
+        self.previous_producer_id = transit.previous_producer_id
+        self.timeout_ms = transit.timeout_ms
+        self.state = transit.state
+        self.partitions = set(transit.partitions)
+        self.start_timestamp = transit.start_timestamp
+        self.last_update_timestamp = transit.last_update_timestamp
+
+    def abort_transition(self) -> None:
+        """The record could not be appended: nothing changed."""
+        self.pending = None
+        self.fencing = False
+
+    def apply_loaded(self, value: TransactionLogValue) -> None:
+        """Replay a record read from the log (start-up): it is the state."""
+        self.pending = None
+        self.fencing = False
+        self.producer_id = value.producer_id
+        self.producer_epoch = value.producer_epoch
+        self.last_producer_epoch = NO_PRODUCER_EPOCH
+        self.previous_producer_id = value.previous_producer_id
+        self.timeout_ms = value.transaction_timeout_ms
+        self.state = value.state
+        self.partitions = set(value.partitions)
+        self.start_timestamp = value.start_timestamp_ms
+        self.last_update_timestamp = value.last_update_timestamp_ms
