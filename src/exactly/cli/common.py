@@ -36,6 +36,7 @@ __all__ = [
     "one_line",
     "parse_key_values",
     "print_error",
+    "print_table",
     "reported_errors",
 ]
 
@@ -74,6 +75,13 @@ def fail(message: str, exit_code: int = 1) -> NoReturn:
 def one_line(text: str) -> str:
     """Collapse whitespace (including newlines) so that a message is always a single line."""
     return " ".join(str(text).split())
+
+
+def print_table(headers: list[str], rows: list[list[str]]) -> None:
+    """Left-aligned columns separated by two spaces, headers first (like Kafka's tools)."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    for row in [headers, *rows]:
+        typer.echo("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def print_error(message: str) -> None:

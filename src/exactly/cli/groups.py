@@ -20,6 +20,7 @@ from exactly.cli.common import (
     CliError,
     fail,
     kafka_error_text,
+    print_table,
     reported_errors,
 )
 
@@ -115,12 +116,6 @@ def state_name(state: Any) -> str:
     return _STATES.get(name, name.title())
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
-    for row in [headers, *rows]:
-        typer.echo("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-
-
 # --- list ---------------------------------------------------------------------------------------------
 
 
@@ -134,7 +129,7 @@ def list_(ctx: typer.Context, bootstrap: BootstrapOption = None) -> None:
         )
         rows = sorted([g.group_id, state_name(g.state)] for g in result.valid)
         if rows:
-            _table(["GROUP", "STATE"], rows)
+            print_table(["GROUP", "STATE"], rows)
 
 
 # --- describe -----------------------------------------------------------------------------------------
@@ -171,7 +166,7 @@ def describe(
                 ]
             )
         if rows:
-            _table(["MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "PARTITIONS"], rows)
+            print_table(["MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "PARTITIONS"], rows)
 
 
 # --- lag ----------------------------------------------------------------------------------------------
@@ -222,7 +217,9 @@ def lag(
                     owners.get(tp, "-"),
                 ]
             )
-        _table(["TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LSO", "LAG", "LAG-LSO", "OWNER"], rows)
+        print_table(
+            ["TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LSO", "LAG", "LAG-LSO", "OWNER"], rows
+        )
         typer.echo(f"total lag: {total} (behind the high watermark), {total_stable} (behind the LSO)")
 
 
@@ -283,7 +280,7 @@ def reset_offsets(
                 assert shift_by is not None
                 target = committed[tp] + shift_by
             plan[tp] = min(max(target, start[tp]), end[tp])
-        _table(
+        print_table(
             ["TOPIC", "PARTITION", "NEW-OFFSET"], [[t, str(p), str(o)] for (t, p), o in sorted(plan.items())]
         )
         if not execute:

@@ -19,6 +19,7 @@ from exactly.cli import consume as consume_cmd
 from exactly.cli import produce as produce_cmd
 from exactly.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, one_line
 from exactly.cli.groups import groups_app
+from exactly.cli.txn import txn_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="exactly: a Kafka-compatible broker.")
 
@@ -110,6 +111,7 @@ app.command("consume")(consume_cmd.consume)
 app.add_typer(log_dump.app, name="log")
 app.add_typer(bench.app, name="bench")
 app.add_typer(groups_app, name="groups")
+app.add_typer(txn_app, name="txn")
 
 
 @app.command()

@@ -1,0 +1,42 @@
+"""DescribeProducers (key 61, KIP-664): the active producers of partitions, with their open transaction's
+first offset — what `kafka-transactions.sh find-hanging` and `abort` start from."""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.errors import ErrorCode
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.describe_producers import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    PartitionResponse,
+    ProducerState,
+    TopicResponse,
+)
+
+
+@handler(ApiKey.DESCRIBE_PRODUCERS)
+async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    topics: list[TopicResponse] = []
+    for topic in request.topics:
+        partitions: list[PartitionResponse] = []
+        for index in topic.partition_indexes:
+            plog = ctx.broker.log(topic.name, index)
+            if plog is None:
+                partitions.append(PartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            producers = [
+                ProducerState(
+                    p.producer_id,
+                    p.producer_epoch,
+                    p.last_sequence,
+                    p.last_timestamp,
+                    p.coordinator_epoch,
+                    p.current_txn_start_offset,
+                )
+                for p in plog.producer_infos()
+            ]
+            partitions.append(PartitionResponse(index, ErrorCode.NONE, None, producers))
+        topics.append(TopicResponse(topic.name, partitions))
+    return DescribeProducersResponse(topics=topics)

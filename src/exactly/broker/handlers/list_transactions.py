@@ -1,0 +1,34 @@
+"""ListTransactions (key 66, v0-1, KIP-664): the transactional ids this coordinator knows, filtered by
+state names, producer ids and (v1) how long the transaction has been running. Unknown state names are
+returned in `unknown_state_filters` and ignored, as in Kafka."""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.list_transactions import (
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+    TransactionState,
+)
+from exactly.txn import TxnState
+
+_KNOWN = {state.kafka_name for state in TxnState}
+
+
+@handler(ApiKey.LIST_TRANSACTIONS)
+async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
+    unknown = [name for name in request.state_filters if name not in _KNOWN]
+    states = [name for name in request.state_filters if name in _KNOWN]
+    if unknown and not states:
+        return ListTransactionsResponse(unknown_state_filters=unknown)  # nothing can match
+    listed = ctx.broker.transactions.coordinator.list_transactions(
+        states, request.producer_id_filters, request.duration_filter
+    )
+    return ListTransactionsResponse(
+        unknown_state_filters=unknown,
+        transaction_states=[
+            TransactionState(t.transactional_id, t.producer_id, t.state.kafka_name) for t in listed
+        ],
+    )
