@@ -23,7 +23,9 @@ from exactly.storage.txn_index import AbortedTxn, is_aborted
 
 from .helpers import consume_committed, data_batch, open_log
 
-VECTORS = json.loads(Path("/work/shared/vectors/aborted-filtering.json").read_text())
+VECTORS = json.loads(
+    (Path(__file__).resolve().parents[3] / "shared" / "vectors" / "aborted-filtering.json").read_text()
+)
 OWNER: dict[int, int | None] = {int(k): v for k, v in VECTORS["offsets"].items()}
 # Transactions as (producer, first vector offset, last vector offset).
 TXNS = [(10, 101, 115), (11, 103, 106), (12, 104, 111), (11, 110, 112)]

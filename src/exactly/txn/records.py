@@ -81,7 +81,7 @@ def decode_key(raw: bytes | memoryview) -> str:
         if version != 0:
             raise CorruptRecordError(f"unknown __transaction_state key version {version}")
         transactional_id, pos = p.read_string(buf, 2)
-    except (struct.error, UnicodeDecodeError, ProtocolError) as e:
+    except (struct.error, UnicodeDecodeError, IndexError, ProtocolError) as e:
         raise CorruptRecordError(f"bad __transaction_state key: {e}") from e
     if pos != len(buf):
         raise CorruptRecordError("__transaction_state key has trailing bytes")
@@ -143,7 +143,7 @@ def decode_value(raw: bytes | memoryview | None) -> TransactionLogValue | None:
     buf = memoryview(raw)
     try:
         return _decode_value(buf)
-    except (struct.error, UnicodeDecodeError, ValueError, ProtocolError) as e:
+    except (struct.error, UnicodeDecodeError, ValueError, IndexError, ProtocolError) as e:
         raise CorruptRecordError(f"bad __transaction_state value: {e}") from e
 
 
@@ -180,9 +180,9 @@ def _decode_value(buf: memoryview) -> TransactionLogValue:
     if flexible:
         n_tags, pos = p.read_uvarint(buf, pos)
         for _ in range(n_tags):
-            tag, end, start = p.read_tag_header(buf, pos)
-            data = bytes(buf[start:end])
-            size, pos = end - start, end
+            tag, data_end, data_start = p.read_tag_header(buf, pos)
+            data = bytes(buf[data_start:data_end])
+            size, pos = data_end - data_start, data_end
             if tag == 0 and size == 8:
                 (previous,) = _I64.unpack(data)
             elif tag == 1 and size == 8:

@@ -1,0 +1,171 @@
+"""`__transaction_state` records: Kafka's byte layouts (built by hand from TransactionLogKey/Value.json),
+round trips, and "decodes or raises CorruptRecordError"."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from exactly.errors import CorruptRecordError
+from exactly.txn.records import TransactionLogValue, decode_key, decode_value, encode_key, encode_value
+from exactly.txn.state import TxnState
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack(">h", len(data)) + data
+
+
+def test_key_bytes() -> None:
+    assert encode_key("app-1") == b"\x00\x00" + b"\x00\x05app-1"
+    assert decode_key(b"\x00\x00\x00\x05app-1") == "app-1"
+
+
+def test_value_v0_bytes() -> None:
+    value = TransactionLogValue(
+        producer_id=42,
+        producer_epoch=7,
+        transaction_timeout_ms=60_000,
+        state=TxnState.PREPARE_COMMIT,
+        partitions=frozenset({("b", 0), ("a", 2), ("a", 1)}),
+        last_update_timestamp_ms=1_700_000_000_123,
+        start_timestamp_ms=1_700_000_000_000,
+    )
+    expected = (
+        struct.pack(">hqhib", 0, 42, 7, 60_000, 2)
+        + struct.pack(">i", 2)  # two topics, sorted by name, partitions sorted
+        + _string("a")
+        + struct.pack(">iii", 2, 1, 2)
+        + _string("b")
+        + struct.pack(">ii", 1, 0)
+        + struct.pack(">qq", 1_700_000_000_123, 1_700_000_000_000)
+    )
+    assert encode_value(value) == expected
+    assert decode_value(expected) == value
+
+
+def test_empty_state_has_null_partitions() -> None:
+    value = TransactionLogValue(5, 0, 1000, TxnState.EMPTY, frozenset(), 10, -1)
+    encoded = encode_value(value)
+    assert encoded == struct.pack(">hqhib", 0, 5, 0, 1000, 0) + struct.pack(">i", -1) + struct.pack(
+        ">qq", 10, -1
+    )
+    assert decode_value(encoded) == value
+
+
+def test_complete_state_has_an_empty_array() -> None:
+    value = TransactionLogValue(5, 0, 1000, TxnState.COMPLETE_ABORT, frozenset(), 10, 5)
+    encoded = encode_value(value)
+    assert encoded is not None
+    assert encoded[17:21] == struct.pack(">i", 0)
+
+
+def test_tombstone() -> None:
+    assert encode_value(None) is None
+    assert decode_value(None) is None
+
+
+@pytest.mark.parametrize("state", [TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE])
+def test_states_that_are_never_stored(state: TxnState) -> None:
+    with pytest.raises(ValueError, match="never stored"):
+        encode_value(TransactionLogValue(1, 0, 1, state, frozenset(), 0, 0))
+    raw = struct.pack(">hqhib", 0, 1, 0, 1, state.value) + struct.pack(">i", -1) + struct.pack(">qq", 0, 0)
+    with pytest.raises(CorruptRecordError, match=state.kafka_name):
+        decode_value(raw)
+
+
+def test_value_v1_with_tagged_fields() -> None:
+    """Kafka 4's flexible value: compact strings/arrays and tagged fields; an unknown tag survives."""
+    raw = (
+        struct.pack(">hqhib", 1, 9, 3, 5000, 1)
+        + bytes([2])  # compact array: 1 topic
+        + bytes([2])
+        + b"t"  # compact string "t"
+        + bytes([3])
+        + struct.pack(">ii", 0, 4)  # compact array of 2 partitions
+        + bytes([0])  # the topic entry's tagged fields
+        + struct.pack(">qq", 200, 100)
+        + bytes([4])  # four tagged fields
+        + bytes([0, 8])
+        + struct.pack(">q", 8)
+        + bytes([1, 8])
+        + struct.pack(">q", 10)
+        + bytes([2, 2])
+        + struct.pack(">h", 2)
+        + bytes([9, 3])
+        + b"xyz"
+    )
+    value = decode_value(raw)
+    assert value == TransactionLogValue(
+        9, 3, 5000, TxnState.ONGOING, frozenset({("t", 0), ("t", 4)}), 200, 100, 8, 10, 2
+    )
+    assert value is not None
+    assert value.unknown_tags == ((9, b"xyz"),)
+    assert encode_value(value, version=1) == raw
+
+
+_values = st.builds(
+    TransactionLogValue,
+    producer_id=st.integers(-1, 2**63 - 1),
+    producer_epoch=st.integers(-1, 2**15 - 1),
+    transaction_timeout_ms=st.integers(1, 2**31 - 1),
+    state=st.sampled_from([s for s in TxnState if s not in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE)]),
+    partitions=st.frozensets(
+        st.tuples(st.text(min_size=1, max_size=20), st.integers(0, 2**31 - 1)), max_size=8
+    ),
+    last_update_timestamp_ms=st.integers(-1, 2**62),
+    start_timestamp_ms=st.integers(-1, 2**62),
+    previous_producer_id=st.integers(-1, 2**62),
+    next_producer_id=st.integers(-1, 2**62),
+    client_transaction_version=st.integers(0, 2),
+)
+
+
+@given(_values)
+def test_round_trip_v1(value: TransactionLogValue) -> None:
+    assert decode_value(encode_value(value, version=1)) == value
+
+
+@given(_values)
+def test_round_trip_v0_keeps_the_v0_fields(value: TransactionLogValue) -> None:
+    decoded = decode_value(encode_value(value))
+    assert decoded is not None
+    assert (decoded.producer_id, decoded.producer_epoch, decoded.transaction_timeout_ms, decoded.state) == (
+        value.producer_id,
+        value.producer_epoch,
+        value.transaction_timeout_ms,
+        value.state,
+    )
+    assert decoded.partitions == value.partitions
+    assert (decoded.last_update_timestamp_ms, decoded.start_timestamp_ms) == (
+        value.last_update_timestamp_ms,
+        value.start_timestamp_ms,
+    )
+
+
+@given(st.text(max_size=50))
+def test_key_round_trip(transactional_id: str) -> None:
+    assert decode_key(encode_key(transactional_id)) == transactional_id
+
+
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_decode_or_raise_our_error(raw: bytes) -> None:
+    for decode in (decode_key, decode_value):
+        with contextlib.suppress(CorruptRecordError):
+            decode(raw)
+
+
+@given(_values, st.data())
+def test_damaged_values_decode_or_raise_our_error(value: TransactionLogValue, data: st.DataObject) -> None:
+    raw = bytearray(encode_value(value, version=data.draw(st.sampled_from([0, 1]))) or b"")
+    cut = data.draw(st.integers(0, len(raw) - 1))
+    with pytest.raises(CorruptRecordError):
+        decode_value(bytes(raw[:cut]))  # every strict prefix is truncated
+    position = data.draw(st.integers(0, len(raw) - 1))
+    raw[position] ^= data.draw(st.integers(1, 255))
+    with contextlib.suppress(CorruptRecordError):
+        decode_value(bytes(raw))

@@ -1,0 +1,59 @@
+"""The transaction state machine against the seeds' table (shared/vectors/txn-state-transitions.json)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from exactly.txn.state import TRANSITIONS, IllegalTransition, TxnState, check_transition
+
+VECTORS = json.loads(
+    (Path(__file__).resolve().parents[3] / "shared" / "vectors" / "txn-state-transitions.json").read_text()
+)
+
+
+def test_state_ids_are_the_seeds() -> None:
+    assert {s.kafka_name: s.value for s in TxnState} == VECTORS["states"]
+
+
+def test_legal_previous_states_are_exactly_the_seeds() -> None:
+    expected = {
+        TxnState.from_kafka_name(target): {TxnState.from_kafka_name(p) for p in previous}
+        for target, previous in VECTORS["legal_previous_states"].items()
+    }
+    assert {target: set(previous) for target, (previous, _) in TRANSITIONS.items()} == expected
+
+
+@pytest.mark.parametrize(("current", "target"), list(itertools.product(TxnState, TxnState)))
+def test_every_pair_is_legal_or_raises(current: TxnState, target: TxnState) -> None:
+    legal = current.kafka_name in VECTORS["legal_previous_states"][target.kafka_name]
+    if legal:
+        check_transition(current, target)
+    else:
+        with pytest.raises(IllegalTransition, match=f"{current.kafka_name} to {target.kafka_name}"):
+            check_transition(current, target)
+
+
+@pytest.mark.parametrize("trigger", VECTORS["triggers"], ids=lambda t: f"{t[0]}->{t[2]}")
+def test_triggers_are_legal(trigger: list[str]) -> None:
+    source, _, target = trigger
+    check_transition(TxnState.from_kafka_name(source), TxnState.from_kafka_name(target))
+
+
+@pytest.mark.parametrize("path", VECTORS["common_paths"], ids="->".join)
+def test_common_paths_walk(path: list[str]) -> None:
+    for source, target in itertools.pairwise(path):
+        check_transition(TxnState.from_kafka_name(source), TxnState.from_kafka_name(target))
+
+
+def test_every_transition_has_a_reason() -> None:
+    assert set(TRANSITIONS) == set(TxnState)
+    assert all(reason for _, reason in TRANSITIONS.values())
+
+
+def test_unknown_state_name() -> None:
+    with pytest.raises(ValueError, match="unknown transaction state"):
+        TxnState.from_kafka_name("Committed")
