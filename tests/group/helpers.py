@@ -63,8 +63,8 @@ class Harness:
             offset = len(self.log)
             # through the real codec, as the broker would store it
             key, value = encode_record(record)
-            self.log.append((offset, -1, decode_record(key, value)))
-            self.coordinator.replay(offset, -1, record)
+            self.log.append((offset, result.producer_id, decode_record(key, value)))
+            self.coordinator.replay(offset, result.producer_id, record)
         for waiter, response in result.completions:
             assert waiter not in self.responses, f"waiter {waiter} completed twice"
             self.responses[waiter] = response

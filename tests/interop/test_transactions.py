@@ -24,6 +24,7 @@ from tests.interop.txn_support import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     consume_values,
+    describe_transaction,
     fetch_once,
     latest_offset,
     wait_for_state,
@@ -432,3 +433,30 @@ def test_broker_process_kept_serving(bootstrap: str) -> None:
     """Sanity for the fixture: the broker answers after a transactional round trip."""
     run_confluent(bootstrap, "sanity", [(True, [("audit", 0, b"x")])])
     assert consume_values(bootstrap, [("audit", 0)], "read_committed", 1) == [b"x"]
+
+
+def test_idle_transactional_id_expires(tmp_path: Path) -> None:
+    """transactional.id.expiration.ms: an id without transactions is forgotten (a tombstone in
+    __transaction_state); its next InitProducerId starts again with a new producer id."""
+    with running_broker(
+        tmp_path / "data",
+        "transactional.id.expiration.ms=1000",
+        "transaction.remove.expired.transaction.cleanup.interval.ms=200",
+    ) as proc:
+        bootstrap = proc.bootstrap
+        create_topic(bootstrap, "orders", 1)
+        run_confluent(bootstrap, "short-lived", [(True, [("orders", 0, b"one")])])
+        first = wait_for_state(bootstrap, "short-lived", {"CompleteCommit"})
+        deadline = time.monotonic() + 10
+        while (described := describe_transaction(bootstrap, "short-lived")).error_code == ErrorCode.NONE:
+            assert time.monotonic() < deadline, described
+            time.sleep(0.1)
+        assert described.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        assert "transactional id 'short-lived' expired" in proc.log()
+        client = RawClient(bootstrap)
+        try:
+            error, pid, epoch = _init(client, "short-lived")
+        finally:
+            client.close()
+        assert (error, epoch) == (ErrorCode.NONE, 0)
+        assert pid != first.producer_id

@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 TRANSACTION_TOPIC = "__transaction_state"
 _LOAD_CHUNK = 8 << 20
 _RETRY_BACKOFF_S = (0.01, 0.05, 0.1, 0.5, 1.0)
+_CONCURRENT_WAIT_S = 1.0
 
 # Produce (v3-v10) and TxnOffsetCommit (v0-v3) see these codes when verification fails (Kafka's
 # AddPartitionsToTxnManager: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH; the rest unchanged).
@@ -78,6 +80,7 @@ class TransactionService:
         )
         self._marker_tasks: set[asyncio.Task[None]] = set()
         self._topic_lock = asyncio.Lock()
+        self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
         self.loaded_records = 0
 
     # --- lifecycle ---------------------------------------------------------------------------------------
@@ -178,15 +181,40 @@ class TransactionService:
     # --- running operations ------------------------------------------------------------------------------
 
     async def run(self, op: Callable[[TransactionCoordinator], TxnResult]) -> TxnResult:
-        """Run an operation; its transition (if any) is durable and applied before this returns."""
+        """Run an operation; its transition (if any) is durable and applied before this returns.
+
+        CONCURRENT_TRANSACTIONS (a transition of the id is being appended, or its markers are being
+        written) is not answered at once: the request waits up to `_CONCURRENT_WAIT_S` for the id's
+        next transition and runs again. Clients would retry anyway, after a backoff (librdkafka's
+        retry.backoff.ms, 100 ms) that would otherwise stall every transaction that starts right after
+        a commit while its markers are written.
+        """
         await self.ensure_topic()
-        result = op(self.coordinator)
-        if result.transit is None:
-            return result
-        error = await self._commit(result)
-        if error:
-            return TxnResult(result.transactional_id, error)
-        return result
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _CONCURRENT_WAIT_S
+        while True:
+            result = op(self.coordinator)
+            if result.transit is not None:
+                error = await self._commit(result)
+                if error:
+                    return TxnResult(result.transactional_id, error)
+            if result.error != ErrorCode.CONCURRENT_TRANSACTIONS or loop.time() >= deadline:
+                return result
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(deadline):
+                    await self._next_transition(result.transactional_id)
+
+    async def _next_transition(self, transactional_id: str) -> None:
+        waiter = self._transitions.get(transactional_id)
+        if waiter is None or waiter.done():
+            waiter = asyncio.get_running_loop().create_future()
+            self._transitions[transactional_id] = waiter
+        await asyncio.shield(waiter)
+
+    def _transitioned(self, transactional_id: str) -> None:
+        waiter = self._transitions.pop(transactional_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def _commit(self, result: TxnResult, *, wait_durable: bool = True) -> ErrorCode:
         """Append `result`'s transition, wait until it is durable, apply it (and start its markers).
@@ -211,10 +239,12 @@ class TransactionService:
                 await self._broker.flusher.wait_durable([(plog, info.last_offset + 1)])
         except (KafkaError, OSError) as e:
             self.coordinator.abort_transition(txn_id)
+            self._transitioned(txn_id)
             code = append_error(e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR)
             log.error("cannot append to %s for transactional id %r: %s", TRANSACTION_TOPIC, txn_id, e)
             return code
         job = self.coordinator.complete_transition(txn_id, transit)
+        self._transitioned(txn_id)
         if job is not None:
             self._start_markers(job)
         return ErrorCode.NONE

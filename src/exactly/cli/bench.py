@@ -27,6 +27,33 @@ def broker(
 
 
 @app.command()
+def txn(
+    seconds: Annotated[float, typer.Option(help="length of each throughput round")] = 10.0,
+    rounds: Annotated[int, typer.Option(help="throughput rounds of each mode")] = 3,
+    commits: Annotated[int, typer.Option(help="transactions for the latency figures")] = 500,
+    ids: Annotated[int, typer.Option(help="concurrent transactional ids")] = 1000,
+    ids_seconds: Annotated[float, typer.Option(help="how long the transactional ids commit")] = 15.0,
+) -> None:
+    """Transactions: idempotent vs transactional throughput, commit latency, visibility, many ids."""
+    from exactly.bench import txn as bench
+
+    bench.main(
+        [
+            "--seconds",
+            str(seconds),
+            "--rounds",
+            str(rounds),
+            "--commits",
+            str(commits),
+            "--ids",
+            str(ids),
+            "--ids-seconds",
+            str(ids_seconds),
+        ]
+    )
+
+
+@app.command()
 def codec() -> None:
     """Protocol codec: Produce decode, Fetch encode, CRC throughput."""
     from exactly.bench import codec as bench
