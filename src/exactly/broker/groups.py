@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,8 +32,7 @@ from exactly.errors import ErrorCode, KafkaError
 from exactly.group import ClientInfo, GroupConfig, GroupCoordinator, Parked, Result, build_batch
 from exactly.protocol.messages.join_group import JoinGroupResponse
 from exactly.protocol.messages.sync_group import SyncGroupResponse
-from exactly.records.batch import iter_batches
-from exactly.storage.log import PartitionLog, VerificationGuard
+from exactly.storage.log import PartitionLog, VerificationGuard, scan_batches
 from exactly.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
@@ -45,7 +43,6 @@ __all__ = ["OFFSETS_TOPIC", "GroupService", "append_error"]
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_LOAD_CHUNK = 8 << 20
 _MAX_SLEEP_S = 1.0
 
 T = TypeVar("T")
@@ -101,21 +98,13 @@ class GroupService:
 
     def load(self) -> None:
         """Replay every partition of `__consumer_offsets` (start-up, before the broker listens)."""
-        info = self._broker.metadata.topics.get(OFFSETS_TOPIC)
-        if info is None:
-            return
-        start = time.perf_counter()
-        count = 0
-        for partition in range(info.partitions):
-            plog = self._broker.log(OFFSETS_TOPIC, partition)
-            if plog is not None:
-                count += load_partition(self.coordinator, plog)
-        self.loaded_records = count
-        self.load_seconds = time.perf_counter() - start
+        self.loaded_records, self.load_seconds = self._broker.load_internal_topic(
+            OFFSETS_TOPIC, lambda plog: load_partition(self.coordinator, plog)
+        )
         log.info(
             "loaded %d groups (%d records) from %s in %.3f s",
             len(self.coordinator.groups),
-            count,
+            self.loaded_records,
             OFFSETS_TOPIC,
             self.load_seconds,
         )
@@ -146,18 +135,9 @@ class GroupService:
     async def ensure_topic(self) -> None:
         """Create `__consumer_offsets` on first use (compacted, one partition per coordinator shard)."""
         broker = self._broker
-        if OFFSETS_TOPIC in broker.metadata.topics:
-            return
-        configs = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(broker.config.offsets_topic_segment_bytes),
-        }
-        try:
-            await broker.create_topic(OFFSETS_TOPIC, self.coordinator.config.num_partitions, configs)
-        except KafkaError as e:
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        log.info("created %s with %d partitions", OFFSETS_TOPIC, self.coordinator.config.num_partitions)
+        await broker.ensure_internal_topic(
+            OFFSETS_TOPIC, self.coordinator.config.num_partitions, broker.config.offsets_topic_segment_bytes
+        )
 
     def partition_log(self, group_id: str) -> PartitionLog | None:
         return self._broker.log(OFFSETS_TOPIC, self.coordinator.partition_for(group_id))
@@ -332,17 +312,5 @@ class GroupService:
 
 def load_partition(coordinator: GroupCoordinator, plog: PartitionLog) -> int:
     """Replay one partition of `__consumer_offsets` from its log start to its high watermark."""
-    offset = plog.log_start_offset
-    end = plog.high_watermark
-    count = 0
     key_cache: dict[bytes, object] = {}
-    while offset < end:
-        data = plog.read(offset, _LOAD_CHUNK, min_one_message=True)
-        if not data.records:
-            break
-        for batch in iter_batches(data.records):
-            if batch.next_offset <= offset:
-                continue
-            count += coordinator.load_batch(batch, key_cache)
-        offset = max(offset + 1, data.next_offset)
-    return count
+    return sum(coordinator.load_batch(batch, key_cache) for batch in scan_batches(plog))

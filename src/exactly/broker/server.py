@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +30,7 @@ from exactly.broker.transactions import TransactionService
 from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
 from exactly.cluster.producer_ids import ProducerIdManager
-from exactly.errors import ErrorCode, ProtocolError
+from exactly.errors import ErrorCode, KafkaError, ProtocolError
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
 from exactly.protocol.framing import FrameDecoder
@@ -115,6 +116,36 @@ class Broker:
         for partition in range(partitions):
             self.logs.get_or_create_log(name, partition, log_config)
         return info
+
+    async def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> None:
+        """Create a coordinator's compacted internal topic on first use."""
+        if name in self.metadata.topics:
+            return
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+        try:
+            await self.create_topic(name, partitions, configs)
+        except KafkaError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+            return
+        log.info("created %s with %d partitions", name, partitions)
+
+    def load_internal_topic(self, name: str, load: Callable[[PartitionLog], int]) -> tuple[int, float]:
+        """Run a coordinator's `load` on every partition of its internal topic: (records, seconds)."""
+        info = self.metadata.topics.get(name)
+        if info is None:
+            return 0, 0.0
+        start = time.perf_counter()
+        count = 0
+        for partition in range(info.partitions):
+            plog = self.log(name, partition)
+            if plog is not None:
+                count += load(plog)
+        return count, time.perf_counter() - start
+
+    def has_partition(self, topic: str, partition: int) -> bool:
+        info = self.metadata.topics.get(topic)
+        return info is not None and 0 <= partition < info.partitions
 
     def delete_topic(self, name: str) -> TopicInfo:
         info = self.metadata.delete_topic(name)

@@ -30,16 +30,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from exactly.broker.groups import OFFSETS_TOPIC, append_error
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
-from exactly.records.batch import ATTR_CONTROL, iter_batches
+from exactly.records.batch import ATTR_CONTROL
 from exactly.records.builder import BatchBuilder
 from exactly.records.control import ControlRecordType, EndTxnMarker
-from exactly.storage.log import PartitionLog, VerificationGuard
+from exactly.storage.log import PartitionLog, VerificationGuard, scan_batches
 from exactly.storage.producer_state import AppendOrigin
 from exactly.txn import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult, TxnState
 from exactly.txn.records import decode_key, decode_value, encode_key, encode_value
@@ -52,7 +51,6 @@ __all__ = ["TRANSACTION_TOPIC", "TransactionService"]
 log = logging.getLogger(__name__)
 
 TRANSACTION_TOPIC = "__transaction_state"
-_LOAD_CHUNK = 8 << 20
 _RETRY_BACKOFF_S = (0.01, 0.05, 0.1, 0.5, 1.0)
 _CONCURRENT_WAIT_S = 1.0
 
@@ -79,7 +77,6 @@ class TransactionService:
             broker.clock.milliseconds,
         )
         self._marker_tasks: set[asyncio.Task[None]] = set()
-        self._topic_lock = asyncio.Lock()
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
         self.loaded_records = 0
 
@@ -87,45 +84,30 @@ class TransactionService:
 
     def load(self) -> None:
         """Replay every partition of `__transaction_state` (start-up, before the broker listens)."""
-        info = self._broker.metadata.topics.get(TRANSACTION_TOPIC)
-        if info is None:
-            return
-        start = time.perf_counter()
-        count = 0
-        for partition in range(info.partitions):
-            plog = self._broker.log(TRANSACTION_TOPIC, partition)
-            if plog is not None:
-                count += self._load_partition(plog)
+        count, seconds = self._broker.load_internal_topic(TRANSACTION_TOPIC, self._load_partition)
         self.loaded_records = count
         log.info(
             "loaded %d transactional ids (%d records) from %s in %.3f s",
             len(self.coordinator.transactions),
             count,
             TRANSACTION_TOPIC,
-            time.perf_counter() - start,
+            seconds,
         )
 
     def _load_partition(self, plog: PartitionLog) -> int:
-        offset = plog.log_start_offset
-        end = plog.high_watermark
         count = 0
-        while offset < end:
-            data = plog.read(offset, _LOAD_CHUNK, min_one_message=True)
-            if not data.records:
-                break
-            for batch in iter_batches(data.records):
-                if batch.next_offset <= offset or batch.header().attributes & ATTR_CONTROL:
+        for batch in scan_batches(plog):
+            if batch.header().attributes & ATTR_CONTROL:
+                continue
+            for record in batch.records():
+                try:
+                    if record.key is None:
+                        raise CorruptRecordError("record without a key")
+                    self.coordinator.load_record(decode_key(record.key), decode_value(record.value))
+                except CorruptRecordError as e:
+                    log.error("skipping %s record at offset %d: %s", TRANSACTION_TOPIC, record.offset, e)
                     continue
-                for record in batch.records():
-                    try:
-                        if record.key is None:
-                            raise CorruptRecordError("record without a key")
-                        self.coordinator.load_record(decode_key(record.key), decode_value(record.value))
-                    except CorruptRecordError as e:
-                        log.error("skipping %s record at offset %d: %s", TRANSACTION_TOPIC, record.offset, e)
-                        continue
-                    count += 1
-            offset = max(offset + 1, data.next_offset)
+                count += 1
         return count
 
     def start(self) -> list[asyncio.Task[None]]:
@@ -160,23 +142,11 @@ class TransactionService:
     async def ensure_topic(self) -> None:
         """Create `__transaction_state` on first use (compacted, one partition per coordinator shard)."""
         broker = self._broker
-        if TRANSACTION_TOPIC in broker.metadata.topics:
-            return
-        async with self._topic_lock:
-            if TRANSACTION_TOPIC in broker.metadata.topics:
-                return
-            configs = {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(broker.config.transaction_state_log_segment_bytes),
-            }
-            try:
-                await broker.create_topic(TRANSACTION_TOPIC, self.coordinator.config.num_partitions, configs)
-            except KafkaError as e:
-                if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    raise
-            log.info(
-                "created %s with %d partitions", TRANSACTION_TOPIC, self.coordinator.config.num_partitions
-            )
+        await broker.ensure_internal_topic(
+            TRANSACTION_TOPIC,
+            self.coordinator.config.num_partitions,
+            broker.config.transaction_state_log_segment_bytes,
+        )
 
     # --- running operations ------------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ import logging
 import struct
 import threading
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -703,6 +703,21 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self.closed:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.topic}-{self.partition} is closed")
+
+
+def scan_batches(log: PartitionLog, chunk: int = 8 << 20) -> Iterator[RecordBatch]:
+    """Every batch from the log start to the high watermark, in order (coordinators loading their
+    internal topics at start-up)."""
+    offset = log.log_start_offset
+    end = log.high_watermark
+    while offset < end:
+        data = log.read(offset, chunk, min_one_message=True)
+        if not data.records:
+            return
+        for batch in iter_batches(data.records):
+            if batch.next_offset > offset:
+                yield batch
+        offset = max(offset + 1, data.next_offset)
 
 
 def replay_batch(

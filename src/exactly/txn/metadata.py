@@ -74,17 +74,9 @@ class TransactionMetadata:
 
     @classmethod
     def from_value(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
-        return cls(
-            transactional_id,
-            value.producer_id,
-            value.producer_epoch,
-            value.transaction_timeout_ms,
-            value.state,
-            set(value.partitions),
-            value.start_timestamp_ms,
-            value.last_update_timestamp_ms,
-            previous_producer_id=value.previous_producer_id,
-        )
+        txn = cls(transactional_id, value.producer_id, value.producer_epoch, value.transaction_timeout_ms)
+        txn.apply_loaded(value)
+        return txn
 
     def is_timed_out(self, now: int) -> bool:
         """An Ongoing transaction older than its timeout, with nothing pending (the timeout scan's test;
@@ -167,13 +159,16 @@ class TransactionMetadata:
     def apply_loaded(self, value: TransactionLogValue) -> None:
         """Replay a record read from the log (start-up): it is the state."""
         self.pending = None
-        self.fencing = False
-        self.producer_id = value.producer_id
-        self.producer_epoch = value.producer_epoch
-        self.last_producer_epoch = NO_PRODUCER_EPOCH
-        self.previous_producer_id = value.previous_producer_id
-        self.timeout_ms = value.transaction_timeout_ms
-        self.state = value.state
-        self.partitions = set(value.partitions)
-        self.start_timestamp = value.start_timestamp_ms
-        self.last_update_timestamp = value.last_update_timestamp_ms
+        self.complete_transition(
+            TxnTransit(
+                producer_id=value.producer_id,
+                last_producer_epoch=NO_PRODUCER_EPOCH,
+                producer_epoch=value.producer_epoch,
+                timeout_ms=value.transaction_timeout_ms,
+                state=value.state,
+                partitions=value.partitions,
+                start_timestamp=value.start_timestamp_ms,
+                last_update_timestamp=value.last_update_timestamp_ms,
+                previous_producer_id=value.previous_producer_id,
+            )
+        )

@@ -23,13 +23,10 @@ from exactly.protocol.messages.add_partitions_to_txn import (
 
 @handler(ApiKey.ADD_PARTITIONS_TO_TXN)
 async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
-    topics = ctx.broker.metadata.topics
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-    unknown = set()
-    for name, partition in wanted:
-        info = topics.get(name)
-        if info is None or not 0 <= partition < info.partitions:
-            unknown.add((name, partition))
+    unknown = {
+        (name, partition) for name, partition in wanted if not ctx.broker.has_partition(name, partition)
+    }
     if unknown:
         codes = {
             tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED

@@ -24,15 +24,9 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     broker = ctx.broker
     groups = broker.groups
     client = groups.client(ctx)
-    topics = broker.metadata.topics
-
-    def exists(topic: str, partition: int) -> bool:
-        info = topics.get(topic)
-        return info is not None and 0 <= partition < info.partitions
-
     try:
         response: OffsetCommitResponse = await groups.call(
-            lambda coordinator: coordinator.commit_offsets(client, request, exists)
+            lambda coordinator: coordinator.commit_offsets(client, request, broker.has_partition)
         )
     except KafkaError as e:
         response = OffsetCommitResponse(

@@ -26,6 +26,7 @@ from exactly.protocol.messages.produce import (
 )
 from exactly.records.batch import (
     ATTR_COMPRESSION_MASK,
+    ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -102,8 +103,9 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Partition
 
 
 def _is_transactional(records: Buffer) -> bool:
+    """A transactional data batch (a control batch from a client is refused later as INVALID_RECORD)."""
     (attributes,) = _INT16.unpack_from(records, 21)
-    return bool(attributes & ATTR_TRANSACTIONAL)
+    return bool(attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL) == ATTR_TRANSACTIONAL)
 
 
 def check_records(records: Buffer | None, version: int) -> ErrorCode | None:

@@ -26,18 +26,12 @@ from exactly.protocol.messages.txn_offset_commit import (
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     broker = ctx.broker
     groups = broker.groups
-    topics = broker.metadata.topics
-
-    def exists(topic: str, partition: int) -> bool:
-        info = topics.get(topic)
-        return info is not None and 0 <= partition < info.partitions
-
     guard = broker.transactions.verification_guard(
         request.transactional_id, OFFSETS_TOPIC, groups.coordinator.partition_for(request.group_id)
     )
     try:
         response: TxnOffsetCommitResponse = await groups.call(
-            lambda coordinator: coordinator.commit_transactional_offsets(request, exists), guard
+            lambda coordinator: coordinator.commit_transactional_offsets(request, broker.has_partition), guard
         )
     except KafkaError as e:
         response = TxnOffsetCommitResponse(
