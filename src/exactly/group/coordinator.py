@@ -4,11 +4,12 @@
 How it is driven (the broker's `broker/groups.py` is the only driver besides tests):
 
 1. An operation (`join_group`, `sync_group`, `heartbeat`, `leave_group`, `commit_offsets`,
-   `delete_group`, `delete_offsets`, `expire_offsets`, `tick`) validates the request against the
-   current state and returns a `Result`: the records to append to the group's partition of
-   `__consumer_offsets` (`partition_for`), the caller's response — or `Parked(waiter)` when the
-   request must wait (a JoinGroup until the rebalance completes, a follower's SyncGroup until the
-   leader's assignment is stored) — and `completions`: responses for requests parked earlier.
+   `commit_transactional_offsets`, `delete_group`, `delete_offsets`, `expire_offsets`, `tick`)
+   validates the request against the current state and returns a `Result`: the records to append
+   to the group's partition of `__consumer_offsets` (`partition_for`), the caller's response — or
+   `Parked(waiter)` when the request must wait (a JoinGroup until the rebalance completes, a
+   follower's SyncGroup until the leader's assignment is stored) — and `completions`: responses for
+   requests parked earlier.
 2. The driver appends the records (one batch) and immediately calls `replay` for each, with its
    offset, before running any other operation (`_require_applied` enforces this). The stored state
    changes only there (see `state.py` for what is stored and what is rendezvous).
@@ -18,10 +19,12 @@ How it is driven (the broker's `broker/groups.py` is the only driver besides tes
 same code path. `tick(now)` expires sessions, join and sync deadlines one event at a time (each
 result must be applied before the next is asked for); `next_deadline()` says when to call it again.
 
-Transactions (the next issue) plug in here: a TxnOffsetCommit appends OffsetCommit records in a
-transactional batch (`records.build_batch(..., producer_id=...)`), whose replay keeps them pending
-(`OffsetStore`); the COMMIT/ABORT marker written to the partition calls `replay_end_txn_marker`.
-`ClassicGroup.validate_offset_commit(..., transactional=True)` is the KIP-447 fencing check.
+Transactions: `commit_transactional_offsets` (TxnOffsetCommit) returns OffsetCommit records with the
+producer in `Result.producer_id`/`producer_epoch`; the driver appends them as one transactional batch
+of that producer (`records.build_batch(..., producer_id=..., transactional=True)`) and replays them
+with that producer id, which keeps them pending (`OffsetStore`); the COMMIT/ABORT marker written to the
+partition calls `replay_end_txn_marker`. `ClassicGroup.validate_offset_commit(..., transactional=True)`
+is the KIP-447 fencing check.
 """
 
 from __future__ import annotations
@@ -688,13 +691,32 @@ class GroupCoordinator:
         request: TxnOffsetCommitRequest,
         partition_exists: Callable[[str, int], bool] | None = None,
     ) -> Result[TxnOffsetCommitResponse]:
-        """TxnOffsetCommit: the offsets are appended as a transactional batch of the producer and stay
-        pending until its COMMIT marker (`replay_end_txn_marker`). KIP-447 fencing for v3 requests."""
+        """TxnOffsetCommit (Kafka's `OffsetMetadataManager.commitTransactionalOffset`): the offsets are
+        appended as one transactional batch of the producer (`Result.producer_id`/`producer_epoch`) and
+        stay pending until its COMMIT marker (`replay_end_txn_marker`); ABORT drops them.
+
+        Validation: an empty group id is INVALID_GROUP_ID; a missing group accepts only generation < 0
+        (v0-2 requests carry none; the "simple" group comes into existence on replay), else
+        ILLEGAL_GENERATION; an existing group gets the KIP-447 check (v3 member/generation/instance:
+        UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION), which, unlike a plain commit, accepts
+        a commit without member/generation from a non-empty group and one during CompletingRebalance.
+        Per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE. Unlike a plain commit it
+        does not count as the member's heartbeat and has no retention time (the API never carried one)."""
         self._require_applied()
         group_id = request.group_id
-        error = self._validate_commit(
-            group_id, request.member_id, request.group_instance_id, request.generation_id, transactional=True
-        )
+        if group_id and request.producer_id < 0:
+            # Without a producer the records would be a plain commit that no transaction controls
+            # (the partition's KIP-890 check only runs for transactional batches).
+            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        else:
+            error = self._validate_commit(
+                group_id,
+                request.member_id,
+                request.group_instance_id,
+                request.generation_id,
+                transactional=True,
+            )
+        now = self._wall()
         records: list[CoordinatorRecord] = []
         topics = [
             TxnOffsetCommitResponseTopic(
@@ -702,23 +724,21 @@ class GroupCoordinator:
                 [
                     TxnOffsetCommitResponsePartition(p.partition_index, code)
                     for p, code in self._offset_records(
-                        group_id,
-                        topic.name,
-                        topic.partitions,
-                        error,
-                        self._wall(),
-                        -1,
-                        partition_exists,
-                        records,
+                        group_id, topic.name, topic.partitions, error, now, -1, partition_exists, records
                     )
                 ],
             )
             for topic in request.topics
         ]
-        result = Result(TxnOffsetCommitResponse(topics=topics), group_id, records)
-        result.producer_id = request.producer_id
-        result.producer_epoch = request.producer_epoch
-        return self._result(result)
+        return self._result(
+            Result(
+                TxnOffsetCommitResponse(topics=topics),
+                group_id,
+                records,
+                producer_id=request.producer_id,
+                producer_epoch=request.producer_epoch,
+            )
+        )
 
     def _validate_commit(
         self, group_id: str, member_id: str, instance_id: str | None, generation: int, *, transactional: bool
@@ -1127,7 +1147,9 @@ class GroupCoordinator:
         assignment to be stored rebalances instead (its members were told to retry)."""
         self._unapplied = 0
         group = self.groups.get(result.group_id)
-        if group is None or group.state is not _S.COMPLETING_REBALANCE:
+        # A transactional offset commit that failed (e.g. its KIP-890 check) changed nothing, even when
+        # it was accepted during CompletingRebalance: no reason to rebalance.
+        if group is None or group.state is not _S.COMPLETING_REBALANCE or result.producer_id >= 0:
             return Result(None, result.group_id)
         return self._result(self._prepare_rebalance(group, _E.MEMBER_REMOVED))
 

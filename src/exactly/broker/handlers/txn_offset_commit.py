@@ -30,8 +30,12 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
         request.transactional_id, OFFSETS_TOPIC, groups.coordinator.partition_for(request.group_id)
     )
     try:
+        # `call` creates __consumer_offsets first (`ensure_topic`), then appends the accepted offsets as
+        # one transactional batch of the producer, which runs `guard` if it is the producer's first
+        # batch of this transaction on the partition.
         response: TxnOffsetCommitResponse = await groups.call(
-            lambda coordinator: coordinator.commit_transactional_offsets(request, broker.has_partition), guard
+            lambda coordinator: coordinator.commit_transactional_offsets(request, broker.has_partition),
+            guard,
         )
     except KafkaError as e:
         response = TxnOffsetCommitResponse(
