@@ -4,6 +4,7 @@ round trips, and "decodes or raises CorruptRecordError"."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 
 import pytest
@@ -169,3 +170,182 @@ def test_damaged_values_decode_or_raise_our_error(value: TransactionLogValue, da
     raw[position] ^= data.draw(st.integers(1, 255))
     with contextlib.suppress(CorruptRecordError):
         decode_value(bytes(raw))
+
+
+# --- more golden bytes and rejections ---------------------------------------------------------------------
+
+
+def test_key_bytes_built_with_struct() -> None:
+    transactional_id = "pipeline-é"  # non-ASCII: the length is in UTF-8 bytes
+    data = transactional_id.encode()
+    expected = struct.pack(">hh", 0, len(data)) + data
+    assert encode_key(transactional_id) == expected
+    assert decode_key(expected) == transactional_id
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        struct.pack(">hh", 1, 1) + b"a",  # unknown key version
+        struct.pack(">hh", 0, 1) + b"ab",  # trailing bytes
+        struct.pack(">hh", 0, 5) + b"ab",  # truncated
+        struct.pack(">hh", 0, -1),  # null transactional id
+        struct.pack(">hh", 0, 1) + b"\xff",  # not UTF-8
+        b"",
+    ],
+)
+def test_bad_keys(raw: bytes) -> None:
+    with pytest.raises(CorruptRecordError):
+        decode_key(raw)
+
+
+def test_value_v0_ongoing_bytes() -> None:
+    value = TransactionLogValue(
+        producer_id=2**40 + 3,
+        producer_epoch=32766,
+        transaction_timeout_ms=900_000,
+        state=TxnState.ONGOING,
+        partitions=frozenset({("__consumer_offsets", 49), ("orders", 0)}),
+        last_update_timestamp_ms=5,
+        start_timestamp_ms=4,
+    )
+    expected = b"".join(
+        [
+            struct.pack(">h", 0),
+            struct.pack(">q", 2**40 + 3),
+            struct.pack(">h", 32766),
+            struct.pack(">i", 900_000),
+            struct.pack(">b", 1),
+            struct.pack(">i", 2),
+            struct.pack(">h", 18) + b"__consumer_offsets",
+            struct.pack(">i", 1) + struct.pack(">i", 49),
+            struct.pack(">h", 6) + b"orders",
+            struct.pack(">i", 1) + struct.pack(">i", 0),
+            struct.pack(">q", 5),
+            struct.pack(">q", 4),
+        ]
+    )
+    assert encode_value(value) == expected
+    assert decode_value(expected) == value
+
+
+def test_value_v1_empty_is_a_null_compact_array_and_no_tags() -> None:
+    value = TransactionLogValue(5, 0, 1000, TxnState.EMPTY, frozenset(), 10, -1)
+    expected = struct.pack(">hqhib", 1, 5, 0, 1000, 0) + b"\x00" + struct.pack(">qq", 10, -1) + b"\x00"
+    assert encode_value(value, version=1) == expected
+    assert decode_value(expected) == value
+
+
+def test_value_v1_defaults_are_not_written_as_tags() -> None:
+    value = TransactionLogValue(5, 1, 1000, TxnState.COMPLETE_COMMIT, frozenset(), 10, 9)
+    encoded = encode_value(value, version=1)
+    assert encoded is not None
+    assert encoded.endswith(struct.pack(">qq", 10, 9) + b"\x00")  # zero tagged fields
+    assert encoded[17:18] == b"\x01"  # an empty (not null) compact array
+
+
+def test_empty_with_partitions_keeps_them() -> None:
+    """Kafka never writes this (Empty has no partitions); exactly keeps the data rather than losing it."""
+    value = TransactionLogValue(5, 0, 1000, TxnState.EMPTY, frozenset({("t", 0)}), 10, -1)
+    assert decode_value(encode_value(value)) == value
+
+
+def test_v0_null_partitions_decode_as_none_for_any_state() -> None:
+    raw = struct.pack(">hqhib", 0, 5, 0, 1000, 4) + struct.pack(">i", -1) + struct.pack(">qq", 10, 9)
+    decoded = decode_value(raw)
+    assert decoded is not None
+    assert (decoded.state, decoded.partitions) == (TxnState.COMPLETE_COMMIT, frozenset())
+
+
+def test_known_tag_with_an_unexpected_size_is_kept_as_unknown() -> None:
+    raw = (
+        struct.pack(">hqhib", 1, 9, 3, 5000, 0)
+        + b"\x00"
+        + struct.pack(">qq", 200, -1)
+        + bytes([1, 0, 4])  # one tagged field: tag 0 (previous producer id) with 4 bytes, not 8
+        + struct.pack(">i", 7)
+    )
+    value = decode_value(raw)
+    assert value is not None
+    assert value.previous_producer_id == -1
+    assert value.unknown_tags == ((0, struct.pack(">i", 7)),)
+    assert encode_value(value, version=1) == raw
+
+
+def test_partition_entry_tags_are_skipped() -> None:
+    raw = (
+        struct.pack(">hqhib", 1, 9, 3, 5000, 1)
+        + bytes([2, 2])
+        + b"t"
+        + bytes([2])
+        + struct.pack(">i", 3)
+        + bytes([1, 5, 2])  # the entry has one tagged field (tag 5, 2 bytes)
+        + b"zz"
+        + struct.pack(">qq", 200, 100)
+        + b"\x00"
+    )
+    value = decode_value(raw)
+    assert value is not None
+    assert value.partitions == frozenset({("t", 3)})
+
+
+def _v0(version: int = 0, status: int = 0, tail: bytes = b"") -> bytes:
+    return (
+        struct.pack(">hqhib", version, 5, 0, 1000, status)
+        + struct.pack(">i", -1)
+        + struct.pack(">qq", 10, -1)
+        + tail
+    )
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _v0(version=2),
+        _v0(version=-1),
+        _v0(status=8),
+        _v0(status=-1),
+        _v0(tail=b"\x00"),  # trailing bytes
+        struct.pack(">hqhib", 1, 5, 0, 1000, 0) + b"\x00" + struct.pack(">qq", 10, -1),  # v1 without tags
+        struct.pack(">hqhib", 0, 5, 0, 1000, 1) + struct.pack(">i", 1) + struct.pack(">h", -1),  # null topic
+        struct.pack(">hqhib", 0, 5, 0, 1000, 1) + struct.pack(">i", 1000),  # more topics than bytes
+        b"",
+    ],
+)
+def test_bad_values(raw: bytes) -> None:
+    with pytest.raises(CorruptRecordError):
+        decode_value(raw)
+
+
+_unknown_tags = st.dictionaries(st.integers(3, 2**31 - 1), st.binary(max_size=20), max_size=4).map(
+    lambda tags: tuple(sorted(tags.items()))
+)
+
+
+@given(_values, _unknown_tags)
+def test_round_trip_v1_keeps_unknown_tags(
+    value: TransactionLogValue, unknown: tuple[tuple[int, bytes], ...]
+) -> None:
+    value = dataclasses.replace(value, unknown_tags=unknown)
+    decoded = decode_value(encode_value(value, version=1))
+    assert decoded == value
+    assert decoded is not None
+    assert decoded.unknown_tags == unknown
+
+
+@given(_values)
+def test_round_trip_v0_is_exact_without_tagged_fields(value: TransactionLogValue) -> None:
+    value = dataclasses.replace(
+        value, previous_producer_id=-1, next_producer_id=-1, client_transaction_version=0
+    )
+    encoded = encode_value(value)
+    assert decode_value(encoded) == value
+    assert encode_value(decode_value(encoded)) == encoded  # canonical: re-encoding gives the same bytes
+
+
+@given(_values, st.data())
+def test_v1_trailing_bytes_raise(value: TransactionLogValue, data: st.DataObject) -> None:
+    raw = encode_value(value, version=1)
+    assert raw is not None
+    with pytest.raises(CorruptRecordError):
+        decode_value(raw + data.draw(st.binary(min_size=1, max_size=8)))  # trailing bytes

@@ -165,7 +165,9 @@ class TransactionCoordinator:
     def _fence_and_abort(self, txn: TransactionMetadata, error: ErrorCode) -> TxnResult:
         epoch = txn.fence_epoch()
         txn.prepare_fence()
-        transit = txn.prepare_transition(_S.PREPARE_ABORT, now=self._now(), producer_epoch=epoch)
+        transit = txn.prepare_transition(
+            _S.PREPARE_ABORT, now=self._now(), producer_epoch=epoch, last_producer_epoch=NO_PRODUCER_EPOCH
+        )
         return TxnResult(txn.transactional_id, error, transit, transit.producer_id, transit.producer_epoch)
 
     # --- adding partitions ------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ class TransactionMetadata:
             partitions=frozenset(self.partitions) if partitions is None else partitions,
             start_timestamp=self.start_timestamp if start_timestamp is None else start_timestamp,
             last_update_timestamp=max(now, self.last_update_timestamp),
-            previous_producer_id=self.producer_id if pid != self.producer_id else self.previous_producer_id,
+            previous_producer_id=self.producer_id,  # as Kafka: the producer id before this transition
         )
         self.pending = transit
         return transit
@@ -129,9 +129,9 @@ class TransactionMetadata:
         self.fencing = True
 
     def fence_epoch(self) -> int:
-        """The epoch the fencing abort is written with (an exhausted epoch is kept; the next
-        InitProducerId rotates the producer id)."""
-        return self.producer_epoch if is_epoch_exhausted(self.producer_epoch) else self.producer_epoch + 1
+        """The epoch the fencing abort is written with: one more, up to 32767, the epoch Kafka keeps for
+        exactly this (an exhausted epoch still fences; the next InitProducerId rotates the producer id)."""
+        return min(self.producer_epoch + 1, _MAX_EPOCH)
 
     # --- applying --------------------------------------------------------------------------------------
 
