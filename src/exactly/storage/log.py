@@ -495,9 +495,11 @@ class PartitionLog:
         self._check_open()
         if timestamp == EARLIEST_TIMESTAMP:
             return TimestampAndOffset(-1, self._log_start_offset, self._leader_epoch)
+        # Kafka's Partition.fetchOffsetForTimestamp: a result at or past what this isolation level may
+        # read (the LSO for read_committed) is no result.
+        limit = self.last_stable_offset if isolation is Isolation.READ_COMMITTED else self._high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            end = self.last_stable_offset if isolation is Isolation.READ_COMMITTED else self._high_watermark
-            return TimestampAndOffset(-1, end, self._leader_epoch)
+            return TimestampAndOffset(-1, limit, self._leader_epoch)
         if timestamp == MAX_TIMESTAMP:
             best: tuple[int, int] | None = None
             for seg in self._segments:
@@ -505,15 +507,17 @@ class PartitionLog:
                     best = (seg.max_timestamp, seg.offset_of_max_timestamp)
             if best is None:
                 return None
-            return TimestampAndOffset(best[0], self._first_offset_with_timestamp(*best), self._leader_epoch)
+            offset = self._first_offset_with_timestamp(*best)
+            return TimestampAndOffset(best[0], offset, self._leader_epoch) if offset < limit else None
         if timestamp < 0:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported timestamp {timestamp}")
         for seg in self._segments:
             if seg.size == 0 or seg.max_timestamp < timestamp or seg.next_offset <= self._log_start_offset:
                 continue
             found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
-            if found is not None and found[1] < self._high_watermark:
-                return TimestampAndOffset(found[0], found[1], self._leader_epoch)
+            if found is None:
+                continue
+            return TimestampAndOffset(found[0], found[1], self._leader_epoch) if found[1] < limit else None
         return None
 
     # -- durability ---------------------------------------------------------------------------------------
