@@ -29,28 +29,34 @@ def broker(
 @app.command()
 def txn(
     seconds: Annotated[float, typer.Option(help="length of each throughput round")] = 10.0,
-    rounds: Annotated[int, typer.Option(help="throughput rounds of each mode")] = 3,
-    commits: Annotated[int, typer.Option(help="transactions for the latency figures")] = 500,
+    rounds: Annotated[int, typer.Option(help="throughput rounds of each mode (interleaved)")] = 3,
+    producers: Annotated[int, typer.Option(help="producer processes for throughput")] = 1,
+    warmup_seconds: Annotated[float, typer.Option(help="unmeasured idempotent round first (0: none)")] = 5.0,
+    commits: Annotated[int, typer.Option(help="one-record transactions per latency run")] = 500,
+    visibility_commits: Annotated[int, typer.Option(help="transactions per visibility run")] = 300,
+    fetch_wait_ms: Annotated[int, typer.Option(help="fetch.wait.max.ms of the visibility consumer")] = 5,
+    runs: Annotated[int, typer.Option(help="runs of the latency, visibility and ids phases")] = 3,
     ids: Annotated[int, typer.Option(help="concurrent transactional ids")] = 1000,
-    ids_seconds: Annotated[float, typer.Option(help="how long the transactional ids commit")] = 15.0,
+    ids_processes: Annotated[int, typer.Option(help="processes driving the ids")] = 4,
+    ids_seconds: Annotated[float, typer.Option(help="length of each ids run")] = 10.0,
 ) -> None:
     """Transactions: idempotent vs transactional throughput, commit latency, visibility, many ids."""
     from exactly.bench import txn as bench
 
-    bench.main(
-        [
-            "--seconds",
-            str(seconds),
-            "--rounds",
-            str(rounds),
-            "--commits",
-            str(commits),
-            "--ids",
-            str(ids),
-            "--ids-seconds",
-            str(ids_seconds),
-        ]
-    )
+    options = {
+        "--seconds": seconds,
+        "--rounds": rounds,
+        "--producers": producers,
+        "--warmup-seconds": warmup_seconds,
+        "--commits": commits,
+        "--visibility-commits": visibility_commits,
+        "--fetch-wait-ms": fetch_wait_ms,
+        "--runs": runs,
+        "--ids": ids,
+        "--ids-processes": ids_processes,
+        "--ids-seconds": ids_seconds,
+    }
+    bench.main([item for name, value in options.items() for item in (name, str(value))])
 
 
 @app.command()

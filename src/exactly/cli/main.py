@@ -46,7 +46,7 @@ Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} 
   exactly groups delete GROUP...
 
 Benchmarks:
-  exactly bench broker|codec|storage    figures next to the machine's own bounds
+  exactly bench broker|codec|storage|txn  figures next to the machine's own bounds
 
 Offline:
   exactly log dump PATH...              batches of a .log segment or partition directory (like
