@@ -1,231 +1,326 @@
-"""Consume-transform-produce exactly once (issue 6): a copier moves INPUT to OUTPUT in transactions that
-also carry the consumed offsets, aborting ~20% of them on purpose (and rewinding), while the test kills
--9 the copier twice and the broker once. Afterwards the committed OUTPUT is the transformed INPUT exactly
-once, and the group's committed offsets are INPUT's end offsets. The same with kafka-python and aiokafka
-copiers (no kills)."""
+"""Consume-transform-produce exactly once, with real clients in real processes.
+
+`tests/interop/txn_copier.py` moves INPUT (3 partitions, N distinct records, key=i) to OUTPUT
+(2 partitions) in transactions that carry the consumed offsets (send_offsets_to_transaction), aborting
+~20% of them on purpose and rewinding to the group's committed offsets. The confluent-kafka copier is
+killed -9 twice at random moments (restarted with the same transactional.id, which fences and aborts its
+predecessor's transaction) and the broker is killed -9 once mid-run (the copier carries on, or is
+restarted if the broker's restart cost it a fatal error). Afterwards the committed OUTPUT is the
+transformed INPUT exactly once (as multisets of (key, value)), the group's committed offsets are INPUT's
+end offsets, and no transaction is left open. The kafka-python and aiokafka copiers do the same without
+kills.
+
+The kill moments come from a seed, printed on failure; `TXN_PIPELINE_SEED=<seed>` replays a run.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import json
+import os
 import random
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.interop.broker import BrokerProcess
-from tests.interop.support import create_topic, running_broker
-from tests.interop.txn_support import consume_values
+from tests.interop.support import create_topic
+from tests.interop.txn_copier import FATAL_EXIT, transform
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
-INPUT_PARTITIONS = 3
-OUTPUT_PARTITIONS = 2
+INPUT, OUTPUT = "input", "output"
+INPUT_PARTITIONS, OUTPUT_PARTITIONS = 3, 2
+SETTINGS = ("group.initial.rebalance.delay.ms=0",)
 
 
-def fill_input(bootstrap: str, count: int) -> list[bytes]:
+class Copier:
+    """One `txn_copier` process; its JSON events are collected by a reader thread."""
+
+    def __init__(
+        self, workdir: Path, name: str, client: str, bootstrap: str, seed: int, group: str, txn_id: str
+    ) -> None:
+        self.name = name
+        self.events: list[dict[str, Any]] = []
+        self.stderr_path = workdir / f"{name}.stderr"
+        args = ["--client", client, "--bootstrap", bootstrap, "--input", INPUT, "--output", OUTPUT]
+        args += ["--group", group, "--txn-id", txn_id, "--seed", str(seed), "--abort-probability", "0.2"]
+        with open(self.stderr_path, "wb") as stderr:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.interop.txn_copier", *args],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+            )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                self.events.append(json.loads(line))
+            except ValueError:
+                self.events.append({"event": "noise", "line": line.decode(errors="replace")})
+
+    def count(self, event: str) -> int:
+        return sum(1 for e in list(self.events) if e["event"] == event)
+
+    def records(self, event: str) -> int:
+        return sum(e.get("records", 0) for e in list(self.events) if e["event"] == event)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        self._reader.join(5)
+
+    def wait(self, timeout: float) -> int:
+        code = self.proc.wait(timeout)
+        self._reader.join(5)
+        return code
+
+    def describe(self) -> str:
+        if self.proc.poll() is None:  # still running: its Python stacks, to see where it is stuck
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)
+        tail = [e for e in self.events if e["event"] not in ("committed", "aborted")][-10:]
+        stderr = self.stderr_path.read_text(errors="replace")[-3000:]
+        return (
+            f"{self.name}: exit {self.proc.poll()}, {self.count('committed')} commits, "
+            f"{self.count('aborted')} aborts, other events {tail}\nstderr:\n{stderr}"
+        )
+
+
+def fill_input(bootstrap: str, count: int) -> Counter[tuple[bytes, bytes]]:
+    """INPUT gets records key=i, value=record-i round-robin; returns the expected OUTPUT."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    values = [f"record-{i}".encode() for i in range(count)]
-    for i, value in enumerate(values):
-        producer.produce("input", key=str(i).encode(), value=value, partition=i % INPUT_PARTITIONS)
+    expected: Counter[tuple[bytes, bytes]] = Counter()
+    for i in range(count):
+        key, value = str(i).encode(), f"record-{i}".encode()
+        producer.produce(INPUT, key=key, value=value, partition=i % INPUT_PARTITIONS)
+        expected[(key, transform(value))] += 1
     assert producer.flush(30) == 0
-    return values
+    return expected
+
+
+def read_output(
+    bootstrap: str, isolation: str, expected: int, timeout: float = 30.0
+) -> list[tuple[Any, Any]]:
+    """Every (key, value) of OUTPUT for `isolation`: at least `expected`, and up to the end of each
+    partition (read_committed: the last stable offset)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{time.monotonic_ns()}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(OUTPUT, p, 0) for p in range(OUTPUT_PARTITIONS)])
+        records: list[tuple[Any, Any]] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(at_end) < OUTPUT_PARTITIONS or len(records) < expected:
+            assert time.monotonic() < deadline, f"{isolation}: {len(records)} records, at the end of {at_end}"
+            message = consumer.poll(0.1)
+            if message is None:
+                continue
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                at_end.add(message.partition())
+                continue
+            at_end.discard(message.partition())
+            records.append((message.key(), message.value()))
+        return records
+    finally:
+        consumer.close()
 
 
 def committed_offsets(bootstrap: str, group: str) -> dict[int, int]:
+    """The group's committed INPUT offsets: OffsetFetch through confluent-kafka's `committed`."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
     try:
-        tps = consumer.committed([TopicPartition("input", p) for p in range(INPUT_PARTITIONS)], 20)
+        tps = consumer.committed([TopicPartition(INPUT, p) for p in range(INPUT_PARTITIONS)], 20)
         return {tp.partition: tp.offset for tp in tps}
     finally:
         consumer.close()
 
 
-def end_offsets(bootstrap: str) -> dict[int, int]:
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
     try:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition("input", p), 10)[1]
-            for p in range(INPUT_PARTITIONS)
-        }
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1] for p in range(partitions)}
     finally:
         consumer.close()
 
 
-def start_copier(bootstrap: str, seed: int, idle_exit: float = 6.0) -> subprocess.Popen[bytes]:
-    args = [bootstrap, "input", "output", "copiers", "copier-tx", "0.2", str(seed), str(idle_exit)]
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.interop.txn_copier", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+def assert_no_open_transactions(bootstrap: str) -> None:
+    """`exactly txn list` / `find-hanging` through kafka-python's admin client."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            listed = [t for listings in admin.list_transactions().values() for t in listings]
+            active = [
+                (t.transactional_id, t.state.value)
+                for t in listed
+                if not t.state.value.startswith("Complete")
+            ]
+            if not active:
+                break
+            assert time.monotonic() < deadline, f"transactions still active: {active}"
+            time.sleep(0.1)
+        producers = admin.describe_producers([TopicPartition(OUTPUT, p) for p in range(OUTPUT_PARTITIONS)])
+        hanging = [
+            (tp, p.producer_id, p.current_transaction_start_offset)
+            for tp, state in producers.items()
+            for p in state.active_producers
+            if p.current_transaction_start_offset >= 0
+        ]
+        assert hanging == []
+    finally:
+        admin.close()
 
 
-def output_partitions() -> list[tuple[str, int]]:
-    return [("output", p) for p in range(OUTPUT_PARTITIONS)]
+def check_exactly_once(
+    bootstrap: str, group: str, expected: Counter[tuple[bytes, bytes]], context: str
+) -> None:
+    total = sum(expected.values())
+    got = Counter(read_output(bootstrap, "read_committed", total))
+    missing, duplicated = expected - got, got - expected
+    assert not missing, f"{len(missing)} missing (e.g. {sorted(missing)[:5]})\n{context}"
+    assert not duplicated, f"{sum(duplicated.values())} duplicated (e.g. {sorted(duplicated)[:5]})\n{context}"
+    ends = end_offsets(bootstrap, INPUT, INPUT_PARTITIONS)
+    assert sum(ends.values()) == total
+    assert committed_offsets(bootstrap, group) == ends, context
+    # aborted transactions really happened: their records are in OUTPUT's log, invisible when committed
+    assert len(read_output(bootstrap, "read_uncommitted", total)) > total, context
+    assert_no_open_transactions(bootstrap)
 
 
 def test_exactly_once_across_copier_and_broker_kills(tmp_path: Path) -> None:
-    rng = random.Random(2026)
-    proc = BrokerProcess(tmp_path / "data", "group.initial.rebalance.delay.ms=0")
+    seed = int(os.environ.get("TXN_PIPELINE_SEED") or random.randrange(1 << 30))
+    rng = random.Random(seed)
+    total = 3000
+    proc = BrokerProcess(tmp_path / "data", *SETTINGS)
     proc.start()
-    copier: subprocess.Popen[bytes] | None = None
-    try:
-        bootstrap = proc.bootstrap
-        create_topic(bootstrap, "input", INPUT_PARTITIONS)
-        create_topic(bootstrap, "output", OUTPUT_PARTITIONS)
-        values = fill_input(bootstrap, 3000)
-        expected = Counter(v.upper() for v in values)
-        ends = end_offsets(bootstrap)
+    copiers: list[Copier] = []
+    history: list[str] = [f"seed {seed}"]
 
-        outputs: list[bytes] = []
-        for kill in ("copier", "copier", "broker", None):
-            copier = start_copier(bootstrap, rng.randrange(1 << 30))
-            if kill is None:
-                break
-            time.sleep(rng.uniform(1.5, 3.0))
-            if kill == "copier":
-                copier.kill()
-                copier.wait(10)
+    def new_copier() -> Copier:
+        copier = Copier(
+            tmp_path,
+            f"copier-{len(copiers)}",
+            "confluent",
+            proc.bootstrap,
+            rng.randrange(1 << 30),
+            "copiers",
+            "copier-tx",
+        )
+        copiers.append(copier)
+        return copier
+
+    def progress() -> int:
+        return sum(c.records("committed") for c in copiers)
+
+    def context() -> str:
+        return "\n".join(history + [c.describe() for c in copiers] + ["broker log:", proc.log()[-3000:]])
+
+    def supervise(until: Any, timeout: float, what: str) -> None:
+        """Wait for `until()`, restarting a copier that exited with a fatal error."""
+        deadline = time.monotonic() + timeout
+        while not until():
+            code = copiers[-1].proc.poll()
+            if code == FATAL_EXIT:
+                history.append(f"{copiers[-1].name} exited with a fatal error at {progress()}: restarted")
+                new_copier()
+            elif code is not None and code != 0:
+                pytest.fail(f"{copiers[-1].name} crashed with exit code {code}\n{context()}")
+            assert time.monotonic() < deadline, f"timed out waiting for {what}\n{context()}"
+            time.sleep(0.02)
+
+    try:
+        create_topic(proc.bootstrap, INPUT, INPUT_PARTITIONS)
+        create_topic(proc.bootstrap, OUTPUT, OUTPUT_PARTITIONS)
+        expected = fill_input(proc.bootstrap, total)
+        new_copier()
+        plan = [
+            ("copier", rng.uniform(0.08, 0.2)),
+            ("copier", rng.uniform(0.3, 0.45)),
+            ("broker", rng.uniform(0.55, 0.7)),
+        ]
+        for victim, fraction in plan:
+            supervise(lambda f=fraction: progress() >= f * total, 60, f"{fraction:.0%} progress")
+            time.sleep(rng.uniform(0, 0.1))  # a random moment of the transaction cycle
+            at = progress()
+            assert at < total, f"the copier finished before the kill of the {victim}\n{context()}"
+            if victim == "copier":
+                copiers[-1].kill()
+                history.append(f"killed {copiers[-1].name} at {at}")
+                new_copier()
             else:
                 proc.kill()
+                history.append(f"killed the broker at {at}")
                 proc.start()
-                # the copier survives a broker restart, or dies of a fatal error and is restarted
-                time.sleep(2)
-                if copier.poll() is None:
-                    copier.kill()
-                copier.wait(10)
-        assert copier is not None
-        out, _ = copier.communicate(timeout=240)
-        assert copier.returncode == 0, out.decode(errors="replace")
+        supervise(lambda: copiers[-1].proc.poll() == 0, 90, "the copier to finish")
+        history.append(f"{copiers[-1].name} finished")
+        survivors = [c.name for c in copiers if c.proc.returncode == 0]
+        print("\n".join(history), f"\ncopiers that finished: {survivors}")
 
-        outputs = consume_values(bootstrap, output_partitions(), "read_committed", len(values), settle=2.0)
-        got = Counter(outputs)
-        assert got == expected, (
-            f"missing {sum((expected - got).values())}, duplicated {sum((got - expected).values())}"
-        )
-        assert committed_offsets(bootstrap, "copiers") == ends
-        # aborted transactions really happened: the log holds more than the committed output
-        everything = consume_values(
-            bootstrap, output_partitions(), "read_uncommitted", len(values), settle=2.0
-        )
-        assert len(everything) > len(values)
+        context_text = context()
+        assert sum(c.count("aborted") for c in copiers) > 0, context_text
+        check_exactly_once(proc.bootstrap, "copiers", expected, context_text)
+        assert "Traceback" not in proc.log_path.read_text(errors="replace"), context_text
     finally:
-        if copier is not None and copier.poll() is None:
+        for copier in copiers:
             copier.kill()
         proc.kill()
 
 
-def test_exactly_once_with_kafka_python_copier(tmp_path: Path) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka.structs import OffsetAndMetadata
-
-    with running_broker(tmp_path / "data", "group.initial.rebalance.delay.ms=0") as proc:
-        bootstrap = proc.bootstrap
-        create_topic(bootstrap, "input", INPUT_PARTITIONS)
-        create_topic(bootstrap, "output", OUTPUT_PARTITIONS)
-        values = fill_input(bootstrap, 300)
-        rng = random.Random(7)
-        consumer = KafkaConsumer(
-            "input",
-            bootstrap_servers=bootstrap,
-            group_id="kp-copiers",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
-        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-copier")
-        producer.init_transactions()
-        aborted = 0
-        deadline = time.monotonic() + 60
-        idle_since = time.monotonic()
-        while time.monotonic() - idle_since < 4 and time.monotonic() < deadline:
-            batches = consumer.poll(timeout_ms=500, max_records=25)
-            if not batches:
-                continue
-            idle_since = time.monotonic()
-            producer.begin_transaction()
-            offsets = {}
-            for tp, messages in batches.items():
-                for m in messages:
-                    producer.send("output", key=m.key, value=m.value.upper())
-                offsets[tp] = OffsetAndMetadata(messages[-1].offset + 1, "", -1)
-            producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
-            if rng.random() < 0.2:
-                producer.abort_transaction()
-                aborted += 1
-                for tp in batches:
-                    committed = consumer.committed(tp)  # kafka-python 3 returns the offset
-                    consumer.seek(tp, committed if committed is not None else 0)
-            else:
-                producer.commit_transaction()
-        producer.close()
-        consumer.close()
-        assert aborted > 0
-        outputs = consume_values(bootstrap, output_partitions(), "read_committed", len(values))
-        assert Counter(outputs) == Counter(v.upper() for v in values)
-        assert committed_offsets(bootstrap, "kp-copiers") == end_offsets(bootstrap)
-
-
-def test_exactly_once_with_aiokafka_copier(tmp_path: Path) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    async def copy(bootstrap: str) -> int:
-        rng = random.Random(11)
-        consumer = AIOKafkaConsumer(
-            "input",
-            bootstrap_servers=bootstrap,
-            group_id="aio-copiers",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-copier")
-        await consumer.start()
-        await producer.start()
-        aborted = 0
-        try:
-            idle_since = time.monotonic()
-            while time.monotonic() - idle_since < 4:
-                batches = await consumer.getmany(timeout_ms=500, max_records=25)
-                if not batches:
-                    continue
-                idle_since = time.monotonic()
-                await producer.begin_transaction()
-                offsets = {}
-                for tp, messages in batches.items():
-                    for m in messages:
-                        await producer.send("output", key=m.key, value=(m.value or b"").upper())
-                    offsets[tp] = messages[-1].offset + 1
-                await producer.send_offsets_to_transaction(offsets, "aio-copiers")
-                if rng.random() < 0.2:
-                    await producer.abort_transaction()
-                    aborted += 1
-                    for tp in batches:
-                        committed = await consumer.committed(tp)
-                        consumer.seek(tp, committed if committed is not None else 0)
-                else:
-                    await producer.commit_transaction()
-        finally:
-            await producer.stop()
-            await consumer.stop()
-        return aborted
-
-    with running_broker(tmp_path / "data", "group.initial.rebalance.delay.ms=0") as proc:
-        bootstrap = proc.bootstrap
-        create_topic(bootstrap, "input", INPUT_PARTITIONS)
-        create_topic(bootstrap, "output", OUTPUT_PARTITIONS)
-        values = fill_input(bootstrap, 300)
-        assert asyncio.run(copy(bootstrap)) > 0
-        outputs = consume_values(bootstrap, output_partitions(), "read_committed", len(values))
-        assert Counter(outputs) == Counter(v.upper() for v in values)
-        assert committed_offsets(bootstrap, "aio-copiers") == end_offsets(bootstrap)
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_exactly_once_with_other_clients(tmp_path: Path, client: str) -> None:
+    total = 300
+    proc = BrokerProcess(tmp_path / "data", *SETTINGS)
+    proc.start()
+    copier: Copier | None = None
+    try:
+        create_topic(proc.bootstrap, INPUT, INPUT_PARTITIONS)
+        create_topic(proc.bootstrap, OUTPUT, OUTPUT_PARTITIONS)
+        expected = fill_input(proc.bootstrap, total)
+        group = f"{client}-copiers"
+        copier = Copier(tmp_path, client, client, proc.bootstrap, 7, group, f"{client}-tx")
+        assert copier.wait(90) == 0, copier.describe()
+        assert copier.count("aborted") > 0, copier.describe()
+        assert copier.records("committed") == total, copier.describe()
+        check_exactly_once(proc.bootstrap, group, expected, copier.describe())
+    finally:
+        if copier is not None:
+            copier.kill()
+        proc.kill()

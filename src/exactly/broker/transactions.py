@@ -30,8 +30,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from exactly.broker.groups import OFFSETS_TOPIC, append_error
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["TRANSACTION_TOPIC", "TransactionService"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 TRANSACTION_TOPIC = "__transaction_state"
 _RETRY_BACKOFF_S = (0.01, 0.05, 0.1, 0.5, 1.0)
@@ -76,7 +78,7 @@ class TransactionService:
             broker.producer_ids.next_id,
             broker.clock.milliseconds,
         )
-        self._marker_tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
         self.loaded_records = 0
 
@@ -135,9 +137,9 @@ class TransactionService:
         ]
 
     async def stop(self) -> None:
-        for task in list(self._marker_tasks):
+        for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(*self._marker_tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def ensure_topic(self) -> None:
         """Create `__transaction_state` on first use (compacted, one partition per coordinator shard)."""
@@ -165,7 +167,9 @@ class TransactionService:
         while True:
             result = op(self.coordinator)
             if result.transit is not None:
-                error = await self._commit(result)
+                # Shielded: the record is appended, so it is applied (or its failure undone) even when the
+                # requester disconnects and its request is cancelled; else the id would stay pending.
+                error = await asyncio.shield(self._spawn(self._commit(result)))
                 if error:
                     return TxnResult(result.transactional_id, error)
             if result.error != ErrorCode.CONCURRENT_TRANSACTIONS or loop.time() >= deadline:
@@ -247,9 +251,14 @@ class TransactionService:
         return plog
 
     def _start_markers(self, job: MarkerJob) -> None:
-        task = asyncio.create_task(self._write_markers(job))
-        self._marker_tasks.add(task)
-        task.add_done_callback(self._marker_tasks.discard)
+        self._spawn(self._write_markers(job))
+
+    def _spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """A task the service owns (cancelled at stop), not the request that started it."""
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _write_markers(self, job: MarkerJob) -> None:
         await self._debug_pause("prepare-written", job)
@@ -361,9 +370,7 @@ class TransactionService:
             self._background(result)
 
     def _background(self, result: TxnResult) -> None:
-        task = asyncio.create_task(self._commit_logged(result))
-        self._marker_tasks.add(task)
-        task.add_done_callback(self._marker_tasks.discard)
+        self._spawn(self._commit_logged(result))
 
     async def _commit_logged(self, result: TxnResult) -> None:
         error = await self._commit(result)
