@@ -21,6 +21,28 @@ HANDLERS: dict[ApiKey, Handler] = {}
 # Advertised minimums that differ from the codec's lowest version.
 _ADVERTISED_MIN = {ApiKey.PRODUCE: 0}
 
+# Advertised maximums below the codec's highest version: the codecs are generated up to Kafka 4.x's
+# newest versions, and a version is advertised only once its semantics are implemented.
+_ADVERTISED_MAX = {
+    ApiKey.PRODUCE: 9,
+    ApiKey.FETCH: 12,
+    ApiKey.LIST_OFFSETS: 7,
+    ApiKey.METADATA: 12,
+    ApiKey.OFFSET_COMMIT: 8,
+    ApiKey.OFFSET_FETCH: 8,
+    ApiKey.FIND_COORDINATOR: 4,
+    ApiKey.JOIN_GROUP: 7,
+    ApiKey.DESCRIBE_GROUPS: 5,
+    ApiKey.INIT_PRODUCER_ID: 4,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.ADD_OFFSETS_TO_TXN: 3,
+    ApiKey.END_TXN: 3,
+    ApiKey.WRITE_TXN_MARKERS: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
+    ApiKey.DESCRIBE_CLUSTER: 1,
+    ApiKey.LIST_TRANSACTIONS: 1,
+}
+
 
 def handler(key: ApiKey) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
@@ -30,10 +52,15 @@ def handler(key: ApiKey) -> Callable[[Handler], Handler]:
     return register
 
 
+def advertised_max(key: ApiKey) -> int:
+    """The highest version of `key` the broker answers; a higher one closes the connection, as in Kafka."""
+    return _ADVERTISED_MAX.get(key, API_SPECS[key].max_version)
+
+
 def advertised() -> dict[ApiKey, tuple[int, int]]:
     """(min, max) per API that has a handler."""
     out: dict[ApiKey, tuple[int, int]] = {}
     for key in sorted(HANDLERS):
         spec = API_SPECS[key]
-        out[key] = (_ADVERTISED_MIN.get(key, spec.min_version), spec.max_version)
+        out[key] = (_ADVERTISED_MIN.get(key, spec.min_version), advertised_max(key))
     return out

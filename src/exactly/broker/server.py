@@ -23,7 +23,7 @@ from typing import Any
 
 from exactly.broker.config import BrokerConfig
 from exactly.broker.context import RequestContext
-from exactly.broker.dispatch import HANDLERS, advertised
+from exactly.broker.dispatch import HANDLERS, advertised, advertised_max
 from exactly.broker.flusher import Flusher
 from exactly.broker.groups import GroupService
 from exactly.broker.transactions import TransactionService
@@ -332,9 +332,12 @@ class Connection:
             if e.header.api_key != ApiKey.API_VERSIONS:
                 raise
             return _done(_unsupported_api_versions(e.header))
-        handler = HANDLERS.get(ApiKey(header.api_key))
+        key = ApiKey(header.api_key)
+        handler = HANDLERS.get(key)
         if handler is None:
-            raise ProtocolError(f"no handler for {ApiKey(header.api_key).name} v{header.api_version}")
+            raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
+        if header.api_version > advertised_max(key):
+            raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
         context = RequestContext(self.broker, header, self.id, self.peer)
         future = asyncio.ensure_future(self._run(handler, context, body))
         self._in_flight.add(future)
