@@ -19,6 +19,27 @@ def free_port() -> int:
         return port
 
 
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-5000:]
+    except FileNotFoundError:
+        return ""
+
+
+def wait_until_listening(proc: subprocess.Popen[bytes], port: int, timeout: float, log_path: Path) -> None:
+    """Return once 127.0.0.1:`port` accepts connections; raise if `proc` exits or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}:\n{_tail(log_path)}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"broker did not listen within {timeout}s:\n{_tail(log_path)}")
+
+
 class BrokerProcess:
     """`exactly serve` in a subprocess, on a fixed free port so that it can be killed and restarted."""
 
@@ -41,22 +62,11 @@ class BrokerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child's lifetime)
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise TimeoutError(f"broker did not listen within {timeout}s:\n{self.log()}")
+        wait_until_listening(self.proc, self.port, timeout, self.log_path)
+        return self
 
     def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-5000:]
-        except FileNotFoundError:
-            return ""
+        return _tail(self.log_path)
 
     def kill(self) -> None:
         """SIGKILL: no clean shutdown."""

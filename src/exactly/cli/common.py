@@ -12,6 +12,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -103,11 +104,21 @@ def reported_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def _describe_exception(e: BaseException) -> str:
-    from confluent_kafka import KafkaError, KafkaException
+# The client library each distribution name provides, for a readable "not installed" error.
+_DISTRIBUTIONS = {"confluent_kafka": "confluent-kafka", "kafka": "kafka-python"}
 
-    if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
-        return kafka_error_text(e.args[0])
+
+def _describe_exception(e: BaseException) -> str:
+    if isinstance(e, ModuleNotFoundError) and e.name:
+        top = e.name.partition(".")[0]
+        package = _DISTRIBUTIONS.get(top, top)
+        return f"this command needs the Python package {package!r}, not installed: pip install {package}"
+    # Only look at confluent-kafka's exception types if the library is loaded: importing it here would
+    # fail a second time when it is the missing piece.
+    kafka = sys.modules.get("confluent_kafka")
+    cause = e.args[0] if kafka is not None and isinstance(e, kafka.KafkaException) and e.args else None
+    if kafka is not None and isinstance(cause, kafka.KafkaError):
+        return kafka_error_text(cause)
     if isinstance(e, OSError) and e.strerror:
         return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
     text = str(e)
