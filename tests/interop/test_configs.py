@@ -566,3 +566,23 @@ def test_dynamic_broker_config_takes_effect_and_persists(tmp_path: Path) -> None
         assert cluster_default.error_code == ErrorCode.NONE
         assert cluster_default.configs == []  # the cluster-wide layer was emptied again
         assert confluent_describe(admin, TOPIC, "dyn-own")["retention.ms"].value == "604800000"
+
+
+def test_create_topics_v5_answers_the_new_topics_configs(broker: BrokerProcess) -> None:
+    from exactly.protocol.messages.create_topics import (
+        CreatableTopic,
+        CreatableTopicConfig,
+        CreateTopicsRequest,
+    )
+
+    client = RawClient(broker.bootstrap)
+    try:
+        topic = CreatableTopic("cfg-create-v7", 1, 1, [], [CreatableTopicConfig("compression.type", "lz4")])
+        (result,) = client.request(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest([topic], 10_000)).topics
+    finally:
+        client.close()
+    assert result.error_code == ErrorCode.NONE
+    configs = {c.name: (c.value, c.config_source, c.read_only) for c in result.configs or []}
+    assert set(configs) == set(TOPIC_CONFIGS)
+    assert configs["compression.type"] == ("lz4", TOPIC_SOURCE, False)
+    assert configs["retention.ms"] == ("604800000", DEFAULT, False)
