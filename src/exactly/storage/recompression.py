@@ -10,8 +10,13 @@ timestamp-type / transactional / control bits, lastOffsetDelta, base and max tim
 epoch and base sequence, recordsCount, and the records themselves (their offset and timestamp deltas,
 keys, values, headers: the decompressed records blob is reused as it is). Only the attributes' codec bits,
 batchLength, the records blob and the CRC change. Producer id / epoch / sequence are unchanged, so a
-retried batch is still recognised as a duplicate. The records are decoded once first (Kafka validates
-each record on this path): a malformed one is CORRUPT_MESSAGE / INVALID_RECORD, never stored.
+retried batch is still recognised as a duplicate. A blob that does not decompress is CORRUPT_MESSAGE and
+nothing is stored. Records are not decoded, as on exactly's other append paths (`storage/validator.py`:
+the client's CRC covered them; Kafka decodes each record here, at ~3 us a record in Python that would
+double the cost).
+
+Cost (one 100-record batch of 24 KB, a loaded 2-core machine): gzip ~0.2 ms, lz4 (level 9) ~0.1 ms,
+zstd ~0.03 ms, snappy ~0.01 ms of compression, plus the decompression of a compressed source.
 """
 
 from __future__ import annotations
@@ -77,8 +82,6 @@ def recompress(buf: memoryview, positions: list[int], config: LogConfig) -> byte
             continue
         try:
             records = batch.records_data()
-            for _ in batch.records():  # every record decodes, and there are recordsCount of them
-                pass
         except CorruptRecordError as e:
             raise KafkaError(e.code, str(e)) from e
         blob = compress(codec, records, level)
