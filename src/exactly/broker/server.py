@@ -61,7 +61,7 @@ class Broker:
             self.config = config
         self.logs = LogManager(
             config.data_dir,
-            config.log,
+            self.config.log,
             self.clock,
             {name: self._log_config(info.configs) for name, info in self.metadata.topics.items()},
         )
@@ -218,12 +218,15 @@ class Broker:
 
     # --- periodic work -----------------------------------------------------------------------------------
 
-    async def _every(self, interval_ms: int, work: Callable[[], object], *, in_thread: bool = False) -> None:
-        """Run `work` every `interval_ms`; `in_thread` for work that only flushes or writes checkpoints
-        (thread-safe in storage), so an fsync never stalls the event loop."""
+    async def _every(
+        self, interval_ms: int | Callable[[], int], work: Callable[[], object], *, in_thread: bool = False
+    ) -> None:
+        """Run `work` every `interval_ms` (a callable: read again each time, for a run-time config);
+        `in_thread` for work that only flushes or writes checkpoints (thread-safe in storage), so an fsync
+        never stalls the event loop."""
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(interval_ms / 1000)
+            await asyncio.sleep((interval_ms() if callable(interval_ms) else interval_ms) / 1000)
             try:
                 if in_thread:
                     await loop.run_in_executor(None, work)
@@ -243,7 +246,7 @@ class Broker:
             asyncio.create_task(
                 self._every(config.checkpoint_interval_ms, self.logs.checkpoint, in_thread=True)
             ),
-            asyncio.create_task(self._every(config.cleaner_backoff_ms, self.logs.clean_logs)),
+            asyncio.create_task(self._every(lambda: self.config.cleaner_backoff_ms, self.logs.clean_logs)),
             asyncio.create_task(
                 self._every(config.retention_check_interval_ms, self.logs.delete_old_segments)
             ),

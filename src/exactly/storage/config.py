@@ -1,7 +1,11 @@
 """Per-topic log configuration, with Kafka's topic-config names and defaults.
 
-`LogConfig` is a frozen value. `LogConfig.from_properties({"segment.bytes": "1048576", ...})` reads the
-Kafka names; `with_overrides(...)` layers per-topic overrides on a broker default.
+`LogConfig` is a frozen value with one field per topic config of the catalogue (`exactly.configs.topic`:
+the field is the name with '.' -> '_'). `LogConfig.from_properties({"segment.bytes": "1048576", ...},
+base=...)` parses and validates Kafka names through the catalogue and layers them on `base` (the broker's
+default topic config); `to_properties()` gives every topic config as Kafka describes it. Configs that
+change nothing on one broker without tiered storage (min.insync.replicas, preallocate, remote.*, ...) are
+kept and described only. `compression.type` is applied on append (`storage/recompression.py`).
 
 Durability (exactly's rule, see ARCHITECTURE.md invariant 5): Kafka's `flush.messages` / `flush.ms`
 default to "never" and Kafka acknowledges `acks=all` writes before any fsync. exactly instead, while both
