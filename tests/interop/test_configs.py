@@ -431,6 +431,30 @@ def test_legacy_alter_configs_aiokafka_replaces_overrides(broker: BrokerProcess,
     assert asyncio.run(alter({"retention.ms": "later"})) == [(ErrorCode.INVALID_CONFIG, topic)]
     assert confluent_describe(admin, TOPIC, topic)["retention.ms"].value == "5000"
 
+    async def describe() -> dict[str, tuple[str, int, list[tuple[str, str, int]]]]:
+        client = AIOKafkaAdminClient(
+            bootstrap_servers=broker.bootstrap, request_timeout_ms=int(TIMEOUT * 1000)
+        )
+        await client.start()
+        try:
+            (response,) = await client.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, topic)], include_synonyms=True
+            )
+            ((error, _message, _type, _name, entries),) = response.resources
+            assert error == 0
+            return {e[0]: (e[1], e[3], [tuple(s) for s in e[5]]) for e in entries}
+        finally:
+            await client.close()
+
+    described = asyncio.run(describe())  # DescribeConfigs v1/v2, the versions aiokafka speaks
+    assert set(described) == set(TOPIC_CONFIGS)
+    assert described["retention.ms"] == (
+        "5000",
+        TOPIC_SOURCE,
+        [("retention.ms", "5000", TOPIC_SOURCE), ("log.retention.hours", "168", DEFAULT)],
+    )
+    assert described["compression.type"][:2] == ("snappy", TOPIC_SOURCE)
+
 
 def test_legacy_alter_configs_kafka_python_and_validate_only(
     broker: BrokerProcess, admin: Any, kadmin: Any
