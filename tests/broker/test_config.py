@@ -43,8 +43,16 @@ def test_server_properties_file(tmp_path: Path) -> None:
         ("num.partitions", "0", "invalid value for num.partitions: 0 is outside"),
         ("listeners", "nowhere", "invalid value for listeners: expected HOST:PORT"),
         ("auto.create.topics.enable", "yes", "expected true or false"),
-        ("log.segment.bytes", "3", "invalid log config: segment.bytes must be at least 14"),
-        ("log.cleanup.policy", "shred", "invalid log config: bad value 'shred' for cleanup.policy"),
+        (
+            "log.segment.bytes",
+            "3",
+            "Invalid value 3 for configuration log.segment.bytes: Value must be at least 14",
+        ),
+        (
+            "log.cleanup.policy",
+            "shred",
+            "value shred for configuration log.cleanup.policy: String must be one of: compact, delete",
+        ),
     ],
 )
 def test_invalid_values_are_one_readable_line(key: str, value: str, message: str) -> None:

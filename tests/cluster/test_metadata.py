@@ -99,3 +99,16 @@ def test_producer_ids_are_never_reused_after_restart(tmp_path: Path) -> None:
     md2 = ClusterMetadata(tmp_path)
     again = ProducerIdManager(md2, block_size=10)
     assert again.next_id() == 20
+
+
+def test_run_time_broker_configs_survive_reopen(tmp_path: Path) -> None:
+    md = ClusterMetadata(tmp_path)
+    md.set_broker_configs("", {"log.retention.ms": "1000"})
+    md.set_broker_configs("0", {"num.io.threads": "4", "log.retention.minutes": "2"})
+    md.set_broker_configs("0", {"num.io.threads": "5"})  # the complete new set replaces the old one
+    md.close()
+    again = ClusterMetadata(tmp_path)
+    assert again.broker_configs == {"": {"log.retention.ms": "1000"}, "0": {"num.io.threads": "5"}}
+    again.set_broker_configs("", {})
+    again.close()
+    assert ClusterMetadata(tmp_path).broker_configs == {"0": {"num.io.threads": "5"}}

@@ -4,18 +4,23 @@
 `#`/`!` comments) and `--set key=value` overrides. Unknown names are logged and ignored, as Kafka does;
 a known name with a bad value raises `ConfigError` with one readable line.
 
-The broker-wide `log.*` settings become the default topic config (`LogConfig`), as in Kafka:
-`log.segment.bytes` → `segment.bytes`, `log.retention.ms` → `retention.ms`, and so on.
+The broker-wide `log.*` settings become the default topic config (`LogConfig`), as in Kafka: each topic
+config's broker synonyms (`exactly.configs.topic`) in priority order, `log.retention.ms` before
+`log.retention.minutes` before `log.retention.hours` (x 3,600,000). Broker configs Kafka changes at run
+time (`exactly.configs.broker`, `dynamic`) are layered on with `with_dynamic`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exactly.errors import ExactlyError, KafkaError
+from exactly.configs.broker import BROKER_CONFIGS
+from exactly.configs.topic import TOPIC_CONFIGS, broker_default
+from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -114,27 +119,6 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "exactly.debug.end.txn.pause": ("debug_end_txn_pause", _pause_step),
 }
 
-# Kafka broker `log.*` name -> topic config name (LogConfig); `log.roll.hours` etc. are unit conversions.
-_LOG_KEYS: dict[str, tuple[str, int]] = {
-    "log.segment.bytes": ("segment.bytes", 1),
-    "log.roll.ms": ("segment.ms", 1),
-    "log.roll.hours": ("segment.ms", 3_600_000),
-    "log.retention.bytes": ("retention.bytes", 1),
-    "log.retention.ms": ("retention.ms", 1),
-    "log.retention.minutes": ("retention.ms", 60_000),
-    "log.retention.hours": ("retention.ms", 3_600_000),
-    "log.cleanup.policy": ("cleanup.policy", 0),
-    "log.index.interval.bytes": ("index.interval.bytes", 1),
-    "log.index.size.max.bytes": ("segment.index.bytes", 1),
-    "log.flush.interval.messages": ("flush.messages", 1),
-    "log.flush.interval.ms": ("flush.ms", 1),
-    "log.cleaner.delete.retention.ms": ("delete.retention.ms", 1),
-    "log.message.timestamp.type": ("message.timestamp.type", 0),
-    "log.cleaner.min.compaction.lag.ms": ("min.compaction.lag.ms", 1),
-    "log.cleaner.min.cleanable.ratio": ("min.cleanable.dirty.ratio", 0),
-    "producer.id.expiration.ms": ("producer.id.expiration.ms", 1),
-}
-
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
@@ -169,6 +153,8 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     debug_end_txn_pause: str = ""
     log: LogConfig = field(default_factory=LogConfig)
+    # the Kafka-named settings this config was built from (server.properties, --set): STATIC_BROKER_CONFIG
+    properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -180,35 +166,34 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **fixed: object) -> BrokerConfig:
         """Build from Kafka names; `fixed` are already-parsed fields (CLI flags) that win over `props`."""
-        values: dict[str, object] = {}
-        log_props: dict[str, str] = {}
+        known: dict[str, str] = {}
         for name, raw in props.items():
-            if name in _BROKER_KEYS:
-                attr, parse = _BROKER_KEYS[name]
-                try:
-                    values[attr] = parse(raw)
-                except ValueError as e:
-                    raise ConfigError(f"invalid value for {name}: {e}") from None
-            elif name in _LOG_KEYS:
-                topic_name, factor = _LOG_KEYS[name]
-                if factor:
-                    try:
-                        log_props[topic_name] = str(_int()(raw) * factor)
-                    except ValueError as e:
-                        raise ConfigError(f"invalid value for {name}: {e}") from None
-                else:
-                    log_props[topic_name] = raw.strip()
+            if name in BROKER_CONFIGS:
+                known[name] = raw
             else:
                 log.warning("ignoring unknown config %s", name)
-        if "message_max_bytes" in values:
-            log_props.setdefault("max.message.bytes", str(values["message_max_bytes"]))
+        values = _parse_fields(known, ConfigError)
         try:
-            log_config = LogConfig.from_properties(log_props)
+            log_config = LogConfig.from_properties(_topic_defaults(known, known))
         except KafkaError as e:
             raise ConfigError(f"invalid log config: {e.message}") from None
         values.update(fixed)
         values["log"] = log_config
+        values["properties"] = dict(known)
         return cls(**values)  # type: ignore[arg-type]
+
+    def with_dynamic(self, dynamic: Mapping[str, str]) -> BrokerConfig:
+        """This static config with run-time broker configs layered on top (KafkaError INVALID_CONFIG).
+
+        As in Kafka, the layers are merged before synonyms are resolved: a static `log.retention.ms`
+        still wins over a dynamic `log.retention.hours`.
+        """
+        if not dynamic:
+            return self
+        values = _parse_fields(dynamic, None)
+        merged = {**self.properties, **dynamic}
+        values["log"] = LogConfig.from_properties(_topic_defaults(merged, dynamic), base=self.log)
+        return dataclasses.replace(self, **values)  # type: ignore[arg-type]
 
     @classmethod
     def load(
@@ -219,6 +204,42 @@ class BrokerConfig:
             props.update(read_properties(path))
         props.update(overrides or {})
         return cls.from_properties(props, **fixed)
+
+
+def _parse_fields(props: Mapping[str, str], error: type[ConfigError] | None) -> dict[str, object]:
+    """BrokerConfig fields from the Kafka names in `props` that have one."""
+    values: dict[str, object] = {}
+    for name, raw in props.items():
+        if name not in _BROKER_KEYS:
+            continue
+        attr, parse = _BROKER_KEYS[name]
+        try:
+            values[attr] = parse(raw)
+        except ValueError as e:
+            if error is None:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG, f"Invalid value {raw} for configuration {name}: {e}"
+                ) from None
+            raise error(f"invalid value for {name}: {e}") from None
+    return values
+
+
+def _topic_defaults(props: Mapping[str, str], changed: Mapping[str, str]) -> dict[str, str]:
+    """Topic-config values that the broker synonyms in `props` give, for the topic configs that have a
+    synonym in `changed` (Kafka's `extractLogConfigMap`)."""
+    out: dict[str, str] = {}
+    for definition in TOPIC_CONFIGS.values():
+        if not any(s.name in changed for s in definition.synonyms):
+            continue
+        for synonym in definition.synonyms:
+            if synonym.name in props:
+                BROKER_CONFIGS[synonym.name].parse(props[synonym.name])  # KafkaError when invalid
+        found = broker_default(definition, props)
+        if found is not None:
+            out[definition.name] = found[0]
+    if "producer.id.expiration.ms" in changed:
+        out["producer.id.expiration.ms"] = props["producer.id.expiration.ms"]
+    return out
 
 
 def read_properties(path: Path) -> dict[str, str]:

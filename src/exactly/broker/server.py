@@ -30,6 +30,7 @@ from exactly.broker.transactions import TransactionService
 from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
 from exactly.cluster.producer_ids import ProducerIdManager
+from exactly.configs.topic import TOPIC_CONFIGS, validate_topic_overrides
 from exactly.errors import ErrorCode, KafkaError, ProtocolError
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
@@ -42,22 +43,6 @@ from exactly.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
-# Kafka topic configs that are accepted and stored but change nothing on a single broker.
-ACCEPTED_TOPIC_CONFIGS = frozenset(
-    {
-        "compression.type",
-        "min.insync.replicas",
-        "unclean.leader.election.enable",
-        "preallocate",
-        "file.delete.delay.ms",
-        "follower.replication.throttled.replicas",
-        "leader.replication.throttled.replicas",
-        "message.downconversion.enable",
-        "max.compaction.lag.ms",
-        "segment.jitter.ms",
-    }
-)
-
 _READ_SIZE = 1 << 18
 _MAX_IN_FLIGHT = 64  # requests read ahead of their responses, per connection
 
@@ -66,12 +51,17 @@ class Broker:
     """Everything a handler can reach, and the listening socket."""
 
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
-        self.config = config
+        self.static_config = config
         self.clock: Clock = clock or SystemClock()
         self.metadata = ClusterMetadata(config.data_dir)
+        try:
+            self.config = config.with_dynamic(self.dynamic_configs())
+        except KafkaError as e:  # a stored run-time config this version no longer accepts
+            log.warning("ignoring the run-time broker configs: %s", e.message)
+            self.config = config
         self.logs = LogManager(
             config.data_dir,
-            config.log,
+            self.config.log,
             self.clock,
             {name: self._log_config(info.configs) for name, info in self.metadata.topics.items()},
         )
@@ -103,16 +93,49 @@ class Broker:
         return self.logs.get_log(topic, partition)
 
     def _log_config(self, overrides: dict[str, str]) -> LogConfig:
-        storage = {k: v for k, v in overrides.items() if k not in ACCEPTED_TOPIC_CONFIGS}
-        return LogConfig.from_properties(storage, base=self.config.log) if storage else self.config.log
+        known = {name: value for name, value in overrides.items() if name in TOPIC_CONFIGS}
+        if len(known) != len(overrides):  # stored by an older version (e.g. Kafka 3's removed configs)
+            log.warning("ignoring unknown topic configs %s", sorted(set(overrides) - set(known)))
+        return LogConfig.from_properties(known, base=self.config.log) if known else self.config.log
 
     def validate_topic_configs(self, configs: dict[str, str]) -> LogConfig:
         """The LogConfig these overrides give (KafkaError INVALID_CONFIG when they are not valid)."""
-        return self._log_config(configs)
+        return self._log_config(validate_topic_overrides(configs))
+
+    # --- run-time broker configs -------------------------------------------------------------------------
+
+    def dynamic_configs(self, resource: str | None = None) -> dict[str, str]:
+        """The run-time configs of `resource` ("" = cluster default, or this broker's id), or both merged
+        (the broker's own over the default) when `resource` is None."""
+        stored = self.metadata.broker_configs
+        if resource is not None:
+            return dict(stored.get(resource, {}))
+        return {**stored.get("", {}), **stored.get(str(self.static_config.node_id), {})}
+
+    def alter_broker_configs(self, resource: str, configs: dict[str, str], *, validate_only: bool) -> None:
+        """Replace the run-time configs of `resource`; they apply at once to every topic without its own
+        override, and are persisted (KafkaError INVALID_CONFIG when a value is not valid)."""
+        layers = dict(self.metadata.broker_configs)
+        layers[resource] = configs
+        merged = {**layers.get("", {}), **layers.get(str(self.static_config.node_id), {})}
+        config = self.static_config.with_dynamic(merged)
+        topic_configs = {
+            name: LogConfig.from_properties(
+                {k: v for k, v in info.configs.items() if k in TOPIC_CONFIGS}, base=config.log
+            )
+            for name, info in self.metadata.topics.items()
+        }
+        if validate_only:
+            return
+        self.metadata.set_broker_configs(resource, configs)
+        self.config = config
+        self.logs.default_config = config.log
+        for name, log_config in topic_configs.items():
+            self.logs.set_topic_config(name, log_config)
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         log_config = self.validate_topic_configs(configs)
-        info = self.metadata.create_topic(name, partitions, configs)
+        info = self.metadata.create_topic(name, partitions, validate_topic_overrides(configs))
         for partition in range(partitions):
             self.logs.get_or_create_log(name, partition, log_config)
         return info
@@ -162,7 +185,7 @@ class Broker:
 
     def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         config = self.validate_topic_configs(configs)
-        info = self.metadata.set_configs(name, configs)
+        info = self.metadata.set_configs(name, validate_topic_overrides(configs))
         self.logs.set_topic_config(name, config)
         return info
 
@@ -195,12 +218,15 @@ class Broker:
 
     # --- periodic work -----------------------------------------------------------------------------------
 
-    async def _every(self, interval_ms: int, work: Callable[[], object], *, in_thread: bool = False) -> None:
-        """Run `work` every `interval_ms`; `in_thread` for work that only flushes or writes checkpoints
-        (thread-safe in storage), so an fsync never stalls the event loop."""
+    async def _every(
+        self, interval_ms: int | Callable[[], int], work: Callable[[], object], *, in_thread: bool = False
+    ) -> None:
+        """Run `work` every `interval_ms` (a callable: read again each time, for a run-time config);
+        `in_thread` for work that only flushes or writes checkpoints (thread-safe in storage), so an fsync
+        never stalls the event loop."""
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(interval_ms / 1000)
+            await asyncio.sleep((interval_ms() if callable(interval_ms) else interval_ms) / 1000)
             try:
                 if in_thread:
                     await loop.run_in_executor(None, work)
@@ -220,7 +246,7 @@ class Broker:
             asyncio.create_task(
                 self._every(config.checkpoint_interval_ms, self.logs.checkpoint, in_thread=True)
             ),
-            asyncio.create_task(self._every(config.cleaner_backoff_ms, self.logs.clean_logs)),
+            asyncio.create_task(self._every(lambda: self.config.cleaner_backoff_ms, self.logs.clean_logs)),
             asyncio.create_task(
                 self._every(config.retention_check_interval_ms, self.logs.delete_old_segments)
             ),

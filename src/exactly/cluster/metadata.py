@@ -10,6 +10,9 @@ change takes effect (ARCHITECTURE invariants 2 and 7):
     {"op": "configs", "topic": "t", "configs": {"k": "v"}}        (the complete override set)
     {"op": "delete", "topic": "t"}
     {"op": "producer_ids", "next": 2000}                           (ids below `next` are handed out)
+    {"op": "broker_configs", "resource": "", "configs": {"k": "v"}}
+        run-time broker configs (the complete set) of the cluster default (resource "") or of one broker
+        (its id); DescribeConfigs calls them DYNAMIC_DEFAULT_BROKER_CONFIG / DYNAMIC_BROKER_CONFIG
 
 Loading replays the lines in order. A torn or corrupt *last* line (a crash mid-append) is cut off; a
 corrupt line followed by valid ones means the file was damaged, and loading refuses to guess.
@@ -70,6 +73,7 @@ class ClusterMetadata:
         self.path = data_dir / FILE_NAME
         self.topics: dict[str, TopicInfo] = {}
         self.next_producer_id_block = 0
+        self.broker_configs: dict[str, dict[str, str]] = {}  # resource name ("" or a broker id) -> set
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         data_dir.mkdir(parents=True, exist_ok=True)
         self._load()
@@ -120,6 +124,10 @@ class ClusterMetadata:
         self._append({"op": "delete", "topic": name})
         return topic
 
+    def set_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
+        """Replace the run-time configs of broker `resource` ("" = the cluster-wide default)."""
+        self._append({"op": "broker_configs", "resource": resource, "configs": dict(configs)})
+
     def reserve_producer_ids(self, count: int) -> range:
         """Durably reserve the next `count` producer ids: never handed out again, even after a crash."""
         start = self.next_producer_id_block
@@ -143,6 +151,13 @@ class ClusterMetadata:
         op = record["op"]
         if op == "producer_ids":
             self.next_producer_id_block = int(record["next"])
+            return
+        if op == "broker_configs":
+            configs = {str(k): str(v) for k, v in record["configs"].items()}
+            if configs:
+                self.broker_configs[str(record["resource"])] = configs
+            else:
+                self.broker_configs.pop(str(record["resource"]), None)
             return
         name = record["topic"]
         if op == "create":

@@ -60,20 +60,28 @@ class Compression(IntEnum):
     ZSTD = 4
 
 
-def compress(codec: Compression, data: bytes | bytearray | memoryview) -> bytes:
-    """Compress ``data`` as ``codec`` for a v2 batch (snappy is written Xerial-framed, as Java does)."""
+def compress(codec: Compression, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
+    """Compress ``data`` as ``codec`` for a v2 batch (snappy is written Xerial-framed, as Java does).
+
+    ``level`` is Kafka's `compression.<codec>.level` (gzip -1 = zlib's default 6; snappy has none);
+    None keeps the library default.
+    """
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        if level is None or level < 0:
+            return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=level))
     if codec == Compression.SNAPPY:
         return _xerial_compress(memoryview(data))
     if codec == Compression.LZ4:
-        compressor = cramjam.lz4.Compressor(block_linked=False)
+        compressor = cramjam.lz4.Compressor(level=level, block_linked=False)
         compressor.compress(bytes(data))
         return bytes(compressor.finish())
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(
+            cramjam.zstd.compress(data) if level is None else cramjam.zstd.compress(data, level=level)
+        )
     raise ValueError(f"unknown compression codec {codec!r}")
 
 

@@ -1,7 +1,11 @@
 """Per-topic log configuration, with Kafka's topic-config names and defaults.
 
-`LogConfig` is a frozen value. `LogConfig.from_properties({"segment.bytes": "1048576", ...})` reads the
-Kafka names; `with_overrides(...)` layers per-topic overrides on a broker default.
+`LogConfig` is a frozen value with one field per topic config of the catalogue (`exactly.configs.topic`:
+the field is the name with '.' -> '_'). `LogConfig.from_properties({"segment.bytes": "1048576", ...},
+base=...)` parses and validates Kafka names through the catalogue and layers them on `base` (the broker's
+default topic config); `to_properties()` gives every topic config as Kafka describes it. Configs that
+change nothing on one broker without tiered storage (min.insync.replicas, preallocate, remote.*, ...) are
+kept and described only. `compression.type` is applied on append (`storage/recompression.py`).
 
 Durability (exactly's rule, see ARCHITECTURE.md invariant 5): Kafka's `flush.messages` / `flush.ms`
 default to "never" and Kafka acknowledges `acks=all` writes before any fsync. exactly instead, while both
@@ -18,28 +22,45 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from exactly.errors import ErrorCode, KafkaError
+from exactly.configs.definition import ConfigDef, ConfigType, Range
+from exactly.configs.topic import TOPIC_CONFIGS, topic_config
 
 LONG_MAX = (1 << 63) - 1
 
 
 class CleanupPolicy(Enum):
+    NONE = ""  # `cleanup.policy=` (an empty list): neither deleted nor compacted
     DELETE = "delete"
     COMPACT = "compact"
     COMPACT_DELETE = "compact,delete"
 
     @property
     def compacts(self) -> bool:
-        return self is not CleanupPolicy.DELETE
+        return self in (CleanupPolicy.COMPACT, CleanupPolicy.COMPACT_DELETE)
 
     @property
     def deletes(self) -> bool:
-        return self is not CleanupPolicy.COMPACT
+        return self in (CleanupPolicy.DELETE, CleanupPolicy.COMPACT_DELETE)
+
+    @classmethod
+    def of(cls, items: tuple[str, ...]) -> CleanupPolicy:
+        return cls(",".join(sorted({item.lower() for item in items})))
 
 
 class MessageTimestampType(Enum):
     CREATE_TIME = "CreateTime"
     LOG_APPEND_TIME = "LogAppendTime"
+
+
+class BrokerCompressionType(Enum):
+    """`compression.type`: the codec every stored batch ends up with, or PRODUCER (keep the client's)."""
+
+    PRODUCER = "producer"
+    UNCOMPRESSED = "uncompressed"
+    GZIP = "gzip"
+    SNAPPY = "snappy"
+    LZ4 = "lz4"
+    ZSTD = "zstd"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,17 +81,43 @@ class LogConfig:
     message_timestamp_after_max_ms: int = LONG_MAX
     min_compaction_lag_ms: int = 0
     min_cleanable_dirty_ratio: float = 0.5
-    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_ms: int = 86_400_000  # the broker's producer.id.expiration.ms
+    compression_type: BrokerCompressionType = BrokerCompressionType.PRODUCER
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    # Accepted, stored and described; no effect on one broker without tiered storage.
+    file_delete_delay_ms: int = 60_000
+    max_compaction_lag_ms: int = LONG_MAX
+    min_insync_replicas: int = 1
+    preallocate: bool = False
+    segment_jitter_ms: int = 0
+    unclean_leader_election_enable: bool = False
+    local_retention_bytes: int = -2
+    local_retention_ms: int = -2
+    remote_storage_enable: bool = False
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
+    # cleanup.policy as it was given (Kafka keeps a list's order); empty when built from the enum only
+    cleanup_policy_items: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.segment_bytes < 14:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, "segment.bytes must be at least 14")
-        if self.segment_index_bytes < 8:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, "segment.index.bytes must be at least 8")
-        if self.segment_ms < 1 or self.flush_messages < 1 or self.flush_ms < 0:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, "segment.ms, flush.messages, flush.ms out of range")
-        if self.max_message_bytes < 0 or self.index_interval_bytes < 0:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, "max.message.bytes, index.interval.bytes < 0")
+        for name, value in (
+            ("segment.bytes", self.segment_bytes),
+            ("segment.index.bytes", self.segment_index_bytes),
+            ("segment.ms", self.segment_ms),
+            ("flush.messages", self.flush_messages),
+            ("flush.ms", self.flush_ms),
+            ("max.message.bytes", self.max_message_bytes),
+            ("index.interval.bytes", self.index_interval_bytes),
+        ):
+            definition = TOPIC_CONFIGS[name]
+            if isinstance(definition.validator, Range):
+                problem = definition.validator.check(value)
+                if problem is not None:
+                    raise definition.invalid(str(value), problem)
 
     @property
     def ack_waits_for_fsync(self) -> bool:
@@ -79,51 +126,45 @@ class LogConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], base: LogConfig | None = None) -> LogConfig:
-        """Build from Kafka topic-config names (unknown names raise INVALID_CONFIG)."""
+        """Build from Kafka topic-config names (unknown names or bad values raise INVALID_CONFIG)."""
         base = base or cls()
         changes: dict[str, Any] = {}
         for name, raw in props.items():
-            field = _KAFKA_NAMES.get(name)
-            if field is None:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown log config {name!r}")
-            try:
-                if field == "cleanup_policy":
-                    value: Any = CleanupPolicy(",".join(sorted(p.strip() for p in raw.split(","))))
-                elif field == "message_timestamp_type":
-                    value = MessageTimestampType(raw)
-                elif field == "min_cleanable_dirty_ratio":
-                    value = float(raw)
-                else:
-                    value = int(raw)
-            except ValueError as e:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"bad value {raw!r} for {name}") from e
+            definition = _INTERNAL.get(name) or topic_config(name)
+            field = name.replace(".", "_")
+            value: Any = definition.parse(raw)
+            if field == "cleanup_policy":
+                changes["cleanup_policy_items"] = value
+                value = CleanupPolicy.of(value)
+            elif field == "message_timestamp_type":
+                value = MessageTimestampType(value)
+            elif field == "compression_type":
+                value = BrokerCompressionType(value.lower())
             changes[field] = value
         return dataclasses.replace(base, **changes)
 
     def to_properties(self) -> dict[str, str]:
+        """Every topic config, as Kafka describes its value (list order kept)."""
         out: dict[str, str] = {}
-        for name, field in _KAFKA_NAMES.items():
-            value = getattr(self, field)
-            out[name] = value.value if isinstance(value, Enum) else str(value)
+        for name in TOPIC_CONFIGS:
+            value = getattr(self, name.replace(".", "_"))
+            if name == "cleanup.policy":
+                items = self.cleanup_policy_items
+                out[name] = ",".join(items) if CleanupPolicy.of(items) is value else value.value
+            elif isinstance(value, Enum):
+                out[name] = value.value
+            elif isinstance(value, bool):
+                out[name] = "true" if value else "false"
+            elif isinstance(value, tuple):
+                out[name] = ",".join(value)
+            else:
+                out[name] = str(value)
         return out
 
 
-_KAFKA_NAMES: dict[str, str] = {
-    "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
-    "retention.bytes": "retention_bytes",
-    "retention.ms": "retention_ms",
-    "cleanup.policy": "cleanup_policy",
-    "max.message.bytes": "max_message_bytes",
-    "index.interval.bytes": "index_interval_bytes",
-    "segment.index.bytes": "segment_index_bytes",
-    "flush.messages": "flush_messages",
-    "flush.ms": "flush_ms",
-    "delete.retention.ms": "delete_retention_ms",
-    "message.timestamp.type": "message_timestamp_type",
-    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
-    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
-    "min.compaction.lag.ms": "min_compaction_lag_ms",
-    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
-    "producer.id.expiration.ms": "producer_id_expiration_ms",
+# Topic-level settings that are broker configs in Kafka, not topic configs (never a topic override).
+_INTERNAL: dict[str, ConfigDef] = {
+    "producer.id.expiration.ms": ConfigDef(
+        "producer.id.expiration.ms", ConfigType.INT, "86400000", "", Range(1)
+    ),
 }

@@ -56,6 +56,7 @@ from exactly.storage.producer_state import (
     ProducerStateManager,
     TxnMetadata,
 )
+from exactly.storage.recompression import needs_recompression, recompress, target_codec
 from exactly.storage.segment import LogSegment
 from exactly.storage.txn_index import AbortedTxn, FetchAbortedTxn, TransactionIndex
 from exactly.storage.validator import (
@@ -241,6 +242,12 @@ class PartitionLog:
         else:
             infos = parse_internal_batches(records, self.config)
         view = records if isinstance(records, memoryview) else memoryview(records)
+        codec = target_codec(self.config) if origin is AppendOrigin.CLIENT else None
+        if codec is not None:  # compression.type names a codec: rewrite batches that have another
+            positions = [info.position for info in infos]
+            if needs_recompression(view, positions, codec):
+                view = memoryview(recompress(view, positions, self.config))
+                infos = validate_client_batches(view, self.config, now)
 
         # 1. Assign offsets and check producer state (prepare; nothing changes yet).
         next_offset = self._log_end_offset

@@ -3,6 +3,7 @@
 from exactly.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_configs,
     api_versions,
     create_partitions,
     create_topics,
@@ -39,6 +40,7 @@ from exactly.broker.handlers import (
 __all__ = [
     "add_offsets_to_txn",
     "add_partitions_to_txn",
+    "alter_configs",
     "api_versions",
     "create_partitions",
     "create_topics",

@@ -1,5 +1,7 @@
 """CreateTopics (key 19). One broker: replication factor must be 1 (or -1 = default); explicit replica
-assignments are accepted when they name only this broker."""
+assignments are accepted when they name only this broker. Topic configs are validated against the
+catalogue (`exactly.configs.topic`, INVALID_CONFIG naming the config) and stored in Kafka's canonical
+form; from v5 the answer lists every config of the new topic with its value and source."""
 
 from __future__ import annotations
 
@@ -7,11 +9,13 @@ from collections import Counter
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.handlers.describe_configs import topic_entries
 from exactly.cluster.metadata import validate_topic_name
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.create_topics import (
     CreatableTopic,
+    CreatableTopicConfigs,
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -68,8 +72,18 @@ async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: boo
             replication_factor=1,
         )
     info = await broker.create_topic(topic.name, partitions, configs)
+    described = [  # v5+: the created topic's configs, as Kafka answers
+        CreatableTopicConfigs(e.name, e.value, e.read_only, e.config_source, e.is_sensitive)
+        for e in topic_entries(broker, info, None, include_synonyms=False, include_documentation=False)
+    ]
     return CreatableTopicResult(
-        topic.name, info.topic_id, ErrorCode.NONE, None, num_partitions=partitions, replication_factor=1
+        topic.name,
+        info.topic_id,
+        ErrorCode.NONE,
+        None,
+        num_partitions=partitions,
+        replication_factor=1,
+        configs=described,
     )
 
 

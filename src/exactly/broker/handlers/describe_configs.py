@@ -1,81 +1,71 @@
-"""DescribeConfigs (key 32): a topic's effective config (overrides and defaults) or the broker's."""
+"""DescribeConfigs (key 32): every config of a topic or of the broker, as Kafka's `ConfigHelper` does.
+
+A topic lists every topic config (`exactly.configs.topic`) with its effective value; its source is that
+of the first synonym in this order: the topic's override (DYNAMIC_TOPIC_CONFIG), the broker's own
+run-time config (DYNAMIC_BROKER_CONFIG), the cluster-wide run-time default (DYNAMIC_DEFAULT_BROKER_CONFIG),
+server.properties / --set (STATIC_BROKER_CONFIG), Kafka's default of a broker synonym (DEFAULT_CONFIG).
+The broker (resource name = its id) lists every broker config exactly knows (`exactly.configs.broker`),
+read-only unless Kafka changes it at run time; resource name "" lists the cluster-wide run-time defaults.
+Synonyms and documentation are sent only when asked (v1+, v3+); the type is KIP-569's (v3+).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from exactly.broker.config_changes import broker_resource
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.errors import ErrorCode
+from exactly.cluster.metadata import TopicInfo
+from exactly.configs import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigSource, synonym_group
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResourceResult,
     DescribeConfigsResponse,
     DescribeConfigsResult,
+    DescribeConfigsSynonym,
 )
+
+if TYPE_CHECKING:
+    from exactly.broker.server import Broker
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS)
 async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
-    broker = ctx.broker
     results = []
     for resource in request.resources:
         wanted = set(resource.configuration_keys) if resource.configuration_keys else None
-        if resource.resource_type == RESOURCE_TOPIC:
-            info = broker.metadata.topics.get(resource.resource_name)
-            if info is None:
-                results.append(
-                    DescribeConfigsResult(
-                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        f"unknown topic {resource.resource_name!r}",
-                        resource.resource_type,
-                        resource.resource_name,
+        try:
+            if resource.resource_type == RESOURCE_TOPIC:
+                info = ctx.broker.metadata.topics.get(resource.resource_name)
+                if info is None:
+                    raise KafkaError(
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {resource.resource_name!r}"
                     )
+                entries = topic_entries(
+                    ctx.broker, info, wanted, request.include_synonyms, request.include_documentation
                 )
-                continue
-            effective = broker.validate_topic_configs(info.configs).to_properties()
-            entries = [
-                DescribeConfigsResourceResult(
-                    name=name,
-                    value=value,
-                    config_source=SOURCE_DYNAMIC_TOPIC if name in info.configs else SOURCE_DEFAULT,
-                    is_default=name not in info.configs,
+            elif resource.resource_type == RESOURCE_BROKER:
+                entries = broker_entries(
+                    ctx.broker,
+                    broker_resource(ctx.broker, resource.resource_name),
+                    wanted,
+                    request.include_synonyms,
+                    request.include_documentation,
                 )
-                for name, value in sorted(effective.items())
-                if wanted is None or name in wanted
-            ]
-        elif resource.resource_type == RESOURCE_BROKER:
-            config = broker.config
-            host, port = config.listen
-            static = {
-                "node.id": str(config.node_id),
-                "listeners": f"PLAINTEXT://{host}:{port}",
-                "log.dirs": str(config.data_dir),
-                "num.partitions": str(config.num_partitions),
-                "auto.create.topics.enable": str(config.auto_create_topics).lower(),
-                "message.max.bytes": str(config.message_max_bytes),
-                "socket.request.max.bytes": str(config.socket_request_max_bytes),
-            }
-            entries = [
-                DescribeConfigsResourceResult(
-                    name=name, value=value, config_source=SOURCE_STATIC_BROKER, read_only=True
+            else:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported"
                 )
-                for name, value in sorted(static.items())
-                if wanted is None or name in wanted
-            ]
-        else:
+        except KafkaError as e:
             results.append(
-                DescribeConfigsResult(
-                    ErrorCode.INVALID_REQUEST,
-                    f"resource type {resource.resource_type} is not supported",
-                    resource.resource_type,
-                    resource.resource_name,
-                )
+                DescribeConfigsResult(e.code, e.message, resource.resource_type, resource.resource_name)
             )
             continue
         results.append(
@@ -84,3 +74,118 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
             )
         )
     return DescribeConfigsResponse(results=results)
+
+
+def topic_entries(
+    broker: Broker,
+    info: TopicInfo,
+    wanted: set[str] | None,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> list[DescribeConfigsResourceResult]:
+    effective = broker.validate_topic_configs(
+        {k: v for k, v in info.configs.items() if k in TOPIC_CONFIGS}
+    ).to_properties()
+    layers = _broker_layers(broker)
+    entries = []
+    for name, definition in TOPIC_CONFIGS.items():
+        if wanted is not None and name not in wanted:
+            continue
+        synonyms = _synonyms(tuple(s.name for s in definition.synonyms), layers)
+        if name in info.configs:
+            synonyms.insert(
+                0, DescribeConfigsSynonym(name, info.configs[name], ConfigSource.DYNAMIC_TOPIC_CONFIG)
+            )
+        entries.append(
+            _entry(definition, effective[name], synonyms, False, include_synonyms, include_documentation)
+        )
+    return entries
+
+
+def broker_entries(
+    broker: Broker,
+    resource: str,
+    wanted: set[str] | None,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> list[DescribeConfigsResourceResult]:
+    layers = _broker_layers(broker)
+    if resource == "":  # the cluster-wide run-time defaults only, as Kafka
+        layers = [(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, layers[1][1]), *layers[2:]]
+        names = sorted(broker.dynamic_configs(""))
+    else:
+        names = sorted(BROKER_CONFIGS)
+    special = _effective_specials(broker)
+    entries = []
+    for name in names:
+        if wanted is not None and name not in wanted:
+            continue
+        definition = BROKER_CONFIGS[name]
+        synonyms = _synonyms(synonym_group(name), layers)
+        value = next((layer[name] for _, layer in layers if name in layer), None)
+        if name in special and resource != "":
+            value = special[name]
+        read_only = not definition.dynamic
+        entries.append(
+            _entry(definition, value, synonyms, read_only, include_synonyms, include_documentation)
+        )
+    return entries
+
+
+def _broker_layers(broker: Broker) -> list[tuple[ConfigSource, Mapping[str, str]]]:
+    node = str(broker.static_config.node_id)
+    defaults = {n: d.default for n, d in BROKER_CONFIGS.items() if d.default is not None}
+    return [
+        (ConfigSource.DYNAMIC_BROKER_CONFIG, broker.dynamic_configs(node)),
+        (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, broker.dynamic_configs("")),
+        (ConfigSource.STATIC_BROKER_CONFIG, broker.static_config.properties),
+        (ConfigSource.DEFAULT_CONFIG, defaults),
+    ]
+
+
+def _effective_specials(broker: Broker) -> dict[str, str]:
+    """Broker configs whose value is what the broker runs with, whichever way it was given."""
+    config = broker.static_config
+    host, port = config.listen
+    adv_host, adv_port = broker.advertised_host_port
+    return {
+        "node.id": str(config.node_id),
+        "broker.id": str(config.node_id),
+        "listeners": f"PLAINTEXT://{host}:{port or adv_port}",
+        "advertised.listeners": f"PLAINTEXT://{adv_host}:{adv_port}",
+        "log.dirs": str(config.data_dir),
+    }
+
+
+def _synonyms(
+    names: tuple[str, ...], layers: list[tuple[ConfigSource, Mapping[str, str]]]
+) -> list[DescribeConfigsSynonym]:
+    """Kafka's `configSynonyms`: each layer in priority order, within it each name in priority order."""
+    return [
+        DescribeConfigsSynonym(name, layer[name], source)
+        for source, layer in layers
+        for name in names
+        if name in layer
+    ]
+
+
+def _entry(
+    definition: ConfigDef,
+    value: str | None,
+    synonyms: list[DescribeConfigsSynonym],
+    read_only: bool,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> DescribeConfigsResourceResult:
+    source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+    return DescribeConfigsResourceResult(
+        name=definition.name,
+        value=None if definition.sensitive else value,
+        read_only=read_only,
+        config_source=source,
+        is_default=source == ConfigSource.DEFAULT_CONFIG,
+        is_sensitive=definition.sensitive,
+        synonyms=synonyms if include_synonyms else [],
+        config_type=definition.type,
+        documentation=definition.doc if include_documentation else None,
+    )

@@ -1,0 +1,208 @@
+"""Every broker config exactly knows: type, Kafka's default, documentation, dynamic or read-only.
+
+Three kinds:
+
+* exactly's broker settings (`node.id`, `listeners`, coordinator settings, ...): read-only, except the
+  few Kafka also changes at run time (`log.cleaner.backoff.ms`, `producer.id.expiration.ms`, ...).
+* the broker synonyms of topic configs (`log.retention.ms`, `log.segment.bytes`, `message.max.bytes`,
+  `compression.type`, ...): dynamic, as in Kafka's `DynamicLogConfig`; they are the default of every topic
+  without its own override, and a change applies to those topics at once.
+* thread counts of Kafka's `DynamicThreadPool` / `LogCleaner` (`num.io.threads`, `log.cleaner.threads`,
+  ...): dynamic, accepted, stored and described, without effect (exactly has one event loop).
+
+`BROKER_CONFIGS` is keyed by name; `synonym_group(name)` is Kafka's `brokerConfigSynonyms` (the configs
+that set the same value, in priority order: `log.retention.ms`, `log.retention.minutes`, ...).
+"""
+
+from __future__ import annotations
+
+from exactly.configs.definition import INT_MAX, LONG_MAX, ConfigDef, ConfigType, OneOf, Range
+from exactly.configs.topic import TOPIC_CONFIGS
+
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+)
+
+# Broker names of topic-config synonyms whose type or default differs from the topic config's
+# (Kafka's hours/minutes variants and the configs whose default is "unset").
+_SYNONYM_OVERRIDES: dict[str, tuple[ConfigType, str | None, str]] = {
+    "log.roll.ms": (LONG, None, "The maximum time before a new segment is rolled (ms); else log.roll.hours."),
+    "log.roll.hours": (INT, "168", "The maximum time before a new segment is rolled (hours)."),
+    "log.roll.jitter.ms": (LONG, None, "The maximum jitter subtracted from the roll time (ms)."),
+    "log.roll.jitter.hours": (INT, "0", "The maximum jitter subtracted from the roll time (hours)."),
+    "log.retention.ms": (LONG, None, "How long to keep a segment (ms); else log.retention.minutes."),
+    "log.retention.minutes": (INT, None, "How long to keep a segment (minutes); else log.retention.hours."),
+    "log.retention.hours": (INT, "168", "How long to keep a segment (hours)."),
+    "log.flush.interval.ms": (LONG, None, "Fsync data this old (ms); else log.flush.scheduler.interval.ms."),
+    "log.flush.scheduler.interval.ms": (LONG, str(LONG_MAX), "How often the flusher checks the logs (ms)."),
+}
+
+
+def _synonym_defs() -> list[ConfigDef]:
+    out = []
+    for topic in TOPIC_CONFIGS.values():
+        for synonym in topic.synonyms:
+            type_, default, doc = _SYNONYM_OVERRIDES.get(
+                synonym.name, (topic.type, topic.default, f"The default {topic.name} of topics. {topic.doc}")
+            )
+            validator = topic.validator if synonym.factor == 1 else Range(1 if "roll" in synonym.name else -1)
+            if synonym.name == "log.roll.jitter.hours":
+                validator = Range(0)
+            out.append(ConfigDef(synonym.name, type_, default, doc, validator, dynamic=True))
+    return out
+
+
+def _rw(
+    name: str, type_: ConfigType, default: str | None, doc: str, validator: Range | None = None
+) -> ConfigDef:
+    return ConfigDef(name, type_, default, doc, validator, dynamic=True)
+
+
+def _ro(
+    name: str, type_: ConfigType, default: str | None, doc: str, validator: Range | OneOf | None = None
+) -> ConfigDef:
+    return ConfigDef(name, type_, default, doc, validator)
+
+
+_DEFS = [
+    _ro("node.id", INT, "-1", "The id of this broker (its replica id).", Range(0, INT_MAX)),
+    _ro("broker.id", INT, "-1", "Synonym of node.id.", Range(0, INT_MAX)),
+    _ro("listeners", STRING, "PLAINTEXT://:9092", "The address the broker listens on."),
+    _ro(
+        "advertised.listeners",
+        STRING,
+        None,
+        "The address clients are told to connect to (default: listeners).",
+    ),
+    _ro("log.dirs", LIST, None, "The directory of the broker's data (the first of a list)."),
+    _ro("log.dir", STRING, "/tmp/kafka-logs", "The data directory when log.dirs is not set."),
+    _ro("cluster.id", STRING, "exactly-cluster", "The id of the cluster (exactly: a setting)."),
+    _ro("num.partitions", INT, "1", "The default number of partitions of a new topic.", Range(1)),
+    _ro(
+        "default.replication.factor", INT, "1", "The default replication factor (one broker: 1).", Range(1, 1)
+    ),
+    _ro(
+        "auto.create.topics.enable", BOOLEAN, "true", "Create a topic when a client asks for an unknown one."
+    ),
+    _ro("delete.topic.enable", BOOLEAN, "true", "Whether DeleteTopics deletes."),
+    _ro("socket.request.max.bytes", INT, "104857600", "The largest request the broker reads.", Range(1)),
+    _ro("connections.max.idle.ms", LONG, "600000", "Close connections idle this long (-1: never)."),
+    _ro("log.retention.check.interval.ms", LONG, "300000", "How often retention is checked.", Range(1)),
+    _ro(
+        "log.flush.offset.checkpoint.interval.ms",
+        INT,
+        "60000",
+        "How often recovery points are saved.",
+        Range(0),
+    ),
+    _ro(
+        "producer.id.expiration.check.interval.ms", INT, "600000", "How often idle producer ids are removed."
+    ),
+    _rw(
+        "producer.id.expiration.ms", INT, "86400000", "How long an idle producer id is remembered.", Range(1)
+    ),
+    _rw(
+        "log.cleaner.backoff.ms",
+        LONG,
+        "15000",
+        "How long the cleaner sleeps when no log needs cleaning.",
+        Range(0),
+    ),
+    _rw(
+        "log.cleaner.threads", INT, "1", "Cleaner threads (accepted; exactly has one cleaner task).", Range(0)
+    ),
+    _rw("log.cleaner.dedupe.buffer.size", LONG, "134217728", "Cleaner dedupe memory (accepted)."),
+    _rw("log.cleaner.io.buffer.size", INT, "524288", "Cleaner I/O buffer (accepted).", Range(0)),
+    _rw("log.cleaner.io.buffer.load.factor", DOUBLE, "0.9", "Cleaner dedupe buffer load factor (accepted)."),
+    _rw(
+        "log.cleaner.io.max.bytes.per.second", DOUBLE, "1.7976931348623157E308", "Cleaner I/O cap (accepted)."
+    ),
+    _rw("num.io.threads", INT, "8", "Request handler threads (accepted; one event loop).", Range(1)),
+    _rw("num.network.threads", INT, "3", "Network threads (accepted; one event loop).", Range(1)),
+    _rw("background.threads", INT, "10", "Background task threads (accepted).", Range(1)),
+    _rw(
+        "num.recovery.threads.per.data.dir",
+        INT,
+        "1",
+        "Recovery threads per data directory (accepted).",
+        Range(1),
+    ),
+    _rw("num.replica.fetchers", INT, "1", "Replica fetcher threads (accepted; one broker).", Range(1)),
+    _ro("offsets.topic.num.partitions", INT, "50", "Partitions of __consumer_offsets.", Range(1)),
+    _ro("offsets.topic.segment.bytes", INT, "104857600", "Segment size of __consumer_offsets.", Range(1)),
+    _ro(
+        "offsets.retention.minutes",
+        INT,
+        "10080",
+        "How long committed offsets of an empty group live.",
+        Range(1),
+    ),
+    _ro(
+        "offsets.retention.check.interval.ms",
+        LONG,
+        "600000",
+        "How often stale offsets are looked for.",
+        Range(1),
+    ),
+    _ro("group.min.session.timeout.ms", INT, "6000", "The smallest session timeout a member may ask."),
+    _ro("group.max.session.timeout.ms", INT, "1800000", "The largest session timeout a member may ask."),
+    _ro("group.initial.rebalance.delay.ms", INT, "3000", "How long the first rebalance of a group waits."),
+    _ro("transaction.state.log.num.partitions", INT, "50", "Partitions of __transaction_state.", Range(1)),
+    _ro(
+        "transaction.state.log.segment.bytes",
+        INT,
+        "104857600",
+        "Segment size of __transaction_state.",
+        Range(1),
+    ),
+    _ro(
+        "transaction.max.timeout.ms",
+        INT,
+        "900000",
+        "The largest transaction timeout a producer may ask.",
+        Range(1),
+    ),
+    _ro(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        INT,
+        "10000",
+        "How often timed-out transactions are aborted.",
+        Range(1),
+    ),
+    _ro(
+        "transactional.id.expiration.ms",
+        INT,
+        "604800000",
+        "How long an idle transactional id lives.",
+        Range(1),
+    ),
+    _ro(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        INT,
+        "3600000",
+        "How often expired transactional ids are removed.",
+        Range(1),
+    ),
+    _ro("exactly.debug.end.txn.pause", STRING, "", "Testing only: park EndTxn marker writing at a step."),
+    *_synonym_defs(),
+]
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
+_GROUPS: dict[str, tuple[str, ...]] = {}
+for _topic in TOPIC_CONFIGS.values():
+    _names = tuple(s.name for s in _topic.synonyms)
+    for _name in _names:
+        _GROUPS[_name] = _names
+_GROUPS["node.id"] = _GROUPS["broker.id"] = ("node.id", "broker.id")
+_GROUPS["log.dirs"] = _GROUPS["log.dir"] = ("log.dirs", "log.dir")
+
+
+def synonym_group(name: str) -> tuple[str, ...]:
+    """The broker configs that set the same value as `name`, highest priority first."""
+    return _GROUPS.get(name, (name,))
