@@ -21,8 +21,11 @@
   older than their timeout; `transaction.remove.expired.transaction.cleanup.interval.ms` expires idle ids.
 * KIP-890 part 1: `verification_guard` gives partition logs the check that a producer's first
   transactional batch on a partition belongs to its ongoing transaction.
-* Testing hook `exactly.debug.end.txn.pause` parks every marker job at one step (after PrepareX is
-  durable, after the first marker, after all markers) so a test can kill -9 the broker there.
+* Testing hooks: `exactly.debug.end.txn.pause` parks every marker job at one step (after PrepareX is
+  durable, after the first marker, after all markers) so a test can kill -9 the broker there;
+  `exactly.debug.marker.delay.ms` delays every marker job (markers slowed down as by a loaded machine).
+* DEBUG logging traces every request of a transactional id: the coordinator's answer, the id's state
+  and pending transition, and every applied transition.
 """
 
 from __future__ import annotations
@@ -310,6 +313,8 @@ class TransactionService:
 
     async def _write_markers(self, job: MarkerJob) -> None:
         await self._debug_pause("prepare-written", job)
+        if self._broker.config.debug_marker_delay_ms:
+            await asyncio.sleep(self._broker.config.debug_marker_delay_ms / 1000)
         remaining = sorted(job.partitions)
         attempt = 0
         while remaining:
