@@ -11,12 +11,14 @@ waits while markers are written (Kafka's pending CompleteX), and the abort of a 
 AddPartitions was answered CONCURRENT_TRANSACTIONS is done instead of INVALID_TXN_STATE.
 
 `test_abort_behind_a_waiting_add_partitions` forces the race with slow markers
-(`exactly.debug.marker.delay.ms`); `test_soak_under_cpu_load` is the reported scenario, with two
-busy-loop processes on the machine.
+(`exactly.debug.marker.delay.ms`) for librdkafka, and shows that kafka-python and aiokafka, which retry
+the AddPartitionsToTxn before they send EndTxn, get a real abort; `test_soak_under_cpu_load` is the
+reported scenario, with two busy-loop processes on the machine.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -33,6 +35,8 @@ from tests.interop.txn_support import consume_values, describe_transaction, wait
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 ENDED = {"Empty", "CompleteCommit", "CompleteAbort"}
+# the broker's DEBUG trace of an AddPartitionsToTxn told to wait for the previous commit's markers
+ADD_REFUSED = r"ADD_PARTITIONS_TO_TXN v\d \([^)]*\) of 'app': CONCURRENT_TRANSACTIONS"
 
 
 def _wait_for_log(broker: BrokerProcess, pattern: str, after: int, timeout: float = 30.0) -> int:
@@ -74,7 +78,7 @@ def test_abort_behind_a_waiting_add_partitions(
         for i in range(50):
             producer.produce("t", f"aborted-{i}".encode())
         # The AddPartitionsToTxn reached the coordinator and waits for the commit to complete.
-        _wait_for_log(broker, r"ADD_PARTITIONS_TO_TXN v\d \([^)]*\) of 'app': CONCURRENT_TRANSACTIONS", seen)
+        _wait_for_log(broker, ADD_REFUSED, seen)
         producer.abort_transaction(30)  # librdkafka sends EndTxn(abort) behind it (txn_req_cnt > 0)
         wait_for_state(broker.bootstrap, "app", {state_after_abort}, timeout=30)  # never Ongoing
         log = broker.full_log()[seen:]
@@ -86,6 +90,67 @@ def test_abort_behind_a_waiting_add_partitions(
         producer.flush(10)
         values = consume_values(broker.bootstrap, [("t", 0)], "read_committed", 2)
         assert values == [b"committed-1", b"committed-2"]
+        wait_for_state(broker.bootstrap, "app", {"CompleteCommit"}, timeout=30)
+
+
+def _kafka_python_abort_behind_slow_markers(broker: BrokerProcess) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="app", linger_ms=2)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"committed-1")
+    producer.commit_transaction()
+    seen = len(broker.full_log())
+    producer.begin_transaction()
+    for i in range(50):
+        producer.send("t", f"aborted-{i}".encode())
+    _wait_for_log(broker, ADD_REFUSED, seen)
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send("t", b"committed-2")
+    producer.commit_transaction()
+    producer.close()
+
+
+async def _aiokafka_abort_behind_slow_markers(broker: BrokerProcess) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="app", linger_ms=2)
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        await producer.send("t", b"committed-1")
+        await producer.commit_transaction()
+        seen = len(broker.full_log())
+        await producer.begin_transaction()
+        for i in range(50):
+            await producer.send("t", f"aborted-{i}".encode())
+        await asyncio.to_thread(_wait_for_log, broker, ADD_REFUSED, seen)
+        await producer.abort_transaction()
+        await producer.begin_transaction()
+        await producer.send("t", b"committed-2")
+        await producer.commit_transaction()
+    finally:
+        await producer.stop()
+
+
+@pytest.mark.parametrize("marker_delay_ms", [300, 1500])
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_other_clients_abort_behind_slow_markers(tmp_path: Path, client: str, marker_delay_ms: int) -> None:
+    """kafka-python and aiokafka retry the refused AddPartitionsToTxn until the commit completes and
+    only then send EndTxn(abort): a real abort of the (empty) transaction."""
+    settings = (f"exactly.debug.marker.delay.ms={marker_delay_ms}",)
+    with BrokerProcess(tmp_path / "data", *settings, log_level="DEBUG") as broker:
+        create_topic(broker.bootstrap, "t", 1)
+        if client == "kafka-python":
+            _kafka_python_abort_behind_slow_markers(broker)
+        else:
+            asyncio.run(_aiokafka_abort_behind_slow_markers(broker))
+        values = consume_values(broker.bootstrap, [("t", 0)], "read_committed", 2)
+        assert values == [b"committed-1", b"committed-2"]
+        ends = re.findall(r"END_TXN v\d \([^)]*\) (commit|abort) of 'app': (\w+)", broker.full_log())
+        assert ends == [("commit", "NONE"), ("abort", "NONE"), ("commit", "NONE")]
         wait_for_state(broker.bootstrap, "app", {"CompleteCommit"}, timeout=30)
 
 
