@@ -16,6 +16,7 @@ def test_defaults_are_kafkas() -> None:
     assert config.transactional_id_expiration_ms == 604_800_000
     assert config.transaction_remove_expired_transaction_cleanup_interval_ms == 3_600_000
     assert config.debug_end_txn_pause == ""
+    assert config.debug_marker_delay_ms == 0
 
 
 def test_overrides() -> None:
@@ -27,6 +28,7 @@ def test_overrides() -> None:
             "transactional.id.expiration.ms": "1000",
             "transaction.remove.expired.transaction.cleanup.interval.ms": "200",
             "exactly.debug.end.txn.pause": "markers-written",
+            "exactly.debug.marker.delay.ms": "250",
         }
     )
     assert config.transaction_state_log_num_partitions == 5
@@ -35,6 +37,7 @@ def test_overrides() -> None:
     assert config.transactional_id_expiration_ms == 1000
     assert config.transaction_remove_expired_transaction_cleanup_interval_ms == 200
     assert config.debug_end_txn_pause == "markers-written"
+    assert config.debug_marker_delay_ms == 250
 
 
 @pytest.mark.parametrize(
@@ -43,6 +46,7 @@ def test_overrides() -> None:
         ("transaction.state.log.num.partitions", "0", "outside"),
         ("transaction.max.timeout.ms", "soon", "expected an integer"),
         ("exactly.debug.end.txn.pause", "after-lunch", "must be one of"),
+        ("exactly.debug.marker.delay.ms", "-1", "outside"),
     ],
 )
 def test_invalid_values_are_one_line_errors(key: str, value: str, expected: str) -> None:

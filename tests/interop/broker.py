@@ -43,10 +43,13 @@ def wait_until_listening(proc: subprocess.Popen[bytes], port: int, timeout: floa
 class BrokerProcess:
     """`exactly serve` in a subprocess, on a fixed free port so that it can be killed and restarted."""
 
-    def __init__(self, data_dir: Path, *settings: str, port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *settings: str, port: int | None = None, log_level: str = "INFO"
+    ) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
         self.settings = list(settings)
+        self.log_level = log_level
         self.log_path = data_dir.parent / f"broker-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -56,7 +59,7 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(self.data_dir)]
-        args += ["--listen", self.bootstrap]
+        args += ["--listen", self.bootstrap, "--log-level", self.log_level]
         for item in self.settings:
             args += ["--set", item]
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child's lifetime)
@@ -67,6 +70,12 @@ class BrokerProcess:
 
     def log(self) -> str:
         return _tail(self.log_path)
+
+    def full_log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
 
     def kill(self) -> None:
         """SIGKILL: no clean shutdown."""

@@ -239,7 +239,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
         pid, epoch = self.stale[txn_id]
         c = self.h.coordinator
         assert c.add_partitions(txn_id, pid, epoch, partitions).transit is None
-        assert c.end_transaction(txn_id, pid, epoch, commit).transit is None
+        ended = c.end_transaction(txn_id, pid, epoch, commit)
+        assert ended.transit is None
+        # Fenced before any state check, whatever the id's state (Kafka's endTransaction order).
+        assert ended.error in (E.PRODUCER_FENCED, E.INVALID_PRODUCER_ID_MAPPING)
         assert c.verify(txn_id, pid, epoch, partitions[0][0], partitions[0][1]) != E.NONE
 
     @rule(

@@ -117,6 +117,8 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     ),
     # testing only: park the marker writer of every EndTxn at this step (see broker/transactions.py)
     "exactly.debug.end.txn.pause": ("debug_end_txn_pause", _pause_step),
+    # testing only: every marker job waits this long before its first marker (slow markers on demand)
+    "exactly.debug.marker.delay.ms": ("debug_marker_delay_ms", _int(0, 600_000)),
 }
 
 
@@ -152,6 +154,7 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604_800_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     debug_end_txn_pause: str = ""
+    debug_marker_delay_ms: int = 0
     log: LogConfig = field(default_factory=LogConfig)
     # the Kafka-named settings this config was built from (server.properties, --set): STATIC_BROKER_CONFIG
     properties: Mapping[str, str] = field(default_factory=dict)

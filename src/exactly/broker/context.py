@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from exactly.protocol.api import RequestHeader
+from exactly.protocol.messages import ApiKey
 
 if TYPE_CHECKING:
     from exactly.broker.server import Broker
@@ -21,3 +22,9 @@ class RequestContext:
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def request_name(self) -> str:
+        """For log lines: API, version, connection and correlation id."""
+        key = ApiKey(self.header.api_key).name
+        return f"{key} v{self.version} (connection {self.connection_id}, #{self.header.correlation_id})"

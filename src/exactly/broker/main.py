@@ -26,6 +26,6 @@ async def _serve(config: BrokerConfig) -> None:
         await broker.stop()
 
 
-def serve(config: BrokerConfig) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def serve(config: BrokerConfig, log_level: str = "INFO") -> None:
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     uvloop.run(_serve(config))

@@ -21,8 +21,11 @@
   older than their timeout; `transaction.remove.expired.transaction.cleanup.interval.ms` expires idle ids.
 * KIP-890 part 1: `verification_guard` gives partition logs the check that a producer's first
   transactional batch on a partition belongs to its ongoing transaction.
-* Testing hook `exactly.debug.end.txn.pause` parks every marker job at one step (after PrepareX is
-  durable, after the first marker, after all markers) so a test can kill -9 the broker there.
+* Testing hooks: `exactly.debug.end.txn.pause` parks every marker job at one step (after PrepareX is
+  durable, after the first marker, after all markers) so a test can kill -9 the broker there;
+  `exactly.debug.marker.delay.ms` delays every marker job (markers slowed down as by a loaded machine).
+* DEBUG logging traces every request of a transactional id: the coordinator's answer, the id's state
+  and pending transition, and every applied transition.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from exactly.broker.groups import OFFSETS_TOPIC, append_error
@@ -61,6 +65,12 @@ _CONCURRENT_WAIT_S = 1.0
 _VERIFY_ERRORS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH}
 
 
+@dataclass(slots=True)
+class _Turn:
+    lock: asyncio.Lock
+    users: int = 0
+
+
 class TransactionService:
     def __init__(self, broker: Broker) -> None:
         config = broker.config
@@ -80,6 +90,7 @@ class TransactionService:
         )
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
+        self._turns: dict[str, _Turn] = {}  # id -> its requests, one at a time
         self.loaded_records = 0
 
     # --- lifecycle ---------------------------------------------------------------------------------------
@@ -152,8 +163,16 @@ class TransactionService:
 
     # --- running operations ------------------------------------------------------------------------------
 
-    async def run(self, op: Callable[[TransactionCoordinator], TxnResult]) -> TxnResult:
-        """Run an operation; its transition (if any) is durable and applied before this returns.
+    async def run(
+        self, transactional_id: str, op: Callable[[TransactionCoordinator], TxnResult], what: str = ""
+    ) -> TxnResult:
+        """Run an operation on `transactional_id`; its transition (if any) is durable and applied before
+        this returns.
+
+        The requests of one transactional.id run one at a time, in arrival order (across connections
+        too), as Kafka's one-request-at-a-time connections and its per-id lock make them: a client may
+        pipeline EndTxn behind the AddPartitionsToTxn it sent for the same transaction (librdkafka's
+        abort does, issue 10), and that EndTxn must see the transaction the AddPartitions opened.
 
         CONCURRENT_TRANSACTIONS (a transition of the id is being appended, or its markers are being
         written) is not answered at once: the request waits up to `_CONCURRENT_WAIT_S` for the id's
@@ -161,22 +180,53 @@ class TransactionService:
         retry.backoff.ms, 100 ms) that would otherwise stall every transaction that starts right after
         a commit while its markers are written.
         """
-        await self.ensure_topic()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _CONCURRENT_WAIT_S
-        while True:
-            result = op(self.coordinator)
-            if result.transit is not None:
-                # Shielded: the record is appended, so it is applied (or its failure undone) even when the
-                # requester disconnects and its request is cancelled; else the id would stay pending.
-                error = await asyncio.shield(self._spawn(self._commit(result)))
-                if error:
-                    return TxnResult(result.transactional_id, error)
-            if result.error != ErrorCode.CONCURRENT_TRANSACTIONS or loop.time() >= deadline:
-                return result
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(deadline):
-                    await self._next_transition(result.transactional_id)
+        async with self._turn(transactional_id):
+            await self.ensure_topic()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + _CONCURRENT_WAIT_S
+            while True:
+                result = op(self.coordinator)
+                if log.isEnabledFor(logging.DEBUG):
+                    self._trace(what, result)
+                if result.transit is not None:
+                    # Shielded: the record is appended, so it is applied (or its failure undone) even
+                    # when the requester disconnects and its request is cancelled; else the id would
+                    # stay pending.
+                    error = await asyncio.shield(self._spawn(self._commit(result)))
+                    if error:
+                        return TxnResult(result.transactional_id, error)
+                if result.error != ErrorCode.CONCURRENT_TRANSACTIONS or loop.time() >= deadline:
+                    return result
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout_at(deadline):
+                        await self._next_transition(result.transactional_id)
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, transactional_id: str) -> AsyncIterator[None]:
+        """Wait for the id's earlier requests to finish (FIFO; no wait, so no reordering, when idle)."""
+        turn = self._turns.get(transactional_id)
+        if turn is None:
+            turn = self._turns[transactional_id] = _Turn(asyncio.Lock())
+        turn.users += 1
+        try:
+            async with turn.lock:
+                yield
+        finally:
+            turn.users -= 1
+            if not turn.users:
+                del self._turns[transactional_id]
+
+    def _trace(self, what: str, result: TxnResult) -> None:
+        txn = self.coordinator.transactions.get(result.transactional_id)
+        log.debug(
+            "%s of %r: %s%s (state %s, pending %s)",
+            what or "operation",
+            result.transactional_id,
+            result.error.name,
+            f" -> {result.transit.state.kafka_name}" if result.transit is not None else "",
+            txn.state.kafka_name if txn is not None else "-",
+            txn.pending_state.kafka_name if txn is not None and txn.pending_state is not None else "-",
+        )
 
     async def _next_transition(self, transactional_id: str) -> None:
         waiter = self._transitions.get(transactional_id)
@@ -218,6 +268,7 @@ class TransactionService:
             log.error("cannot append to %s for transactional id %r: %s", TRANSACTION_TOPIC, txn_id, e)
             return code
         job = self.coordinator.complete_transition(txn_id, transit)
+        log.debug("%r is %s (epoch %d)", txn_id, transit.state.kafka_name, transit.producer_epoch)
         self._transitioned(txn_id)
         if job is not None:
             self._start_markers(job)
@@ -262,6 +313,8 @@ class TransactionService:
 
     async def _write_markers(self, job: MarkerJob) -> None:
         await self._debug_pause("prepare-written", job)
+        if self._broker.config.debug_marker_delay_ms:
+            await asyncio.sleep(self._broker.config.debug_marker_delay_ms / 1000)
         remaining = sorted(job.partitions)
         attempt = 0
         while remaining:

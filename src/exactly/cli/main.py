@@ -81,6 +81,9 @@ def serve(
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="key=value with Kafka config names; repeatable")
     ] = None,
+    log_level: Annotated[
+        str, typer.Option(help="DEBUG, INFO, WARNING or ERROR (DEBUG traces every coordinator request)")
+    ] = "INFO",
 ) -> None:
     """Run the broker."""
     from exactly.broker.config import BrokerConfig, ConfigError, parse_overrides
@@ -97,7 +100,9 @@ def serve(
         broker_config = BrokerConfig.load(config, props)
     except ConfigError as e:
         _fail(str(e))
-    run(broker_config)
+    if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        _fail(f"unknown log level {log_level!r}")
+    run(broker_config, log_level.upper())
 
 
 def _fail(message: str) -> NoReturn:

@@ -19,8 +19,12 @@ versions are the handlers' business):
   whose epoch equals the last epoch gets the current one again.
 * AddPartitionsToTxn / AddOffsetsToTxn: -> Ongoing with the partitions added (no record when they are
   all in the transaction already).
-* EndTxn(commit|abort): Ongoing -> PrepareX, markers, CompleteX. A retry after PrepareX answers
-  CONCURRENT_TRANSACTIONS until CompleteX, then NONE; the other decision is INVALID_TXN_STATE.
+* EndTxn(commit|abort): Ongoing -> PrepareX, markers, CompleteX. A fenced producer gets PRODUCER_FENCED
+  before any state check. While PrepareX's markers are written every EndTxn answers
+  CONCURRENT_TRANSACTIONS (Kafka holds a pending CompleteX then); afterwards a retry gets NONE and the
+  other decision INVALID_TXN_STATE — except the abort of a transaction the coordinator never started
+  because its AddPartitions was answered CONCURRENT_TRANSACTIONS (librdkafka sends that EndTxn), which
+  is done (NONE).
 * verify (KIP-890 part 1): before a partition accepts a producer's first transactional batch.
 * Timeouts: `abort_timed_out` fences and aborts Ongoing transactions older than their timeout.
 * Expiry: `expire` writes tombstones for ids idle longer than `transactional.id.expiration.ms`.
@@ -186,6 +190,10 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]]
     ) -> TxnResult:
         error = self._check_producer(transactional_id, producer_id, epoch)
+        if error == ErrorCode.CONCURRENT_TRANSACTIONS:
+            txn = self.transactions[transactional_id]
+            if txn.state is not _S.ONGOING:
+                txn.unstarted_transaction = True  # the client's next transaction; the last is completing
         if error:
             return TxnResult(transactional_id, error)
         txn = self.transactions[transactional_id]
@@ -222,7 +230,8 @@ class TransactionCoordinator:
             return TxnResult(transactional_id, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if txn.producer_epoch != epoch:
             return TxnResult(transactional_id, ErrorCode.PRODUCER_FENCED)
-        if txn.pending_state is not None:
+        if txn.pending_state is not None or txn.state.is_prepare:
+            # PrepareX: its markers are being written, which Kafka holds as a pending CompleteX.
             return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
         state = txn.state
         if state is _S.ONGOING:
@@ -232,8 +241,14 @@ class TransactionCoordinator:
             return TxnResult(transactional_id, _NONE, transit, producer_id, epoch)
         if state is (_S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT):
             return TxnResult(transactional_id)  # a retry of a transaction that has ended
-        if state is (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
-            return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
+        if not commit and txn.unstarted_transaction:
+            # The abort of a transaction that never started here: its AddPartitionsToTxn was refused
+            # with CONCURRENT_TRANSACTIONS while the previous one completed, and librdkafka aborts such a
+            # transaction with EndTxn instead of retrying the AddPartitions. Nothing was added, so no
+            # partition holds its data: the abort is done. (Kafka answers INVALID_TXN_STATE, which
+            # librdkafka treats as fatal; an abort after a commit the client itself made still gets it.)
+            txn.unstarted_transaction = False
+            return TxnResult(transactional_id)
         return TxnResult(transactional_id, ErrorCode.INVALID_TXN_STATE)
 
     # --- applying ---------------------------------------------------------------------------------------

@@ -65,6 +65,11 @@ class TransactionMetadata:
     previous_producer_id: int = NO_PRODUCER_ID
     pending: TxnTransit | None = None  # a transition whose record is being appended
     fencing: bool = False  # pending PrepareEpochFence: the next PrepareAbort carries a bumped epoch
+    # In memory only: this producer's AddPartitionsToTxn/AddOffsetsToTxn for its next transaction was
+    # answered CONCURRENT_TRANSACTIONS while the previous transaction was still completing, so the client
+    # has begun a transaction that the coordinator has not (see `end_transaction`). Cleared by the next
+    # transition other than CompleteCommit/CompleteAbort, and by the EndTxn(abort) of that transaction.
+    unstarted_transaction: bool = False
 
     @property
     def pending_state(self) -> TxnState | None:
@@ -141,6 +146,8 @@ class TransactionMetadata:
             raise RuntimeError(f"{self.transactional_id}: completing a transition that is not pending")
         self.pending = None
         self.fencing = False
+        if not transit.state.is_complete:
+            self.unstarted_transaction = False
         self.producer_id = transit.producer_id
         self.producer_epoch = transit.producer_epoch
         self.last_producer_epoch = transit.last_producer_epoch

@@ -21,11 +21,13 @@ async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOff
     await groups.ensure_topic()
     partition = groups.coordinator.partition_for(request.group_id)
     result = await ctx.broker.transactions.run(
+        request.transactional_id,
         lambda c: c.add_partitions(
             request.transactional_id,
             request.producer_id,
             request.producer_epoch,
             [(OFFSETS_TOPIC, partition)],
-        )
+        ),
+        ctx.request_name,
     )
     return AddOffsetsToTxnResponse(error_code=fenced_code(result.error, ctx.version, 2))

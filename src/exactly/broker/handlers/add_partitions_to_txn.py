@@ -34,12 +34,14 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Add
         }
     else:
         result = await ctx.broker.transactions.run(
+            request.v3_and_below_transactional_id,
             lambda c: c.add_partitions(
                 request.v3_and_below_transactional_id,
                 request.v3_and_below_producer_id,
                 request.v3_and_below_producer_epoch,
                 wanted,
-            )
+            ),
+            ctx.request_name,
         )
         error = fenced_code(result.error, ctx.version, 2)
         codes = dict.fromkeys(wanted, error)

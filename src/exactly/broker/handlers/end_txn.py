@@ -17,9 +17,11 @@ from exactly.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 @handler(ApiKey.END_TXN)
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     result = await ctx.broker.transactions.run(
+        request.transactional_id,
         lambda c: c.end_transaction(
             request.transactional_id, request.producer_id, request.producer_epoch, request.committed
-        )
+        ),
+        f"{ctx.request_name} {'commit' if request.committed else 'abort'}",
     )
     return EndTxnResponse(error_code=fenced_code(result.error, ctx.version, 2))
 

@@ -22,9 +22,11 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
     if txn_id is None:
         return InitProducerIdResponse(producer_id=ctx.broker.producer_ids.next_id(), producer_epoch=0)
     result = await ctx.broker.transactions.run(
+        txn_id,
         lambda c: c.init_producer_id(
             txn_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch
-        )
+        ),
+        ctx.request_name,
     )
     if result.error:
         error = fenced_code(result.error, ctx.version, 4)
