@@ -84,6 +84,7 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "socket.request.max.bytes": ("socket_request_max_bytes", _int(1, 2**31 - 1)),
     "connections.max.idle.ms": ("connections_max_idle_ms", _int(-1)),
     "message.max.bytes": ("message_max_bytes", _int(0, 2**31 - 1)),
+    "max.request.partition.size.limit": ("max_request_partition_size_limit", _int(1, 2**31 - 1)),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", _int(1)),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", _int(1)),
     "cluster.id": ("cluster_id", _str),
@@ -150,6 +151,7 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000
     message_max_bytes: int = 1_048_588
+    max_request_partition_size_limit: int = 2000  # DescribeTopicPartitions page size cap (KIP-966)
     retention_check_interval_ms: int = 300_000
     producer_id_expiration_check_interval_ms: int = 600_000
     checkpoint_interval_ms: int = 60_000
