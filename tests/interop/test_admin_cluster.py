@@ -110,9 +110,8 @@ def test_advertised_versions(raw: RawClient) -> None:
     assert ranges[ApiKey.ALTER_PARTITION_REASSIGNMENTS] == (0, 1)
     assert ranges[ApiKey.LIST_PARTITION_REASSIGNMENTS] == (0, 0)
     assert ranges[ApiKey.DESCRIBE_TOPIC_PARTITIONS] == (0, 0)
-    # Quotas are not enforced, so their APIs are not offered.
-    assert ApiKey.DESCRIBE_CLIENT_QUOTAS not in ranges
-    assert ApiKey.ALTER_CLIENT_QUOTAS not in ranges
+    assert ranges[ApiKey.DESCRIBE_CLIENT_QUOTAS] == (0, 1)
+    assert ranges[ApiKey.ALTER_CLIENT_QUOTAS] == (0, 1)
 
 
 # --- DescribeLogDirs ----------------------------------------------------------------------------------------

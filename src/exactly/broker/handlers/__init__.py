@@ -3,6 +3,7 @@
 from exactly.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_partition_reassignments,
     api_versions,
     create_partitions,
@@ -10,6 +11,7 @@ from exactly.broker.handlers import (
     delete_groups,
     delete_records,
     delete_topics,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -44,6 +46,7 @@ from exactly.broker.handlers import (
 __all__ = [
     "add_offsets_to_txn",
     "add_partitions_to_txn",
+    "alter_client_quotas",
     "alter_partition_reassignments",
     "api_versions",
     "create_partitions",
@@ -51,6 +54,7 @@ __all__ = [
     "delete_groups",
     "delete_records",
     "delete_topics",
+    "describe_client_quotas",
     "describe_cluster",
     "describe_configs",
     "describe_groups",
