@@ -99,3 +99,20 @@ def test_producer_ids_are_never_reused_after_restart(tmp_path: Path) -> None:
     md2 = ClusterMetadata(tmp_path)
     again = ProducerIdManager(md2, block_size=10)
     assert again.next_id() == 20
+
+
+def test_client_quotas_survive_reopen_and_only_changes_are_appended(tmp_path: Path) -> None:
+    alice_app = (("client-id", "app"), ("user", "alice"))
+    default_client = (("client-id", None),)
+    md = ClusterMetadata(tmp_path)
+    md.alter_client_quotas(alice_app, {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0})
+    md.alter_client_quotas(default_client, {"producer_byte_rate": 512.0})
+    size = (tmp_path / FILE_NAME).stat().st_size
+    md.alter_client_quotas(alice_app, {"producer_byte_rate": 1024.0, "request_percentage": None})
+    assert (tmp_path / FILE_NAME).stat().st_size == size  # no change, nothing appended
+    md.alter_client_quotas(alice_app, {"consumer_byte_rate": None, "request_percentage": 12.5})
+    md.alter_client_quotas(default_client, {"producer_byte_rate": None})
+    md.close()
+
+    again = ClusterMetadata(tmp_path)
+    assert again.client_quotas == {alice_app: {"producer_byte_rate": 1024.0, "request_percentage": 12.5}}
