@@ -65,7 +65,8 @@ class ClientQuotaManager:
 
     def max_value_in_window(self, client_id: str | None) -> float | None:
         """The most a client may move in one quota window (Kafka caps a fetch's max_bytes with it)."""
-        quota = resolve(self._quotas(), self.key.value, ANONYMOUS, client_id or "")
+        quotas = self._quotas()
+        quota = resolve(quotas, self.key.value, ANONYMOUS, client_id or "") if quotas else None
         if quota is None:
             return None
         return quota.bound * (self.samples - 1) * self.window_ms / 1000

@@ -101,7 +101,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     throttle_ms = broker.produce_quotas.record_and_get_throttle_ms(
         ctx.header.client_id, ctx.size, broker.clock.monotonic_ms()
     )
-    await throttle(ctx, throttle_ms, response=acks != 0)
+    if throttle_ms:
+        await throttle(ctx, throttle_ms, response=acks != 0)
     if acks == 0:
         return None
     return ProduceResponse(topics, throttle_time_ms=throttle_ms)
