@@ -115,6 +115,7 @@ def test_alter_and_describe(broker: BrokerProcess) -> None:
         entry({"client-id": "bad"}, producer_byte_rate=1.5),
         entry({"group": "g"}, producer_byte_rate=1.0),
         entry({"user": "alice"}, producer_byte_rate=1.0, **{"connection_creation_rate": 3.0}),
+        entry({"user": None}, producer_byte_rate=1.0),
     )
     assert [(e.error_code, e.error_message) for e in response.entries] == [
         (ErrorCode.NONE, None),
@@ -122,6 +123,7 @@ def test_alter_and_describe(broker: BrokerProcess) -> None:
         (ErrorCode.INVALID_REQUEST, "Quota producer_byte_rate had a non-integer value 1.5"),
         (ErrorCode.INVALID_REQUEST, "Unhandled client quota entity type: group"),
         (ErrorCode.INVALID_REQUEST, "Invalid configuration key connection_creation_rate"),
+        (ErrorCode.INVALID_REQUEST, "Ignoring duplicate entity ClientQuotaEntity(entries={user=null})"),
     ]
     assert [(x.entity_type, x.entity_name) for x in response.entries[0].entity] == [
         ("user", "alice"),

@@ -70,14 +70,16 @@ def make_entity(pairs: Iterable[tuple[str, str | None]]) -> QuotaEntity:
 
 
 def entity_text(entity: QuotaEntity) -> str:
-    return "ClientQuotaEntity(entries={" + ", ".join(f"{t}={n}" for t, n in entity) + "})"
+    """Java's rendering of a ClientQuotaEntity (a default name prints as null)."""
+    names = ", ".join(f"{t}={'null' if n is None else n}" for t, n in entity)
+    return "ClientQuotaEntity(entries={" + names + "})"
 
 
 def validate_alteration(
     pairs: list[tuple[str, str | None]], ops: list[tuple[str, float | None]]
 ) -> dict[str, float | None]:
     """The key -> new value (None = remove) map of one AlterClientQuotas entry, or KafkaError
-    INVALID_REQUEST with Kafka's message."""
+    INVALID_REQUEST with Kafka's message. A type named twice keeps its last name (Kafka builds a map)."""
     changes: dict[str, float | None] = {}
     for key, value in ops:
         if key in changes:
@@ -87,20 +89,14 @@ def validate_alteration(
                 f"{entity_text(make_entity(pairs))}",
             )
         changes[key] = value
-    if not pairs:
+    seen = dict(pairs)
+    if not seen:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
-    seen: dict[str, str | None] = {}
-    for entity_type, name in pairs:
-        if entity_type in seen:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                f"Invalid empty client quota entity, duplicate entity entry {entity_type}",
-            )
+    for entity_type, name in seen.items():
         if entity_type not in ENTITY_TYPES:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unhandled client quota entity type: {entity_type}")
         if name is not None and not name:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Empty {entity_type} not supported")
-        seen[entity_type] = name
     if IP in seen:
         if USER in seen or CLIENT_ID in seen:
             raise KafkaError(
