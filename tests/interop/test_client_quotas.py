@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from exactly.errors import ErrorCode
+from exactly.protocol.api import encode_request
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
@@ -281,18 +282,21 @@ def test_raw_throttled_fetch_is_empty_and_mutes_the_connection(broker: BrokerPro
             isolation_level=0,
             topics=[FetchTopic("raw-fetch-quota", partitions=[FetchPartition(0, -1, 0, -1, -1, 1 << 20)])],
         )
-        responses = [client.request(ApiKey.FETCH, 12, request) for _ in range(3)]
-        served = [r for r in responses if r.responses]
-        throttled = [r for r in responses if r.throttle_time_ms > 0]
-        assert served, responses
-        assert len(bytes(served[0].responses[0].partitions[0].records)) < 12_000  # one batch, not both
-        assert throttled
-        assert all(r.responses == [] for r in throttled)
+        first = client.request(ApiKey.FETCH, 12, request)
+        assert first.throttle_time_ms == 0
+        assert len(bytes(first.responses[0].partitions[0].records)) < 12_000  # one batch, not both
+        # Fetching the same batch again goes over the quota (a loaded machine may need a few tries).
+        for _ in range(5):
+            throttled = client.request(ApiKey.FETCH, 12, request)
+            if throttled.throttle_time_ms > 0:
+                break
+        assert throttled.throttle_time_ms > 0
+        assert throttled.responses == []
         # The connection reads nothing until the throttle time is over.
         start = time.monotonic()
         client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest("t", "1"))
         waited = time.monotonic() - start
-        assert waited >= throttled[-1].throttle_time_ms / 1000 * 0.5, (waited, throttled[-1].throttle_time_ms)
+        assert waited >= throttled.throttle_time_ms / 1000 * 0.8, (waited, throttled.throttle_time_ms)
     finally:
         client.close()
 
@@ -311,3 +315,38 @@ def test_raw_produce_before_kip_219_gets_a_delayed_response(broker: BrokerProces
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
     assert response.throttle_time_ms >= 500
     assert waited >= response.throttle_time_ms / 1000 * 0.9, (waited, response.throttle_time_ms)
+
+
+def test_a_muted_connection_does_not_hold_up_shutdown(tmp_path: Path) -> None:
+    with running_broker(tmp_path / "data", *SETTINGS) as proc:
+        create_topic(proc.bootstrap, "stuck")
+        filler = RawClient(proc.bootstrap, client_id="filler")
+        try:
+            raw_produce(filler, "stuck", batch(10_000), 9)
+        finally:
+            filler.close()
+        # 500 B/s against a 10 KB batch: (10,000 - 500) / 500 * 1 s = about 19 s of throttling.
+        set_quota(proc.bootstrap, "stuck-fetcher", CONSUMER, 500.0)
+        client = RawClient(proc.bootstrap, timeout=TIMEOUT, client_id="stuck-fetcher")
+        try:
+            request = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                topics=[FetchTopic("stuck", partitions=[FetchPartition(0, -1, 0, -1, -1, 1 << 20)])],
+            )
+            response = client.request(ApiKey.FETCH, 12, request)
+            assert response.throttle_time_ms > 15_000
+            assert response.responses == []
+            # A request the muted connection holds back until the broker shuts down.
+            client.send_raw(
+                encode_request(ApiKey.API_VERSIONS, 3, 99, "stuck-fetcher", ApiVersionsRequest("t", "1"))
+            )
+            time.sleep(0.2)  # let it arrive (only to make the test meaningful; passing does not depend on it)
+            start = time.monotonic()
+            assert proc.stop(timeout=TIMEOUT) == 0
+            assert time.monotonic() - start < 10, "shutdown waited for the throttle"
+        finally:
+            client.close()

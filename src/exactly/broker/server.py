@@ -301,6 +301,7 @@ class Connection:
         self.id = connection_id
         self._in_flight: set[asyncio.Future[list[p.Chunk] | None]] = set()
         self._muted_until = 0.0  # loop time before which nothing more is read (quota throttling)
+        self._closing = asyncio.Event()  # ends a mute early when the broker shuts the connection
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
@@ -312,9 +313,6 @@ class Connection:
         idle = config.connections_max_idle_ms / 1000 if config.connections_max_idle_ms > 0 else None
         try:
             while not writer_task.done():
-                muted = self._muted_until - asyncio.get_running_loop().time()
-                if muted > 0:
-                    await asyncio.sleep(muted)
                 try:
                     data = await asyncio.wait_for(self.reader.read(_READ_SIZE), idle)
                 except TimeoutError:
@@ -322,6 +320,13 @@ class Connection:
                     break
                 if not data:
                     break
+                # A throttled client's requests wait (also those that arrived while it was being muted).
+                muted = self._muted_until - asyncio.get_running_loop().time()
+                if muted > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._closing.wait(), muted)
+                    if self._closing.is_set():
+                        break
                 for frame in decoder.frames(data):
                     await pending.put(self._dispatch(frame))
         except ProtocolError as e:
@@ -370,6 +375,7 @@ class Connection:
 
     def close(self) -> None:
         """Shut down: drop in-flight requests and close the socket (the read loop then sees EOF)."""
+        self._closing.set()
         for future in list(self._in_flight):
             future.cancel()
         self.writer.close()
