@@ -71,3 +71,11 @@ def test_overrides() -> None:
     assert parse_overrides(["a=1", "b.c = x=y"]) == {"a": "1", "b.c": "x=y"}
     with pytest.raises(ConfigError):
         parse_overrides(["novalue"])
+
+
+def test_max_request_partition_size_limit() -> None:
+    assert BrokerConfig().max_request_partition_size_limit == 2000
+    config = BrokerConfig.from_properties({"max.request.partition.size.limit": "5"})
+    assert config.max_request_partition_size_limit == 5
+    with pytest.raises(ConfigError):
+        BrokerConfig.from_properties({"max.request.partition.size.limit": "0"})

@@ -112,3 +112,20 @@ def test_run_time_broker_configs_survive_reopen(tmp_path: Path) -> None:
     again.set_broker_configs("", {})
     again.close()
     assert ClusterMetadata(tmp_path).broker_configs == {"0": {"num.io.threads": "5"}}
+
+
+def test_client_quotas_survive_reopen_and_only_changes_are_appended(tmp_path: Path) -> None:
+    alice_app = (("client-id", "app"), ("user", "alice"))
+    default_client = (("client-id", None),)
+    md = ClusterMetadata(tmp_path)
+    md.alter_client_quotas(alice_app, {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0})
+    md.alter_client_quotas(default_client, {"producer_byte_rate": 512.0})
+    size = (tmp_path / FILE_NAME).stat().st_size
+    md.alter_client_quotas(alice_app, {"producer_byte_rate": 1024.0, "request_percentage": None})
+    assert (tmp_path / FILE_NAME).stat().st_size == size  # no change, nothing appended
+    md.alter_client_quotas(alice_app, {"consumer_byte_rate": None, "request_percentage": 12.5})
+    md.alter_client_quotas(default_client, {"producer_byte_rate": None})
+    md.close()
+
+    again = ClusterMetadata(tmp_path)
+    assert again.client_quotas == {alice_app: {"producer_byte_rate": 1024.0, "request_percentage": 12.5}}

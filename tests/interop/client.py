@@ -11,7 +11,8 @@ from exactly.protocol.framing import FrameDecoder
 
 
 class RawClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "raw-test") -> None:
+        self.client_id = client_id
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.decoder = FrameDecoder()
@@ -38,7 +39,7 @@ class RawClient:
 
     def request(self, api_key: int, version: int, body: Any) -> Any:
         self.correlation_id += 1
-        self.sock.sendall(encode_request(api_key, version, self.correlation_id, "raw-test", body))
+        self.sock.sendall(encode_request(api_key, version, self.correlation_id, self.client_id, body))
         correlation_id, response = decode_response(api_key, version, self.read_frame())
         assert correlation_id == self.correlation_id
         return response

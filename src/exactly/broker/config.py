@@ -89,6 +89,9 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "socket.request.max.bytes": ("socket_request_max_bytes", _int(1, 2**31 - 1)),
     "connections.max.idle.ms": ("connections_max_idle_ms", _int(-1)),
     "message.max.bytes": ("message_max_bytes", _int(0, 2**31 - 1)),
+    "max.request.partition.size.limit": ("max_request_partition_size_limit", _int(1, 2**31 - 1)),
+    "quota.window.num": ("quota_window_num", _int(1, 1000)),
+    "quota.window.size.seconds": ("quota_window_size_seconds", _int(1, 3600)),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", _int(1)),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", _int(1)),
     "cluster.id": ("cluster_id", _str),
@@ -136,6 +139,9 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000
     message_max_bytes: int = 1_048_588
+    max_request_partition_size_limit: int = 2000  # DescribeTopicPartitions page size cap (KIP-966)
+    quota_window_num: int = 11  # client quotas: samples of quota_window_size_seconds each
+    quota_window_size_seconds: int = 1
     retention_check_interval_ms: int = 300_000
     producer_id_expiration_check_interval_ms: int = 600_000
     checkpoint_interval_ms: int = 60_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,8 @@ class RequestContext:
     header: RequestHeader
     connection_id: int
     peer: str
+    size: int = 0  # the request's bytes on the wire (header and body), what Kafka's produce quota counts
+    mute: Callable[[int], None] = lambda ms: None  # stop reading the connection for `ms` (quota throttling)
 
     @property
     def version(self) -> int:

@@ -37,6 +37,8 @@ from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_
 from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+from exactly.quotas.entities import QuotaKey
+from exactly.quotas.manager import ClientQuotaManager
 from exactly.storage.config import LogConfig
 from exactly.storage.log import PartitionLog
 from exactly.storage.log_manager import LogManager
@@ -69,6 +71,19 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.metadata)
         self.groups = GroupService(self)
         self.transactions = TransactionService(self)
+        window_ms = config.quota_window_size_seconds * 1000
+        self.produce_quotas = ClientQuotaManager(
+            QuotaKey.PRODUCER_BYTE_RATE,
+            lambda: self.metadata.client_quotas,
+            config.quota_window_num,
+            window_ms,
+        )
+        self.fetch_quotas = ClientQuotaManager(
+            QuotaKey.CONSUMER_BYTE_RATE,
+            lambda: self.metadata.client_quotas,
+            config.quota_window_num,
+            window_ms,
+        )
         self._data_waiter: asyncio.Future[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.Server | None = None
@@ -311,6 +326,8 @@ class Connection:
         self.writer = writer
         self.id = connection_id
         self._in_flight: set[asyncio.Future[list[p.Chunk] | None]] = set()
+        self._muted_until = 0.0  # loop time before which nothing more is read (quota throttling)
+        self._closing = asyncio.Event()  # ends a mute early when the broker shuts the connection
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
@@ -329,6 +346,13 @@ class Connection:
                     break
                 if not data:
                     break
+                # A throttled client's requests wait (also those that arrived while it was being muted).
+                muted = self._muted_until - asyncio.get_running_loop().time()
+                if muted > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._closing.wait(), muted)
+                    if self._closing.is_set():
+                        break
                 for frame in decoder.frames(data):
                     await pending.put(self._dispatch(frame))
         except ProtocolError as e:
@@ -364,14 +388,20 @@ class Connection:
             raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
         if header.api_version > advertised_max(key):
             raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
-        context = RequestContext(self.broker, header, self.id, self.peer)
+        context = RequestContext(self.broker, header, self.id, self.peer, len(frame), self.mute)
         future = asyncio.ensure_future(self._run(handler, context, body))
         self._in_flight.add(future)
         future.add_done_callback(self._in_flight.discard)
         return future
 
+    def mute(self, ms: int) -> None:
+        """Read nothing more from this client for `ms` (Kafka mutes a throttled client's channel)."""
+        until = asyncio.get_running_loop().time() + ms / 1000
+        self._muted_until = max(self._muted_until, until)
+
     def close(self) -> None:
         """Shut down: drop in-flight requests and close the socket (the read loop then sees EOF)."""
+        self._closing.set()
         for future in list(self._in_flight):
             future.cancel()
         self.writer.close()

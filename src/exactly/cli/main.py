@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from exactly import __version__
-from exactly.cli import bench, log_dump, topics
+from exactly.cli import bench, log_dirs, log_dump, topics
 from exactly.cli import consume as consume_cmd
 from exactly.cli import produce as produce_cmd
 from exactly.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, one_line
@@ -44,6 +44,7 @@ Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} 
   exactly groups reset-offsets GROUP --topic T (--to-earliest|--to-latest|--to-offset N|--shift-by N)
                         [--execute]
   exactly groups delete GROUP...
+  exactly log-dirs describe [--topic T]  the log dir's free space and each partition's size on disk
 
 Benchmarks:
   exactly bench broker|codec|storage|txn  figures next to the machine's own bounds
@@ -114,6 +115,7 @@ app.add_typer(topics.app, name="topics")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.add_typer(log_dump.app, name="log")
+app.add_typer(log_dirs.app, name="log-dirs")
 app.add_typer(bench.app, name="bench")
 app.add_typer(groups_app, name="groups")
 app.add_typer(txn_app, name="txn")

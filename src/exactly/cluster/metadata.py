@@ -13,6 +13,9 @@ change takes effect (ARCHITECTURE invariants 2 and 7):
     {"op": "broker_configs", "resource": "", "configs": {"k": "v"}}
         run-time broker configs (the complete set) of the cluster default (resource "") or of one broker
         (its id); DescribeConfigs calls them DYNAMIC_DEFAULT_BROKER_CONFIG / DYNAMIC_BROKER_CONFIG
+    {"op": "client_quotas", "entity": [["client-id", "c"], ["user", null]],
+     "values": {"producer_byte_rate": 1024.0, "consumer_byte_rate": null}}
+                      (an entity's changed quota values, null removes one; type order; null name = default)
 
 Loading replays the lines in order. A torn or corrupt *last* line (a crash mid-append) is cut off; a
 corrupt line followed by valid ones means the file was damaged, and loading refuses to guess.
@@ -31,6 +34,7 @@ from typing import Any
 import crc32c
 
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
+from exactly.quotas.entities import QuotaEntity
 
 FILE_NAME = "__cluster_metadata.log"
 MAX_TOPIC_NAME = 249
@@ -74,6 +78,7 @@ class ClusterMetadata:
         self.topics: dict[str, TopicInfo] = {}
         self.next_producer_id_block = 0
         self.broker_configs: dict[str, dict[str, str]] = {}  # resource name ("" or a broker id) -> set
+        self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         data_dir.mkdir(parents=True, exist_ok=True)
         self._load()
@@ -134,6 +139,20 @@ class ClusterMetadata:
         self._append({"op": "producer_ids", "next": start + count})
         return range(start, start + count)
 
+    def alter_client_quotas(self, entity: QuotaEntity, changes: dict[str, float | None]) -> None:
+        """Set `entity`'s quota values (None removes one); only actual changes are appended, in one record.
+        An entity left without values is forgotten (as Kafka's ClientQuotasImage)."""
+        current = self.client_quotas.get(entity, {})
+        effective = {
+            key: value
+            for key, value in changes.items()
+            if (key in current if value is None else current.get(key) != value)
+        }
+        if effective:
+            self._append(
+                {"op": "client_quotas", "entity": [list(pair) for pair in entity], "values": effective}
+            )
+
     def _get(self, name: str) -> TopicInfo:
         topic = self.topics.get(name)
         if topic is None:
@@ -159,6 +178,9 @@ class ClusterMetadata:
             else:
                 self.broker_configs.pop(str(record["resource"]), None)
             return
+        if op == "client_quotas":
+            self._apply_client_quotas(record)
+            return
         name = record["topic"]
         if op == "create":
             topic = TopicInfo(name, uuid.UUID(hex=record["id"]), int(record["partitions"]), record["configs"])
@@ -176,6 +198,19 @@ class ClusterMetadata:
                 raise CorruptMetadataError(f"unknown metadata record {op!r}")
         self.topics[name] = topic
         self._by_id[topic.topic_id] = topic
+
+    def _apply_client_quotas(self, record: dict[str, Any]) -> None:
+        entity: QuotaEntity = tuple((str(t), None if n is None else str(n)) for t, n in record["entity"])
+        values = dict(self.client_quotas.get(entity, {}))
+        for key, value in record["values"].items():
+            if value is None:
+                values.pop(key, None)
+            else:
+                values[key] = float(value)
+        if values:
+            self.client_quotas[entity] = values
+        else:
+            self.client_quotas.pop(entity, None)
 
     def _load(self) -> None:
         try:

@@ -188,7 +188,23 @@ _DEFS = [
         "How often expired transactional ids are removed.",
         Range(1),
     ),
+    _ro(
+        "max.request.partition.size.limit",
+        INT,
+        "2000",
+        "The most partitions one DescribeTopicPartitions response holds (KIP-966).",
+        Range(1, INT_MAX),
+    ),
+    _ro("quota.window.num", INT, "11", "Samples kept of each client quota's rate.", Range(1, 1000)),
+    _ro("quota.window.size.seconds", INT, "1", "The time span of one quota sample.", Range(1, 3600)),
     _ro("exactly.debug.end.txn.pause", STRING, "", "Testing only: park EndTxn marker writing at a step."),
+    _ro(
+        "exactly.debug.marker.delay.ms",
+        INT,
+        "0",
+        "Testing only: delay every transaction marker write this long.",
+        Range(0, 600_000),
+    ),
     *_synonym_defs(),
 ]
 

@@ -26,6 +26,7 @@ import logging
 import os
 import shutil
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from exactly.clock import Clock
@@ -39,6 +40,16 @@ from exactly.storage.log import PartitionLog
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+_JAVA_LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSpace:
+    """The file system holding a data directory, in bytes (Java's FileStore total / usable space)."""
+
+    total_bytes: int
+    usable_bytes: int
 
 
 class LogManager:
@@ -138,6 +149,19 @@ class LogManager:
         os.replace(path, doomed)
         files.fsync_dir(self.data_dir)
         shutil.rmtree(doomed, ignore_errors=True)
+
+    @property
+    def absolute_path(self) -> str:
+        """The data directory as Kafka names a log dir: absolute, symlinks not resolved."""
+        return os.path.abspath(self.data_dir)
+
+    def disk_space(self) -> DiskSpace:
+        """statvfs of the data directory (OSError when the file system cannot be asked); usable space is
+        what an unprivileged process may still write (f_bavail), as Java's getUsableSpace."""
+        st = os.statvfs(self.data_dir)
+        return DiskSpace(
+            min(st.f_blocks * st.f_frsize, _JAVA_LONG_MAX), min(st.f_bavail * st.f_frsize, _JAVA_LONG_MAX)
+        )
 
     # -- periodic work (the broker calls these from its timers) ---------------------------------------------
 

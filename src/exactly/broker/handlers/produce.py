@@ -8,6 +8,10 @@ producer state).
 acks=0 gets no response at all; acks=1 is answered once the batches are appended; acks=-1 (all) once they
 are durable under the log's flush policy (by default fsynced, with group commit). Errors are per
 partition, as in Kafka; a failure in one partition does not stop the others.
+
+A client with a `producer_byte_rate` quota has the request's size recorded once it is appended (and
+durable); over the quota it gets throttle_time_ms and its connection is muted (broker/throttling.py),
+acks=0 included.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import struct
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.throttling import throttle
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.produce import (
@@ -93,9 +98,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         topics.append(TopicProduceResponse(topic.name, topic.topic_id, partitions))
     if durable:
         await broker.flusher.wait_durable(durable)
+    throttle_ms = broker.produce_quotas.record_and_get_throttle_ms(
+        ctx.header.client_id, ctx.size, broker.clock.monotonic_ms()
+    )
+    if throttle_ms:
+        await throttle(ctx, throttle_ms, response=acks != 0)
     if acks == 0:
         return None
-    return ProduceResponse(topics)
+    return ProduceResponse(topics, throttle_time_ms=throttle_ms)
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionProduceResponse:

@@ -1,0 +1,51 @@
+"""AlterClientQuotas (key 49): set or remove client quotas, stored in the cluster metadata log.
+
+Each entry is validated as Kafka's ClientQuotaControlManager does (quotas/entities.py) and gets its own
+error code and message; a valid entry's changes are appended as one record (nothing when validate_only
+or when no value actually changes). A second entry for an entity already in the request is refused
+(INVALID_REQUEST "Ignoring duplicate entity ...", as Kafka's controller).
+
+Enforced: producer_byte_rate and consumer_byte_rate. The other keys Kafka accepts (request_percentage,
+controller_mutation_rate, connection_creation_rate) are stored and described but not enforced.
+"""
+
+from __future__ import annotations
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import handler
+from exactly.errors import ErrorCode, KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    EntityData,
+    ResponseEntryData,
+)
+from exactly.quotas.entities import QuotaEntity, entity_text, make_entity, validate_alteration
+
+
+@handler(ApiKey.ALTER_CLIENT_QUOTAS)
+async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
+    metadata = ctx.broker.metadata
+    results = []
+    seen: set[QuotaEntity] = set()
+    for entry in request.entries:
+        pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
+        entity_data = [EntityData(e.entity_type, e.entity_name) for e in entry.entity]
+        entity = make_entity(pairs)
+        try:
+            if entity in seen:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"Ignoring duplicate entity {entity_text(entity)}"
+                )
+            seen.add(entity)
+            changes = validate_alteration(
+                pairs, [(op.key, None if op.remove else op.value) for op in entry.ops]
+            )
+            if not request.validate_only:
+                metadata.alter_client_quotas(entity, changes)
+        except KafkaError as e:
+            results.append(ResponseEntryData(e.code, e.message, entity_data))
+            continue
+        results.append(ResponseEntryData(ErrorCode.NONE, None, entity_data))
+    return AlterClientQuotasResponse(entries=results)
