@@ -7,6 +7,7 @@ response. Decoders raise only `ProtocolError` (or `CorruptRecordError` for recor
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
 
 
@@ -218,3 +219,26 @@ class KafkaError(ExactlyError):
         super().__init__(f"{code.name}: {message}" if message else code.name)
         self.code = code
         self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """Why one record of a refused batch was refused (Kafka's `RecordError`; Produce v8+ `record_errors`).
+
+    `batch_index` is the record's index in its batch, as Kafka names it.
+    """
+
+    batch_index: int
+    message: str
+
+    def __str__(self) -> str:  # Kafka's RecordError.toString, quoted in the partition's error message
+        return f"RecordError(batchIndex={self.batch_index}, message='{self.message}')"
+
+
+class RecordValidationError(KafkaError):
+    """Records refused one by one (Kafka's `RecordValidationException`): the whole append is refused and
+    the response lists the offending records."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: tuple[RecordError, ...]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors

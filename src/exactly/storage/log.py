@@ -238,7 +238,7 @@ class PartitionLog:
         if validated is not None:
             infos = validated
         elif origin is AppendOrigin.CLIENT:
-            infos = validate_client_batches(records, self.config, now)
+            infos = validate_client_batches(records, self.config, now, f"{self.topic}-{self.partition}")
         else:
             infos = parse_internal_batches(records, self.config)
         view = records if isinstance(records, memoryview) else memoryview(records)

@@ -11,17 +11,21 @@ Checks, in Kafka's terms, with the error each failure maps to:
 * batch size > max.message.bytes                                                  MESSAGE_TOO_LARGE
 * whole append > segment.bytes                                                    RECORD_LIST_TOO_LARGE
 * CreateTime max timestamp outside message.timestamp.{before,after}.max.ms        INVALID_TIMESTAMP
+* compacted topic (cleanup.policy has compact): a record without a key            INVALID_RECORD,
+  listed per record (`RecordValidationError.record_errors`, Produce v8+ record_errors)
 
-Records are not decoded (no per-record work on the append path, compressed or not); the CRC protects
-them and consumers decode them. Kafka additionally checks each record's offset delta and timestamp,
-which needs decompression; exactly checks the batch's maxTimestamp only.
+Records are not decoded on a topic that is not compacted (no per-record work on the append path,
+compressed or not); the CRC protects them and consumers decode them. On a compacted topic they are
+decoded (decompressed if need be) to find keyless records, as Kafka's LogValidator does. Kafka
+additionally checks each record's offset delta and timestamp, which needs decompression; exactly checks
+the batch's maxTimestamp only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
+from exactly.errors import CorruptRecordError, ErrorCode, KafkaError, RecordError, RecordValidationError
 from exactly.records.batch import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
@@ -72,14 +76,21 @@ def _info(buf: Buffer, batch: RecordBatch) -> BatchInfo:
     return BatchInfo(batch.position, length + LOG_OVERHEAD, attrs, delta, max_ts, pid, epoch, seq, count)
 
 
-def validate_client_batches(buf: Buffer, config: LogConfig, now_ms: int) -> list[BatchInfo]:
-    """Validate a producer's records; raise KafkaError with the code the client must see."""
+def validate_client_batches(
+    buf: Buffer, config: LogConfig, now_ms: int, topic_partition: str = ""
+) -> list[BatchInfo]:
+    """Validate a producer's records; raise KafkaError with the code the client must see.
+
+    `topic_partition` ("topic-0") only names the partition in error messages.
+    """
     out: list[BatchInfo] = []
     total = 0
     try:
         for batch in iter_batches(buf):
             batch.validate(from_client=True)
             info = _info(buf, batch)
+            if config.cleanup_policy.compacts:
+                _check_keys(batch, topic_partition)
             if info.producer_id < 0 and info.is_transactional:
                 raise KafkaError(ErrorCode.INVALID_RECORD, "transactional batch without a producer id")
             if info.size > config.max_message_bytes:
@@ -108,6 +119,25 @@ def validate_client_batches(buf: Buffer, config: LogConfig, now_ms: int) -> list
             f"append of {total} bytes is larger than segment.bytes {config.segment_bytes}",
         )
     return out
+
+
+def _check_keys(batch: RecordBatch, topic_partition: str) -> None:
+    """Kafka's LogValidator.validateKey: a compacted topic refuses records without a key, and with one of
+    them the whole batch (processRecordErrors)."""
+    errors = tuple(
+        RecordError(
+            index, f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
+        )
+        for index, record in enumerate(batch.records())
+        if record.key is None
+    )
+    if errors:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+            f"showing the first three errors at most: [{', '.join(str(e) for e in errors[:3])}]",
+            errors,
+        )
 
 
 def parse_internal_batches(buf: Buffer, config: LogConfig) -> list[BatchInfo]:

@@ -88,4 +88,8 @@ async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: boo
 
 
 def _error(topic: CreatableTopic, code: ErrorCode, message: str) -> CreatableTopicResult:
-    return CreatableTopicResult(topic.name, error_code=code, error_message=message or None, configs=None)
+    # Kafka resets a failed topic's result to no configs (an empty array, never null) and -1 partitions and
+    # replication factor (KafkaApis.handleCreateTopicsRequest).
+    return CreatableTopicResult(
+        topic.name, error_code=code, error_message=message or None, num_partitions=-1, replication_factor=-1
+    )

@@ -1,4 +1,5 @@
-"""DescribeCluster (key 60): this one broker is the whole cluster and its controller."""
+"""DescribeCluster (key 60): this one broker is the whole cluster and its controller. Asked for the
+cluster's authorized operations, it answers every operation a cluster supports (no authorizer)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from exactly.protocol.messages.describe_cluster import (
     DescribeClusterRequest,
     DescribeClusterResponse,
 )
+from exactly.security.operations import OMITTED, ResourceType, authorized_operations
 
 
 @handler(ApiKey.DESCRIBE_CLUSTER)
@@ -21,4 +23,9 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         cluster_id=broker.config.cluster_id,
         controller_id=node,
         brokers=[DescribeClusterBroker(node, host, port, None)],
+        cluster_authorized_operations=(
+            authorized_operations(ResourceType.CLUSTER)
+            if request.include_cluster_authorized_operations
+            else OMITTED
+        ),
     )

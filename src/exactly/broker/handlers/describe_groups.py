@@ -1,12 +1,16 @@
 """DescribeGroups (key 15): state, protocol and members of groups (with each member's subscription and
-assignment while the group is Stable); an unknown group is described as Dead."""
+assignment while the group is Stable); an unknown group is described as Dead. v3+ can ask for each
+group's authorized operations: every operation a group supports (no authorizer), for groups without an
+error, as Kafka does."""
 
 from __future__ import annotations
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from exactly.security.operations import ResourceType, authorized_operations
 
 
 @handler(ApiKey.DESCRIBE_GROUPS)
@@ -15,4 +19,8 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     described = []
     for group_id in request.groups:
         described += await groups.read(group_id, lambda c, g=group_id: c.describe_groups([g]))  # type: ignore[misc]
+    if ctx.version >= 3 and request.include_authorized_operations:
+        for group in described:
+            if group.error_code == ErrorCode.NONE:
+                group.authorized_operations = authorized_operations(ResourceType.GROUP)
     return DescribeGroupsResponse(groups=described)

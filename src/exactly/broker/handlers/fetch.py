@@ -29,6 +29,11 @@ from exactly.protocol.messages.fetch import (
 )
 from exactly.storage.log import Isolation
 
+# An error partition carries an empty record set, never a null one: Kafka always sends one
+# (`FetchResponse.recordsOrFail`), and librdkafka fails to parse the whole response on a null
+# ("invalid MessageSetSize -1"), so it would never see the error (no auto.offset.reset, a busy loop).
+NO_RECORDS = b""
+
 
 @handler(ApiKey.FETCH)
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
@@ -79,7 +84,9 @@ def _read(
             if log is None:
                 errors = True
                 partitions.append(
-                    PartitionData(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
+                    PartitionData(
+                        p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, records=NO_RECORDS
+                    )
                 )
                 continue
             limit = min(p.partition_max_bytes, budget - total)
@@ -89,7 +96,12 @@ def _read(
                 errors = True
                 partitions.append(
                     PartitionData(
-                        p.partition, e.code, log.high_watermark, log.last_stable_offset, log.log_start_offset
+                        p.partition,
+                        e.code,
+                        log.high_watermark,
+                        log.last_stable_offset,
+                        log.log_start_offset,
+                        records=NO_RECORDS,
                     )
                 )
                 continue

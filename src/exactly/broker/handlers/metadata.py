@@ -1,4 +1,8 @@
-"""Metadata (key 3): this broker, and the requested topics (auto-created when allowed, as in Kafka)."""
+"""Metadata (key 3): this broker, and the requested topics (auto-created when allowed, as in Kafka).
+
+v8+ can ask for each topic's authorized operations and (v8-10) the cluster's; with no authorizer they are
+every operation the resource supports (`exactly.security.operations`), else INT32_MIN ("not asked").
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from exactly.protocol.messages.metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from exactly.security.operations import OMITTED, ResourceType, authorized_operations
 
 
 @handler(ApiKey.METADATA)
@@ -46,11 +51,19 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                 topics.append(MetadataResponseTopic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
             else:
                 topics.append(_topic(info, node))
+    cluster_operations = OMITTED
+    if ctx.version >= 8:
+        if ctx.version <= 10 and request.include_cluster_authorized_operations:
+            cluster_operations = authorized_operations(ResourceType.CLUSTER)
+        if request.include_topic_authorized_operations:  # every topic, errors included, as Kafka does
+            for topic in topics:
+                topic.topic_authorized_operations = authorized_operations(ResourceType.TOPIC)
     return MetadataResponse(
         brokers=[MetadataResponseBroker(node, host, port, None)],
         cluster_id=broker.config.cluster_id,
         controller_id=node,
         topics=topics,
+        cluster_authorized_operations=cluster_operations,
     )
 
 

@@ -21,9 +21,10 @@ import struct
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.throttling import throttle
-from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
+from exactly.errors import CorruptRecordError, ErrorCode, KafkaError, RecordValidationError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.produce import (
+    BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
@@ -79,6 +80,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 guard = broker.transactions.verification_guard(txn_id, topic.name, data.index)
             try:
                 appended = log.append_as_leader(data.records, required_acks=acks, verification_guard=guard)
+            except RecordValidationError as e:  # e.g. a keyless record on a compacted topic
+                partitions.append(_record_errors(data.index, e))
+                continue
             except (KafkaError, CorruptRecordError) as e:
                 partitions.append(_error(data.index, e.code, str(e)))
                 continue
@@ -110,6 +114,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionProduceResponse:
     return PartitionProduceResponse(index, code, -1, -1, -1, error_message=message)
+
+
+def _record_errors(index: int, e: RecordValidationError) -> PartitionProduceResponse:
+    """Kafka's answer to a RecordValidationException: the code, its message, and one entry per refused
+    record (`record_errors`, sent from v8; older versions get the code alone)."""
+    response = _error(index, e.code, e.message)
+    response.record_errors = [BatchIndexAndErrorMessage(r.batch_index, r.message) for r in e.record_errors]
+    return response
 
 
 def _is_transactional(records: Buffer) -> bool:
