@@ -25,7 +25,7 @@ _ADVERTISED_MIN = {ApiKey.PRODUCE: 0}
 # newest versions, and a version is advertised only once its semantics are implemented.
 _ADVERTISED_MAX = {
     ApiKey.PRODUCE: 9,
-    ApiKey.FETCH: 12,
+    ApiKey.FETCH: 17,
     ApiKey.LIST_OFFSETS: 7,
     ApiKey.METADATA: 12,
     ApiKey.OFFSET_COMMIT: 8,

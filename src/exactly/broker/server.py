@@ -31,6 +31,7 @@ from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
 from exactly.cluster.producer_ids import ProducerIdManager
 from exactly.errors import ErrorCode, KafkaError, ProtocolError
+from exactly.fetch.session import FetchSessionCache
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
 from exactly.protocol.framing import FrameDecoder
@@ -79,6 +80,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.metadata)
         self.groups = GroupService(self)
         self.transactions = TransactionService(self)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self._data_waiter: asyncio.Future[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.Server | None = None
