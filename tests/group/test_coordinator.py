@@ -14,7 +14,12 @@ from exactly.group.records import (
     OffsetCommitValue,
 )
 from exactly.protocol.messages.join_group import JoinGroupResponse
-from exactly.protocol.messages.offset_commit import OffsetCommitRequest
+from exactly.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+)
 from exactly.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
@@ -513,3 +518,25 @@ def test_append_failure_while_completing_rebalances() -> None:
     h.apply(fallback)
     assert state(h, "g") is S.PREPARING_REBALANCE
     assert follower_id in h.coordinator.groups["g"].members
+
+
+@pytest.mark.parametrize(
+    ("version", "code"), [(8, ErrorCode.ILLEGAL_GENERATION), (9, ErrorCode.GROUP_ID_NOT_FOUND)]
+)
+def test_commit_with_a_generation_to_a_missing_group(version: int, code: ErrorCode) -> None:
+    """Kafka's OffsetMetadataManager: a missing group with generation >= 0 is GROUP_ID_NOT_FOUND from
+    OffsetCommit v9 on, ILLEGAL_GENERATION before; generation -1 creates a simple group either way."""
+    h = Harness()
+    request = OffsetCommitRequest(
+        "nobody",
+        3,
+        "m",
+        None,
+        -1,
+        [OffsetCommitRequestTopic("t", partitions=[OffsetCommitRequestPartition(0, 5)])],
+    )
+    result = h.coordinator.commit_offsets(ClientInfo(api_version=version), request)
+    assert result.records == []
+    assert isinstance(result.response, OffsetCommitResponse)
+    assert [p.error_code for t in result.response.topics for p in t.partitions] == [code]
+    assert h.commit("nobody", {("t", 0): 5}, generation=-1) == {("t", 0): ErrorCode.NONE}

@@ -664,6 +664,8 @@ class GroupCoordinator:
             group_id, request.member_id, request.group_instance_id, generation, transactional=False
         )
         group = self.groups.get(group_id)
+        if error is ErrorCode.ILLEGAL_GENERATION and group is None and client.api_version >= 9:
+            error = ErrorCode.GROUP_ID_NOT_FOUND  # Kafka's OffsetMetadataManager, OffsetCommit v9+
         if not error and group is not None and group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
             member = group.members.get(request.member_id)
             if member is not None:  # a commit keeps the member's session alive, as a heartbeat
