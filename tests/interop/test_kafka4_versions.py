@@ -1,7 +1,8 @@
 """The versions a Kafka 4.x broker advertises, and what changed in each, with raw requests (our codecs)
 against the real broker: Produce v11 (TRANSACTION_ABORTABLE) and v13 (topic ids), ListOffsets v8-v11
-specs, Metadata v13, OffsetCommit v9 (GROUP_ID_NOT_FOUND), DescribeGroups v6 (GROUP_ID_NOT_FOUND),
-ListTransactions v2 (id pattern). Fetch v13+ and fetch sessions: test_fetch_versions.py."""
+specs, Metadata v13, OffsetCommit v9 (GROUP_ID_NOT_FOUND), OffsetCommit/OffsetFetch v10 (topic ids),
+DescribeGroups v6 (GROUP_ID_NOT_FOUND), ListTransactions v2 (id pattern). Fetch v13+ and fetch sessions:
+test_fetch_versions.py."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ from exactly.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
+)
+from exactly.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopics,
 )
 from exactly.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from exactly.records.batch import iter_batches
@@ -96,8 +102,8 @@ def test_api_versions_look_like_kafka_4(client: RawClient) -> None:
         ApiKey.FETCH: (4, 17),
         ApiKey.LIST_OFFSETS: (1, 11),
         ApiKey.METADATA: (0, 13),
-        ApiKey.OFFSET_COMMIT: (2, 9),
-        ApiKey.OFFSET_FETCH: (1, 9),
+        ApiKey.OFFSET_COMMIT: (2, 10),
+        ApiKey.OFFSET_FETCH: (1, 10),
         ApiKey.FIND_COORDINATOR: (0, 6),
         ApiKey.JOIN_GROUP: (0, 8),
         ApiKey.DESCRIBE_GROUPS: (0, 6),
@@ -300,3 +306,68 @@ def test_kafka_python_infers_kafka_4_2_and_still_round_trips(broker: BrokerProce
         assert consumer.committed(tp) == 5
     finally:
         consumer.close()
+
+
+def test_offset_commit_and_fetch_v10_by_topic_id(broker: BrokerProcess, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "oc-ids", partitions=2)
+    create_topic(broker.bootstrap, "oc-names")
+    tid = topic_id(client, "oc-ids")
+    unknown = uuid.uuid4()
+    commit = OffsetCommitRequest(
+        "ids-group",
+        -1,
+        "",
+        None,
+        -1,
+        [
+            OffsetCommitRequestTopic(
+                topic_id=tid,
+                partitions=[OffsetCommitRequestPartition(0, 4), OffsetCommitRequestPartition(1, 9)],
+            ),
+            OffsetCommitRequestTopic(topic_id=unknown, partitions=[OffsetCommitRequestPartition(0, 1)]),
+        ],
+    )
+    committed = client.request(ApiKey.OFFSET_COMMIT, 10, commit)
+    assert {
+        (t.topic_id, p.partition_index): p.error_code for t in committed.topics for p in t.partitions
+    } == {
+        (tid, 0): ErrorCode.NONE,
+        (tid, 1): ErrorCode.NONE,
+        (unknown, 0): ErrorCode.UNKNOWN_TOPIC_ID,
+    }
+    # A v8 commit by name to the same group: v10 lists it by id too.
+    by_name = OffsetCommitRequest(
+        "ids-group",
+        -1,
+        "",
+        None,
+        -1,
+        [OffsetCommitRequestTopic("oc-names", partitions=[OffsetCommitRequestPartition(0, 2)])],
+    )
+    assert (
+        client.request(ApiKey.OFFSET_COMMIT, 8, by_name).topics[0].partitions[0].error_code == ErrorCode.NONE
+    )
+    names_id = topic_id(client, "oc-names")
+
+    def fetch(topics: list[OffsetFetchRequestTopics] | None) -> dict[tuple[uuid.UUID, int], tuple[int, int]]:
+        request = OffsetFetchRequest(
+            groups=[OffsetFetchRequestGroup("ids-group", topics=topics)], require_stable=True
+        )
+        [group] = client.request(ApiKey.OFFSET_FETCH, 10, request).groups
+        assert group.error_code == ErrorCode.NONE
+        return {
+            (t.topic_id, p.partition_index): (p.committed_offset, p.error_code)
+            for t in group.topics
+            for p in t.partitions
+        }
+
+    asked = [
+        OffsetFetchRequestTopics(topic_id=tid, partition_indexes=[0, 1]),
+        OffsetFetchRequestTopics(topic_id=unknown, partition_indexes=[3]),
+    ]
+    assert fetch(asked) == {
+        (tid, 0): (4, ErrorCode.NONE),
+        (tid, 1): (9, ErrorCode.NONE),
+        (unknown, 3): (-1, ErrorCode.UNKNOWN_TOPIC_ID),
+    }
+    assert fetch(None) == {(tid, 0): (4, 0), (tid, 1): (9, 0), (names_id, 0): (2, 0)}

@@ -28,8 +28,8 @@ _ADVERTISED_MAX = {
     ApiKey.FETCH: 17,  # v18 (KIP-1166) only concerns followers; Kafka 4.0-4.1 stop at 17
     ApiKey.LIST_OFFSETS: 11,
     ApiKey.METADATA: 13,
-    ApiKey.OFFSET_COMMIT: 9,  # v10 names topics by id (KIP-848): not built
-    ApiKey.OFFSET_FETCH: 9,  # v10 names topics by id (KIP-848): not built
+    ApiKey.OFFSET_COMMIT: 10,
+    ApiKey.OFFSET_FETCH: 10,
     ApiKey.FIND_COORDINATOR: 6,  # v6 share-group keys (type 2) get INVALID_REQUEST: no share groups
     ApiKey.JOIN_GROUP: 8,  # v9: a rejoining static leader gets the members and SkipAssignment: not built
     ApiKey.DESCRIBE_GROUPS: 6,
