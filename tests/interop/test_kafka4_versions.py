@@ -105,7 +105,7 @@ def test_api_versions_look_like_kafka_4(client: RawClient) -> None:
         ApiKey.OFFSET_COMMIT: (2, 10),
         ApiKey.OFFSET_FETCH: (1, 10),
         ApiKey.FIND_COORDINATOR: (0, 6),
-        ApiKey.JOIN_GROUP: (0, 8),
+        ApiKey.JOIN_GROUP: (0, 9),
         ApiKey.DESCRIBE_GROUPS: (0, 6),
         ApiKey.INIT_PRODUCER_ID: (0, 5),
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),

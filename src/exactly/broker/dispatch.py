@@ -31,7 +31,7 @@ _ADVERTISED_MAX = {
     ApiKey.OFFSET_COMMIT: 10,
     ApiKey.OFFSET_FETCH: 10,
     ApiKey.FIND_COORDINATOR: 6,  # v6 share-group keys (type 2) get INVALID_REQUEST: no share groups
-    ApiKey.JOIN_GROUP: 8,  # v9: a rejoining static leader gets the members and SkipAssignment: not built
+    ApiKey.JOIN_GROUP: 9,
     ApiKey.DESCRIBE_GROUPS: 6,
     ApiKey.INIT_PRODUCER_ID: 5,  # v6 is KIP-939 two-phase commit (still unstable in Kafka)
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,  # v4+ are broker-to-coordinator batches (VerifyOnly)
