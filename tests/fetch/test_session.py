@@ -239,10 +239,10 @@ class SessionMachine(RuleBasedStateMachine):
             assert context.error == ErrorCode.INVALID_FETCH_SESSION_EPOCH
             return
         assert context.kind is ContextKind.INCREMENTAL
-        for k in forget:
-            partitions.pop(k, None)
         for k in add:
             partitions.setdefault(k, None)
+        for k in forget:
+            partitions.pop(k, None)
         assert {k for k, _ in context.partitions} == set(partitions)
         got_id, respond = self.cache.complete(context, self._results(list(partitions)), self.now)
         assert got_id == session_id
@@ -283,3 +283,10 @@ class SessionMachine(RuleBasedStateMachine):
 
 TestSessionMachine = SessionMachine.TestCase
 TestSessionMachine.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
+
+
+def test_a_partition_both_fetched_and_forgotten_is_dropped() -> None:
+    cache = counter_ids()
+    session_id = open_session(cache, [A0, A1])
+    context = cache.new_context(session_id, 1, False, [(A1, FetchPosition(5, 1))], [A1], 0)
+    assert [k for k, _ in context.partitions] == [A0]

@@ -187,14 +187,14 @@ class FetchSessionCache:
             return FetchContext(ContextKind.ERROR, error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         if session.uses_topic_ids != uses_topic_ids:
             return FetchContext(ContextKind.ERROR, error=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
-        for key in forgotten:
-            session.partitions.pop(key, None)
-        for key, position in fetch:
+        for key, position in fetch:  # then forgotten: a partition in both is dropped (Kafka's order)
             cached = session.partitions.get(key)
             if cached is None:
                 session.partitions[key] = _CachedPartition(position)
             else:
                 cached.position = position
+        for key in forgotten:
+            session.partitions.pop(key, None)
         session.epoch = next_epoch(session.epoch)
         session.last_used_ms = now_ms
         return FetchContext(
