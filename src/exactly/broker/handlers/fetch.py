@@ -71,7 +71,16 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         if total >= request.min_bytes or errors or remaining <= 0 or not context.partitions:
             break
         await broker.wait_for_data(waiter, remaining / 1000)
-    results = {
+    # A sessionless fetch answers every partition: only a session compares the results with its cache.
+    results = _results(partitions) if context.kind is not ContextKind.SESSIONLESS else {}
+    session_id, keys = broker.fetch_sessions.complete(context, results, broker.clock.monotonic_ms())
+    return FetchResponse(
+        session_id=session_id, responses=_group_by_topic((key, partitions[key]) for key in keys)
+    )
+
+
+def _results(partitions: dict[PartitionKey, PartitionData]) -> dict[PartitionKey, PartitionResult]:
+    return {
         key: PartitionResult(
             data.error_code,
             data.high_watermark,
@@ -81,10 +90,6 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         )
         for key, data in partitions.items()
     }
-    session_id, keys = broker.fetch_sessions.complete(context, results, broker.clock.monotonic_ms())
-    return FetchResponse(
-        session_id=session_id, responses=_group_by_topic((key, partitions[key]) for key in keys)
-    )
 
 
 def _key(uses_topic_ids: bool, topic_id: uuid.UUID, topic: str, partition: int) -> PartitionKey:
