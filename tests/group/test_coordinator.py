@@ -14,7 +14,12 @@ from exactly.group.records import (
     OffsetCommitValue,
 )
 from exactly.protocol.messages.join_group import JoinGroupResponse
-from exactly.protocol.messages.offset_commit import OffsetCommitRequest
+from exactly.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+)
 from exactly.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
@@ -513,3 +518,57 @@ def test_append_failure_while_completing_rebalances() -> None:
     h.apply(fallback)
     assert state(h, "g") is S.PREPARING_REBALANCE
     assert follower_id in h.coordinator.groups["g"].members
+
+
+@pytest.mark.parametrize(
+    ("version", "code"), [(8, ErrorCode.ILLEGAL_GENERATION), (9, ErrorCode.GROUP_ID_NOT_FOUND)]
+)
+def test_commit_with_a_generation_to_a_missing_group(version: int, code: ErrorCode) -> None:
+    """Kafka's OffsetMetadataManager: a missing group with generation >= 0 is GROUP_ID_NOT_FOUND from
+    OffsetCommit v9 on, ILLEGAL_GENERATION before; generation -1 creates a simple group either way."""
+    h = Harness()
+    request = OffsetCommitRequest(
+        "nobody",
+        3,
+        "m",
+        None,
+        -1,
+        [OffsetCommitRequestTopic("t", partitions=[OffsetCommitRequestPartition(0, 5)])],
+    )
+    result = h.coordinator.commit_offsets(ClientInfo(api_version=version), request)
+    assert result.records == []
+    assert isinstance(result.response, OffsetCommitResponse)
+    assert [p.error_code for t in result.response.topics for p in t.partitions] == [code]
+    assert h.commit("nobody", {("t", 0): 5}, generation=-1) == {("t", 0): ErrorCode.NONE}
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_static_leader_restart_skips_the_assignment_from_join_group_v9(version: int) -> None:
+    """KIP-814: from JoinGroup v9 a restarted static leader is told it leads, gets the members (with its
+    new id) and SkipAssignment; before, the old leader id and no members. No rebalance either way."""
+    h = Harness()
+    a = h.join("g", instance_id="a", version=version)
+    b = h.join("g", instance_id="b", version=version)
+    assert isinstance(a, Parked)
+    assert isinstance(b, Parked)
+    h.advance(0)
+    ra, rb = h.resolve(a), h.resolve(b)
+    assert ra.leader == ra.member_id
+    generation = ra.generation_id
+    h.sync("g", rb.member_id, generation, instance_id="b")
+    h.sync("g", ra.member_id, generation, {ra.member_id: b"A", rb.member_id: b"B"}, instance_id="a")
+    again = h.join("g", instance_id="a", version=version)
+    assert isinstance(again, JoinGroupResponse)
+    assert (again.error_code, again.generation_id) == (ErrorCode.NONE, generation)
+    if version >= 9:
+        assert (again.leader, again.skip_assignment) == (again.member_id, True)
+        assert sorted(m.member_id for m in again.members) == sorted([again.member_id, rb.member_id])
+    else:
+        assert (again.leader, again.skip_assignment, again.members) == (ra.member_id, False, [])
+    assert state(h, "g") is S.STABLE
+    sync = h.resolve(h.sync("g", again.member_id, generation, instance_id="a"))
+    assert sync.assignment == b"A"
+    # A follower's restart is answered the same way in both versions.
+    follower = h.join("g", instance_id="b", version=version)
+    assert isinstance(follower, JoinGroupResponse)
+    assert (follower.leader, follower.skip_assignment, follower.members) == (again.member_id, False, [])

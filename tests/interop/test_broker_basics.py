@@ -23,7 +23,8 @@ def test_api_versions_advertises_produce_from_v0(broker: BrokerProcess) -> None:
     assert response.error_code == ErrorCode.NONE
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert ranges[ApiKey.API_VERSIONS] == (0, 4)
-    assert ranges[ApiKey.METADATA] == (0, 12)
+    assert ranges[ApiKey.METADATA] == (0, 13)
+    assert ranges[ApiKey.PRODUCE] == (0, 13)
 
 
 def test_unknown_api_versions_version_gets_v0_error_body(broker: BrokerProcess) -> None:

@@ -97,6 +97,10 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "cluster.id": ("cluster_id", _str),
     "log.flush.offset.checkpoint.interval.ms": ("checkpoint_interval_ms", _int(1)),
     "log.cleaner.backoff.ms": ("cleaner_backoff_ms", _int(1)),
+    "max.incremental.fetch.session.cache.slots": (
+        "max_incremental_fetch_session_cache_slots",
+        _int(0, 2**31 - 1),
+    ),
     # group coordinator (__consumer_offsets)
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _int(1, 100_000)),
     "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _int(14, 2**31 - 1)),
@@ -146,6 +150,7 @@ class BrokerConfig:
     producer_id_expiration_check_interval_ms: int = 600_000
     checkpoint_interval_ms: int = 60_000
     cleaner_backoff_ms: int = 15_000
+    max_incremental_fetch_session_cache_slots: int = 1000
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104_857_600
     offsets_retention_ms: int = 10080 * 60_000  # offsets.retention.minutes = 7 days

@@ -32,6 +32,7 @@ from exactly.cluster.metadata import ClusterMetadata, TopicInfo
 from exactly.cluster.producer_ids import ProducerIdManager
 from exactly.configs.topic import TOPIC_CONFIGS, validate_topic_overrides
 from exactly.errors import ErrorCode, KafkaError, ProtocolError
+from exactly.fetch.session import FetchSessionCache
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
 from exactly.protocol.framing import FrameDecoder
@@ -84,6 +85,7 @@ class Broker:
             config.quota_window_num,
             window_ms,
         )
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self._data_waiter: asyncio.Future[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.Server | None = None

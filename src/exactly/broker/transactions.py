@@ -60,7 +60,7 @@ TRANSACTION_TOPIC = "__transaction_state"
 _RETRY_BACKOFF_S = (0.01, 0.05, 0.1, 0.5, 1.0)
 _CONCURRENT_WAIT_S = 1.0
 
-# Produce (v3-v10) and TxnOffsetCommit (v0-v3) see these codes when verification fails (Kafka's
+# Produce and TxnOffsetCommit see these codes when verification fails (Kafka's
 # AddPartitionsToTxnManager: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH; the rest unchanged).
 _VERIFY_ERRORS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH}
 
@@ -390,12 +390,20 @@ class TransactionService:
 
     # --- KIP-890 part 1 ----------------------------------------------------------------------------------
 
-    def verification_guard(self, transactional_id: str, topic: str, partition: int) -> VerificationGuard:
-        """The check a partition runs before a producer's first transactional batch on it."""
+    def verification_guard(
+        self, transactional_id: str, topic: str, partition: int, *, transaction_abortable: bool = False
+    ) -> VerificationGuard:
+        """The check a partition runs before a producer's first transactional batch on it.
+
+        `transaction_abortable`: the request version knows TRANSACTION_ABORTABLE (Produce v11+), which
+        then replaces INVALID_TXN_STATE for a partition that is not in the transaction (Kafka's
+        coordinator answers TRANSACTION_ABORTABLE and older versions see INVALID_TXN_STATE)."""
 
         def guard(producer_id: int, producer_epoch: int, base_sequence: int) -> None:
             code = self.coordinator.verify(transactional_id, producer_id, producer_epoch, topic, partition)
             if code:
+                if transaction_abortable and code == ErrorCode.INVALID_TXN_STATE:
+                    code = ErrorCode.TRANSACTION_ABORTABLE
                 raise KafkaError(
                     _VERIFY_ERRORS.get(code, code),
                     f"producer {producer_id} epoch {producer_epoch} of transactional id {transactional_id!r} "

@@ -100,6 +100,7 @@ T = TypeVar("T")
 _S = ClassicGroupState
 _E = GroupEvent
 _NO_OFFSET = -1
+_SKIP_ASSIGNMENT_VERSION = 9  # JoinGroup: a rejoining static leader may skip its assignor (KIP-814)
 _KEY_CACHE_LIMIT = 100_000
 _CONTROL = 0x20
 _CommitPartition = OffsetCommitRequestPartition | TxnOffsetCommitRequestPartition
@@ -285,7 +286,7 @@ class GroupCoordinator:
             existing = group.static_members.get(instance_id)
             if existing is not None:
                 return self._rejoin_static_member(
-                    request, group, existing, new_id, protocols, rebalance_timeout
+                    request, group, existing, new_id, protocols, rebalance_timeout, client.api_version
                 )
             return self._add_member_and_rebalance(
                 client, request, group, new_id, protocols, rebalance_timeout
@@ -395,9 +396,16 @@ class GroupCoordinator:
         new_id: str,
         protocols: Protocols,
         rebalance_timeout: int,
+        api_version: int = 0,
     ) -> Result[JoinGroupResponse]:
         """A static member (group.instance.id) came back with no member id: it takes the old one's place
-        under a new id, which fences the old instance (KIP-345)."""
+        under a new id, which fences the old instance (KIP-345).
+
+        In a Stable group whose protocols do not change it keeps its assignment without a rebalance.
+        Before JoinGroup v9 it is told the *old* leader id and no members, so even a former leader
+        simply fetches its assignment with SyncGroup. From v9 (KIP-814, Kafka's
+        `updateStaticMemberThenRebalanceOrCompleteJoin`) a former leader is told that it leads, gets the
+        members (to keep watching metadata) and SkipAssignment, so it does not run its assignor."""
         completions: list[tuple[int, Any]] = []
         old = group.members[old_id]
         if old.join_waiter is not None:
@@ -432,6 +440,13 @@ class GroupCoordinator:
                     renamed,
                 )
                 response = self._generation_response(group, new_id, with_members=False, leader=current_leader)
+                if api_version >= _SKIP_ASSIGNMENT_VERSION and current_leader == old_id:
+                    response.leader = new_id
+                    response.skip_assignment = True
+                    response.members = [
+                        replace(m, member_id=new_id) if m.member_id == old_id else m
+                        for m in self._member_list(group)
+                    ]
                 return Result(
                     response,
                     records=[CoordinatorRecord(GroupMetadataKey(group.group_id), value)],
@@ -664,6 +679,8 @@ class GroupCoordinator:
             group_id, request.member_id, request.group_instance_id, generation, transactional=False
         )
         group = self.groups.get(group_id)
+        if error is ErrorCode.ILLEGAL_GENERATION and group is None and client.api_version >= 9:
+            error = ErrorCode.GROUP_ID_NOT_FOUND  # Kafka's OffsetMetadataManager, OffsetCommit v9+
         if not error and group is not None and group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
             member = group.members.get(request.member_id)
             if member is not None:  # a commit keeps the member's session alive, as a heartbeat

@@ -1,7 +1,8 @@
 """DescribeGroups (key 15): state, protocol and members of groups (with each member's subscription and
-assignment while the group is Stable); an unknown group is described as Dead. v3+ can ask for each
-group's authorized operations: every operation a group supports (no authorizer), for groups without an
-error, as Kafka does."""
+assignment while the group is Stable); an unknown group is described as Dead, and from v6 (KIP-1043) also
+gets GROUP_ID_NOT_FOUND, as in Kafka's group coordinator. v3+ can ask for each group's authorized
+operations: every operation a group supports (no authorizer), for groups without an error, as Kafka
+does."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from exactly.security.operations import ResourceType, authorized_operations
 
+_GROUP_ID_NOT_FOUND_VERSION = 6
+_DEAD = "Dead"
+
 
 @handler(ApiKey.DESCRIBE_GROUPS)
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
@@ -19,6 +23,11 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     described = []
     for group_id in request.groups:
         described += await groups.read(group_id, lambda c, g=group_id: c.describe_groups([g]))  # type: ignore[misc]
+    if ctx.version >= _GROUP_ID_NOT_FOUND_VERSION:
+        for group in described:
+            if group.error_code == ErrorCode.NONE and group.group_state == _DEAD:  # no such group
+                group.error_code = ErrorCode.GROUP_ID_NOT_FOUND
+                group.error_message = f"Group {group.group_id} not found."
     if ctx.version >= 3 and request.include_authorized_operations:
         for group in described:
             if group.error_code == ErrorCode.NONE:

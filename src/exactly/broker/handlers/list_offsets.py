@@ -1,5 +1,12 @@
 """ListOffsets (key 2): earliest (-2), latest (-1; the LSO for read_committed), max timestamp (-3), or the
-first offset whose timestamp is at or after the one given."""
+first offset whose timestamp is at or after the one given.
+
+Tiered-storage specs with no tiered storage, as Kafka answers them for a topic without remote storage:
+earliest local (-4, v8+, KIP-405) is the log start offset; latest tiered (-5, v9+, KIP-1005) and earliest
+pending upload (-6, v11+, KIP-1023) are "no offset" (-1, epoch -1). v10 adds `timeout_ms`, which only
+bounds remote lookups. A spec the request's version does not have gets UNSUPPORTED_VERSION for that
+partition (Kafka's `ReplicaManager` check of each spec's first version).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,14 @@ from exactly.protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
-from exactly.storage.log import Isolation
+from exactly.storage.log import EARLIEST_TIMESTAMP, Isolation, TimestampAndOffset
+
+_EARLIEST_LOCAL = -4
+_LATEST_TIERED = -5
+_EARLIEST_PENDING_UPLOAD = -6
+# A negative timestamp (a spec) -> the first ListOffsets version that has it.
+_SPEC_MIN_VERSION = {-3: 7, _EARLIEST_LOCAL: 8, _LATEST_TIERED: 9, _EARLIEST_PENDING_UPLOAD: 11}
+_NO_OFFSET = TimestampAndOffset(-1, -1, -1)
 
 
 @handler(ApiKey.LIST_OFFSETS)
@@ -29,8 +43,18 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                     ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 )
                 continue
+            if ctx.version < _SPEC_MIN_VERSION.get(p.timestamp, 0):
+                partitions.append(
+                    ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNSUPPORTED_VERSION)
+                )
+                continue
             try:
-                found = log.offset_for_timestamp(p.timestamp, isolation)
+                found: TimestampAndOffset | None
+                if p.timestamp in (_LATEST_TIERED, _EARLIEST_PENDING_UPLOAD):
+                    found = _NO_OFFSET
+                else:
+                    timestamp = EARLIEST_TIMESTAMP if p.timestamp == _EARLIEST_LOCAL else p.timestamp
+                    found = log.offset_for_timestamp(timestamp, isolation)
             except KafkaError as e:
                 partitions.append(ListOffsetsPartitionResponse(p.partition_index, e.code))
                 continue

@@ -2,6 +2,10 @@
 
 `require_stable` (v7+, KIP-447): partitions with a pending transactional offset answer
 UNSTABLE_OFFSET_COMMIT (retriable) until the transaction's marker decides it.
+
+v9 (KIP-848) adds member id/epoch, which only consumer-protocol groups check: for classic groups it is
+v8. v10 names topics by id: an unknown id answers UNKNOWN_TOPIC_ID for each partition asked; "every
+committed offset" (topics null) leaves out topics that no longer exist, which have no id to name them by.
 """
 
 from __future__ import annotations
@@ -12,11 +16,16 @@ from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.offset_fetch import (
     OffsetFetchRequest,
+    OffsetFetchRequestGroup,
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
     OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
 )
+
+_TOPIC_IDS_VERSION = 10
 
 
 @handler(ApiKey.OFFSET_FETCH)
@@ -26,6 +35,9 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
     if ctx.version >= 8:
         results: list[OffsetFetchResponseGroup] = []
         for group in request.groups:
+            if ctx.version >= _TOPIC_IDS_VERSION:
+                results.append(await _fetch_by_topic_id(ctx, group, stable))
+                continue
             wanted = (
                 None if group.topics is None else [(t.name, list(t.partition_indexes)) for t in group.topics]
             )
@@ -56,3 +68,35 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
         for t in result.topics
     ]
     return OffsetFetchResponse(topics=topics, error_code=result.error_code)
+
+
+async def _fetch_by_topic_id(
+    ctx: RequestContext, group: OffsetFetchRequestGroup, stable: bool
+) -> OffsetFetchResponseGroup:
+    metadata = ctx.broker.metadata
+    wanted: list[tuple[str, list[int]]] | None = None
+    unknown: list[OffsetFetchResponseTopics] = []
+    if group.topics is not None:
+        wanted = []
+        for topic in group.topics:
+            info = metadata.by_id(topic.topic_id)
+            if info is None:
+                partitions = [
+                    OffsetFetchResponsePartitions(p, -1, -1, "", ErrorCode.UNKNOWN_TOPIC_ID)
+                    for p in topic.partition_indexes
+                ]
+                unknown.append(OffsetFetchResponseTopics("", topic.topic_id, partitions))
+            else:
+                wanted.append((info.name, list(topic.partition_indexes)))
+    result = await ctx.broker.groups.read(
+        group.group_id, lambda c: c.fetch_offsets(group.group_id, wanted, stable)
+    )
+    if result.error_code:
+        return result
+    topics = []
+    for found in result.topics:
+        existing = metadata.topics.get(found.name)
+        if existing is not None:
+            topics.append(OffsetFetchResponseTopics(found.name, existing.topic_id, found.partitions))
+    result.topics = topics + unknown
+    return result

@@ -12,6 +12,14 @@ partition, as in Kafka; a failure in one partition does not stop the others.
 A client with a `producer_byte_rate` quota has the request's size recorded once it is appended (and
 durable); over the quota it gets throttle_time_ms and its connection is muted (broker/throttling.py),
 acks=0 included.
+
+Versions: v10 adds KIP-951 leader hints to NOT_LEADER_OR_FOLLOWER, which one broker never returns. From
+v11 a transactional batch that fails KIP-890 verification because its partition is not in the
+transaction gets TRANSACTION_ABORTABLE instead of INVALID_TXN_STATE (Kafka's
+`AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation`). v12 differs only for
+transaction version 2 clients (an implicit AddPartitionsToTxn); those use it only when the broker
+finalizes `transaction.version` >= 2, which we do not, and a TV1 client never sends v12 in a transaction
+(so v12 is answered as v11). v13 names topics by id: an unknown id is UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ Buffer = bytes | bytearray | memoryview
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _LEGACY_MIN_RECORD_SIZE = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: smaller is corrupt in any format
+_TRANSACTION_ABORTABLE_VERSION = 11
+_TOPIC_IDS_VERSION = 13
 
 
 @handler(ApiKey.PRODUCE)
@@ -56,7 +66,16 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     topics: list[TopicProduceResponse] = []
     for topic in request.topic_data:
         partitions: list[PartitionProduceResponse] = []
-        info = broker.metadata.topics.get(topic.name)
+        name = topic.name
+        if ctx.version >= _TOPIC_IDS_VERSION:
+            info = broker.metadata.by_id(topic.topic_id)
+            if info is None:
+                partitions = [_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID) for data in topic.partition_data]
+                topics.append(TopicProduceResponse(name, topic.topic_id, partitions))
+                continue
+            name = info.name
+        else:
+            info = broker.metadata.topics.get(name)
         for data in topic.partition_data:
             if acks not in (0, 1, -1):
                 partitions.append(_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
@@ -64,7 +83,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             if info is not None and info.internal:
                 partitions.append(_error(data.index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            log = broker.log(topic.name, data.index)
+            log = broker.log(name, data.index)
             if log is None:
                 partitions.append(_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
@@ -77,7 +96,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 if txn_id is None:
                     partitions.append(_error(data.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
                     continue
-                guard = broker.transactions.verification_guard(txn_id, topic.name, data.index)
+                guard = broker.transactions.verification_guard(
+                    txn_id,
+                    name,
+                    data.index,
+                    transaction_abortable=ctx.version >= _TRANSACTION_ABORTABLE_VERSION,
+                )
             try:
                 appended = log.append_as_leader(data.records, required_acks=acks, verification_guard=guard)
             except RecordValidationError as e:  # e.g. a keyless record on a compacted topic

@@ -1,10 +1,14 @@
-"""TxnOffsetCommit (key 28, v0-3): offsets committed inside a transaction (`send_offsets_to_transaction`).
+"""TxnOffsetCommit (key 28, v0-4): offsets committed inside a transaction (`send_offsets_to_transaction`).
 
 The group coordinator validates the commit (KIP-447 generation/member fencing for v3) and appends the
 offsets to the group's `__consumer_offsets` partition as a transactional batch of the producer, after
 the transaction coordinator confirms that partition is in the producer's transaction (AddOffsetsToTxn
 came first; KIP-890 part 1). The offsets stay pending — invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT
 for `require_stable` — until the transaction's COMMIT marker reaches the partition; ABORT drops them.
+
+v4 (KIP-890) knows TRANSACTION_ABORTABLE: the verification of a group partition that is not in the
+transaction answers it instead of INVALID_TXN_STATE. v5 is transaction version 2 only (an implicit
+AddOffsetsToTxn), which we do not finalize, so it is not advertised.
 """
 
 from __future__ import annotations
@@ -21,13 +25,18 @@ from exactly.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitResponseTopic,
 )
 
+_TRANSACTION_ABORTABLE_VERSION = 4
+
 
 @handler(ApiKey.TXN_OFFSET_COMMIT)
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     broker = ctx.broker
     groups = broker.groups
     guard = broker.transactions.verification_guard(
-        request.transactional_id, OFFSETS_TOPIC, groups.coordinator.partition_for(request.group_id)
+        request.transactional_id,
+        OFFSETS_TOPIC,
+        groups.coordinator.partition_for(request.group_id),
+        transaction_abortable=ctx.version >= _TRANSACTION_ABORTABLE_VERSION,
     )
     try:
         # `call` creates __consumer_offsets first (`ensure_topic`), then appends the accepted offsets as
