@@ -136,6 +136,8 @@ def test_error_partitions_carry_an_empty_record_set(broker: BrokerProcess) -> No
     records = b"" (length 0 on the wire), not null (length -1, or 0 in the compact encoding)."""
     create_topic(broker.bootstrap, "raw-errors")
     _produce(broker.bootstrap, "raw-errors", [b"a", b"b"])
+    create_topic(broker.bootstrap, "raw-good")
+    _produce(broker.bootstrap, "raw-good", [b"c"])
     client = RawClient(broker.bootstrap)
     try:
         for version in range(4, 13):
@@ -150,7 +152,7 @@ def test_error_partitions_carry_an_empty_record_set(broker: BrokerProcess) -> No
                 topics=[
                     FetchTopic("raw-errors", partitions=[FetchPartition(0, -1, 100, -1, -1, 1 << 20)]),
                     FetchTopic("raw-missing", partitions=[FetchPartition(0, -1, 0, -1, -1, 1 << 20)]),
-                    FetchTopic("raw-errors", partitions=[FetchPartition(0, -1, 0, -1, -1, 1 << 20)]),
+                    FetchTopic("raw-good", partitions=[FetchPartition(0, -1, 0, -1, -1, 1 << 20)]),
                 ],
             )
             response = client.request(ApiKey.FETCH, version, request)

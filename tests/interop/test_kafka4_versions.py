@@ -272,15 +272,16 @@ def test_list_transactions_by_id_pattern(client: RawClient) -> None:
     assert (bad.error_code, bad.transaction_states) == (ErrorCode.INVALID_REGULAR_EXPRESSION, [])
 
 
-def test_kafka_python_infers_kafka_4_2_and_still_round_trips(broker: BrokerProcess) -> None:
-    """kafka-python picks ListOffsets 11 / Metadata 13 / FindCoordinator 6 now; a produce-consume round
-    trip with a group commit works."""
+def test_kafka_python_infers_kafka_4_3_and_still_round_trips(broker: BrokerProcess) -> None:
+    """kafka-python infers its newest known release from the ranges (DescribeLogDirs 5 is Kafka 4.3's, the
+    rest 4.2's) and picks ListOffsets 11 / Metadata 13 / FindCoordinator 6; a produce-consume round trip
+    with a group commit works."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     create_topic(broker.bootstrap, "kp-4")
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     try:
-        assert producer.config["api_version"] == (4, 2)
+        assert producer.config["api_version"] == (4, 3)
         for i in range(5):
             producer.send("kp-4", f"v{i}".encode())
         producer.flush(DEADLINE)
