@@ -22,10 +22,13 @@ def free_port() -> int:
 class BrokerProcess:
     """`exactly serve` in a subprocess, on a fixed free port so that it can be killed and restarted."""
 
-    def __init__(self, data_dir: Path, *settings: str, port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *settings: str, port: int | None = None, log_level: str | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
         self.settings = list(settings)
+        self.log_level = log_level
         self.log_path = data_dir.parent / f"broker-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -38,6 +41,8 @@ class BrokerProcess:
         args += ["--listen", self.bootstrap]
         for item in self.settings:
             args += ["--set", item]
+        if self.log_level is not None:
+            args += ["--log-level", self.log_level]
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child's lifetime)
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
         log.close()
