@@ -75,13 +75,14 @@ class CloseReason(Enum):
     BAD_REQUEST = "bad request"
     REQUEST_FAILED = "a request failed"
     SHUTDOWN = "broker shutting down"
+    INTERNAL_ERROR = "internal error"
 
     @property
     def level(self) -> int:
         """The level of the line that reports a connection closed for this reason."""
         if self is CloseReason.BAD_REQUEST:
             return logging.WARNING
-        if self is CloseReason.REQUEST_FAILED:
+        if self in (CloseReason.REQUEST_FAILED, CloseReason.INTERNAL_ERROR):
             return logging.ERROR
         return logging.DEBUG
 
@@ -103,8 +104,8 @@ def peer_gone(sock: Any) -> bool:
         return False
     try:
         state = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 8)[0]
-    except OSError:
-        return True  # no socket behind the transport any more
+    except (OSError, ValueError):  # ValueError: uvloop's socket of a closed transport has fd -1
+        return True
     return state in (_TCP_CLOSE, _TCP_CLOSE_WAIT)
 
 
@@ -127,7 +128,8 @@ class Connection:
         idle_ms = broker.config.connections_max_idle_ms
         self._idle_s = idle_ms / 1000 if idle_ms > 0 else None
         peer = writer.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        # No peer name when the client reset the connection before it was accepted.
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "unknown"
         self._socket = writer.get_extra_info("socket")
         writer.transport.set_write_buffer_limits(high=_WRITE_BUFFER_HIGH)
 
@@ -163,7 +165,7 @@ class Connection:
         if error is None:
             return task.result()
         log.error("connection %d from %s failed", self.id, self.peer, exc_info=error)
-        return Ending(CloseReason.REQUEST_FAILED, repr(error))
+        return Ending(CloseReason.INTERNAL_ERROR, repr(error))
 
     async def _teardown(self, reader: asyncio.Task[Ending], writer: asyncio.Task[Ending]) -> None:
         reader.cancel()
