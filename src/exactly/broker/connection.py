@@ -131,7 +131,8 @@ class Connection:
         # No peer name when the client reset the connection before it was accepted.
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "unknown"
         self._socket = writer.get_extra_info("socket")
-        writer.transport.set_write_buffer_limits(high=_WRITE_BUFFER_HIGH)
+        if not writer.transport.is_closing():  # uvloop raises on a transport already lost
+            writer.transport.set_write_buffer_limits(high=_WRITE_BUFFER_HIGH)
 
     # --- lifetime ---------------------------------------------------------------------------------------
 
