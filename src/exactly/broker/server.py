@@ -53,7 +53,7 @@ ACCEPTED_TOPIC_CONFIGS = frozenset(
     }
 )
 
-_CLOSE_WAIT_S = 2.0  # stop(): how long connections get to end (each takes one loop turn plus _REAP_S)
+_CLOSE_WAIT_S = 2.0  # stop(): the most connections get to end (each needs a loop turn, at most 1 s)
 
 
 class Broker:
@@ -238,10 +238,6 @@ class Broker:
 
     def request_stop(self) -> None:
         self._stopped.set()
-
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
 
     async def stop(self) -> None:
         self._stopping = True
