@@ -44,7 +44,7 @@ class BrokerProcess:
     """`exactly serve` in a subprocess, on a fixed free port so that it can be killed and restarted."""
 
     def __init__(
-        self, data_dir: Path, *settings: str, port: int | None = None, log_level: str = "INFO"
+        self, data_dir: Path, *settings: str, port: int | None = None, log_level: str | None = None
     ) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
@@ -59,9 +59,11 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(self.data_dir)]
-        args += ["--listen", self.bootstrap, "--log-level", self.log_level]
+        args += ["--listen", self.bootstrap]
         for item in self.settings:
             args += ["--set", item]
+        if self.log_level is not None:
+            args += ["--log-level", self.log_level]
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child's lifetime)
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
         log.close()

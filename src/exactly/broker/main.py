@@ -27,5 +27,7 @@ async def _serve(config: BrokerConfig) -> None:
 
 
 def serve(config: BrokerConfig, log_level: str = "INFO") -> None:
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """`log_level` is the broker's own (`exactly.*`) loggers' level; other libraries log at INFO."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("exactly").setLevel(log_level.upper())
     uvloop.run(_serve(config))

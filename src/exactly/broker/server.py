@@ -1,29 +1,29 @@
-"""The broker process: listen, frame, decode, dispatch, encode, write.
+"""The broker process: the services a handler reaches, periodic work, listening, start and stop.
 
-One `Connection` per client socket. Requests on a connection are started in arrival order (each becomes an
-asyncio task, and tasks start in the order they are created, so the synchronous part of each handler —
-an append, a coordinator transition — runs in request order) and their responses are written in the same
-order, while later requests may already be running (pipelining: a Produce waiting for its fsync does not
-stop the next one from appending). Produce with acks=0 gets no response, as in Kafka.
+One `Connection` (`exactly.broker.connection`) per client socket. Requests on a connection are started
+in arrival order and their responses are written in the same order, while later requests may already be
+running (pipelining: a Produce waiting for its fsync does not stop the next one from appending). Produce
+with acks=0 gets no response, as in Kafka.
 
 Bad input closes only the connection it came on: an unparseable frame, a frame over
 `socket.request.max.bytes`, an API we do not serve (except ApiVersions, which answers
 UNSUPPORTED_VERSION with its v0 body so the client can retry with a version we know).
+
+Stop (SIGTERM): stop listening, close every connection (their in-flight requests, parked ones included,
+are cancelled and their sockets aborted), then the periodic tasks, the coordinators, the flusher and the
+logs. It takes about as long as the last fsync in progress, whatever the clients are doing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from exactly.broker.config import BrokerConfig
-from exactly.broker.context import RequestContext
-from exactly.broker.dispatch import HANDLERS, advertised, advertised_max
+from exactly.broker.connection import READ_SIZE, Connection
 from exactly.broker.flusher import Flusher
 from exactly.broker.groups import GroupService
 from exactly.broker.transactions import TransactionService
@@ -31,13 +31,8 @@ from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
 from exactly.cluster.producer_ids import ProducerIdManager
 from exactly.configs.topic import TOPIC_CONFIGS, validate_topic_overrides
-from exactly.errors import ErrorCode, KafkaError, ProtocolError
+from exactly.errors import ErrorCode, KafkaError
 from exactly.fetch.session import FetchSessionCache
-from exactly.protocol import primitives as p
-from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
-from exactly.protocol.framing import FrameDecoder
-from exactly.protocol.messages import ApiKey
-from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
 from exactly.quotas.entities import QuotaKey
 from exactly.quotas.manager import ClientQuotaManager
 from exactly.storage.config import LogConfig
@@ -46,8 +41,7 @@ from exactly.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
-_READ_SIZE = 1 << 18
-_MAX_IN_FLIGHT = 64  # requests read ahead of their responses, per connection
+_CLOSE_WAIT_S = 2.0  # stop(): the most connections get to end (each needs a loop turn, at most 1 s)
 
 
 class Broker:
@@ -92,6 +86,7 @@ class Broker:
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._ids = itertools.count(1)
         self._stopped = asyncio.Event()
+        self._stopping = False
 
     @property
     def port(self) -> int:
@@ -277,7 +272,7 @@ class Broker:
         self._tasks += self.transactions.start()  # loads __transaction_state, resumes marker writing
         host, port = self.config.listen
         self._server = await asyncio.start_server(
-            self._accept, host, port, limit=_READ_SIZE, reuse_address=True
+            self._accept, host, port, limit=READ_SIZE, reuse_address=True
         )
         log.info("exactly broker %d listening on %s:%d", self.config.node_id, host, self.port)
 
@@ -288,16 +283,23 @@ class Broker:
         self._stopped.set()
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._server is not None:
             self._server.close()
-        # Close sockets and abandon in-flight requests (a parked long-poll fetch included) instead of
-        # cancelling the connection tasks: asyncio's stream callback logs a cancelled task as an error.
+        # Not by cancelling the connection tasks: asyncio's stream callback logs a cancelled task as an
+        # error. Each `Connection.run` cancels its own requests and returns.
         for connection in list(self._connections.values()):
             connection.close()
         if self._connections:
-            await asyncio.wait(list(self._connections), timeout=10)
+            _, late = await asyncio.wait(list(self._connections), timeout=_CLOSE_WAIT_S)
+            if late:
+                log.warning("%d connections did not close within %.0f s", len(late), _CLOSE_WAIT_S)
         if self._server is not None:
-            await self._server.wait_closed()
+            try:
+                async with asyncio.timeout(_CLOSE_WAIT_S):
+                    await self._server.wait_closed()
+            except TimeoutError:
+                log.warning("listener did not close within %.0f s", _CLOSE_WAIT_S)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -309,140 +311,24 @@ class Broker:
         log.info("exactly broker %d stopped", self.config.node_id)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The stream callback of one client socket: serve it, then log one line saying why it ended."""
+        if self._stopping:
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         assert task is not None
         connection = Connection(self, reader, writer, next(self._ids))
         self._connections[task] = connection
         try:
-            await connection.run()
+            ending = await connection.run()
         finally:
             del self._connections[task]
-
-
-class Connection:
-    def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection_id: int
-    ) -> None:
-        self.broker = broker
-        self.reader = reader
-        self.writer = writer
-        self.id = connection_id
-        self._in_flight: set[asyncio.Future[list[p.Chunk] | None]] = set()
-        self._muted_until = 0.0  # loop time before which nothing more is read (quota throttling)
-        self._closing = asyncio.Event()  # ends a mute early when the broker shuts the connection
-        peer = writer.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-
-    async def run(self) -> None:
-        config = self.broker.config
-        decoder = FrameDecoder(config.socket_request_max_bytes)
-        pending: asyncio.Queue[asyncio.Future[list[p.Chunk] | None] | None] = asyncio.Queue(_MAX_IN_FLIGHT)
-        writer_task = asyncio.create_task(self._write_responses(pending))
-        idle = config.connections_max_idle_ms / 1000 if config.connections_max_idle_ms > 0 else None
-        try:
-            while not writer_task.done():
-                try:
-                    data = await asyncio.wait_for(self.reader.read(_READ_SIZE), idle)
-                except TimeoutError:
-                    log.info("closing idle connection %s", self.peer)
-                    break
-                if not data:
-                    break
-                # A throttled client's requests wait (also those that arrived while it was being muted).
-                muted = self._muted_until - asyncio.get_running_loop().time()
-                if muted > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._closing.wait(), muted)
-                    if self._closing.is_set():
-                        break
-                for frame in decoder.frames(data):
-                    await pending.put(self._dispatch(frame))
-        except ProtocolError as e:
-            log.warning("closing connection %s: %s", self.peer, e)
-            writer_task.cancel()
-        except (ConnectionError, asyncio.IncompleteReadError) as e:
-            log.debug("connection %s lost: %s", self.peer, e)
-            writer_task.cancel()
-        finally:
-            for future in list(self._in_flight):  # the peer is gone: nobody waits for these answers
-                future.cancel()
-            if not writer_task.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pending.put(None)
-            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
-                await writer_task
-            self.writer.close()
-
-    def _dispatch(self, frame: bytes) -> asyncio.Future[list[p.Chunk] | None]:
-        try:
-            header, body = decode_request(frame)
-        except ProtocolError as e:
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("undecodable frame from %s: %s", self.peer, frame[:512].hex())
-            if not isinstance(e, UnsupportedVersionError):
-                raise
-            if e.header.api_key != ApiKey.API_VERSIONS:
-                raise
-            return _done(_unsupported_api_versions(e.header))
-        key = ApiKey(header.api_key)
-        handler = HANDLERS.get(key)
-        if handler is None:
-            raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
-        if header.api_version > advertised_max(key):
-            raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
-        context = RequestContext(self.broker, header, self.id, self.peer, len(frame), self.mute)
-        future = asyncio.ensure_future(self._run(handler, context, body))
-        self._in_flight.add(future)
-        future.add_done_callback(self._in_flight.discard)
-        return future
-
-    def mute(self, ms: int) -> None:
-        """Read nothing more from this client for `ms` (Kafka mutes a throttled client's channel)."""
-        until = asyncio.get_running_loop().time() + ms / 1000
-        self._muted_until = max(self._muted_until, until)
-
-    def close(self) -> None:
-        """Shut down: drop in-flight requests and close the socket (the read loop then sees EOF)."""
-        self._closing.set()
-        for future in list(self._in_flight):
-            future.cancel()
-        self.writer.close()
-
-    async def _run(self, handler: Any, context: RequestContext, body: Any) -> list[p.Chunk] | None:
-        response = await handler(context, body)
-        if response is None:
-            return None
-        return encode_response(context.header, response)
-
-    async def _write_responses(
-        self, pending: asyncio.Queue[asyncio.Future[list[p.Chunk] | None] | None]
-    ) -> None:
-        while (future := await pending.get()) is not None:
-            try:
-                chunks = await future
-            except Exception:
-                log.exception("request on connection %s failed; closing it", self.peer)
-                self.writer.close()
-                raise
-            if chunks is None:
-                continue
-            self.writer.writelines(chunks)
-            if self.writer.transport.get_write_buffer_size() > (1 << 20):
-                await self.writer.drain()
-
-
-def _done(value: list[p.Chunk]) -> asyncio.Future[list[p.Chunk] | None]:
-    future: asyncio.Future[list[p.Chunk] | None] = asyncio.get_running_loop().create_future()
-    future.set_result(value)
-    return future
-
-
-def api_versions_body(error: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
-    keys = [ApiVersion(int(key), lo, hi) for key, (lo, hi) in advertised().items()]
-    return ApiVersionsResponse(error_code=error, api_keys=keys)
-
-
-def _unsupported_api_versions(header: RequestHeader) -> list[p.Chunk]:
-    """Kafka answers an ApiVersions version it doesn't know with a v0 body: error 35 and its ranges."""
-    v0 = header._replace(api_version=0)
-    return encode_response(v0, api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
+        if log.isEnabledFor(ending.reason.level):
+            log.log(
+                ending.reason.level,
+                "closing connection %d from %s (%s); %d open",
+                connection.id,
+                connection.peer,
+                ending,
+                len(self._connections),
+            )

@@ -27,7 +27,7 @@ OVERVIEW = f"""\
 exactly {__version__}: a Kafka-wire-compatible broker built for exactly-once.
 
 Broker:
-  exactly serve [--data-dir DIR] [--listen HOST:PORT] [--set key=value ...]
+  exactly serve [--data-dir DIR] [--listen HOST:PORT] [--set key=value ...] [--log-level L]
 
 Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP}):
   exactly topics create NAME [--partitions N] [--config key=value ...]
@@ -83,7 +83,11 @@ def serve(
         list[str] | None, typer.Option("--set", help="key=value with Kafka config names; repeatable")
     ] = None,
     log_level: Annotated[
-        str, typer.Option(help="DEBUG, INFO, WARNING or ERROR (DEBUG traces every coordinator request)")
+        str,
+        typer.Option(
+            help="DEBUG, INFO, WARNING or ERROR for the broker's own log lines (DEBUG traces coordinator "
+            "requests and every closed connection)"
+        ),
     ] = "INFO",
 ) -> None:
     """Run the broker."""
@@ -102,8 +106,8 @@ def serve(
     except ConfigError as e:
         _fail(str(e))
     if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        _fail(f"unknown log level {log_level!r}")
-    run(broker_config, log_level.upper())
+        _fail(f"--log-level {log_level!r}: expected DEBUG, INFO, WARNING or ERROR")
+    run(broker_config, log_level)
 
 
 def _fail(message: str) -> NoReturn:

@@ -10,6 +10,6 @@ from exactly.protocol.messages.api_versions import ApiVersionsRequest, ApiVersio
 
 @handler(ApiKey.API_VERSIONS)
 async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
-    from exactly.broker.server import api_versions_body
+    from exactly.broker.connection import api_versions_body
 
     return api_versions_body()

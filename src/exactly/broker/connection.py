@@ -1,0 +1,363 @@
+"""One client connection: read frames, run the requests, write the responses in order, end quietly.
+
+Wire: Kafka frames both ways (`int32 size` + body, `exactly.protocol.framing`); responses go out in the
+order their requests came in.
+
+A connection is three tasks, all owned by `Connection.run`, which never raises:
+
+* the reader: socket -> `FrameDecoder` -> one handler task per request, started in arrival order (so
+  the synchronous part of each handler — an append, a coordinator transition — runs in request order)
+  -> the `pending` queue. At most `_MAX_IN_FLIGHT` requests wait for their responses: when the queue is
+  full the reader stops reading, its buffer fills and TCP flow control stops the client.
+* the writer: awaits each pending request in order and writes its response. When the transport holds
+  more than `_WRITE_BUFFER_HIGH` unsent bytes it waits for the peer to read them (drain). A client that
+  does not read therefore costs at most the in-flight limit, the write buffer and the read buffer.
+* `run` itself, which waits for the first of: the reader ends, the writer ends, or `close()`.
+
+Then the other task is cancelled, every request still in flight is cancelled (nobody will read its
+answer; a parked long-poll Fetch or JoinGroup included), and the transport is aborted (a graceful close
+would wait forever to flush to a peer that does not read). `run` returns an `Ending` that says why, and
+the broker logs one line for it: DEBUG for a peer that went away, idled out or a shutdown, WARNING for
+bad input; a handler that raised (a bug) is logged with its traceback when it fails.
+
+How a vanished peer is noticed: a read that returns EOF (also in the middle of a frame) or fails, a write
+or drain to a lost transport, and — while reading is paused because the queue is full, when the transport
+cannot see a reset — a look at the socket's TCP state every `_PROBE_S` (`peer_gone`).
+
+Idle (`connections.max.idle.ms`, Kafka's default 10 min): nothing read, no write progress and no request
+being handled for that long. A peer that stopped reading its responses is idle too, and is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from exactly.broker.context import RequestContext
+from exactly.broker.dispatch import HANDLERS, advertised, advertised_max
+from exactly.errors import ErrorCode, ProtocolError
+from exactly.protocol import primitives as p
+from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
+from exactly.protocol.framing import FrameDecoder
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+
+if TYPE_CHECKING:
+    from exactly.broker.server import Broker
+
+__all__ = ["CloseReason", "Connection", "Ending", "api_versions_body", "peer_gone"]
+
+log = logging.getLogger(__name__)
+
+READ_SIZE = 1 << 18  # also the StreamReader limit: reading pauses at twice this much unread
+_MAX_IN_FLIGHT = 64  # requests read ahead of their responses, per connection
+_WRITE_BUFFER_HIGH = 1 << 20  # unsent response bytes above which the writer waits for the peer
+_PROBE_S = 1.0  # how often a stalled connection looks at its socket, and measures write progress
+_REAP_S = 1.0  # how long teardown waits for cancelled handlers to finish
+
+# Linux tcp_states.h: the peer reset the connection (or it timed out), or the peer sent FIN.
+_TCP_CLOSE = 7
+_TCP_CLOSE_WAIT = 8
+
+Response = list[p.Chunk] | None
+
+
+class CloseReason(Enum):
+    PEER_CLOSED = "closed by the client"
+    PEER_LOST = "connection lost"
+    IDLE = "idle for connections.max.idle.ms"
+    NOT_READING = "client not reading its responses for connections.max.idle.ms"
+    BAD_REQUEST = "bad request"
+    REQUEST_FAILED = "a request failed"
+    SHUTDOWN = "broker shutting down"
+    INTERNAL_ERROR = "internal error"
+
+    @property
+    def level(self) -> int:
+        """The level of the line that reports a connection closed for this reason."""
+        if self is CloseReason.BAD_REQUEST:
+            return logging.WARNING
+        if self in (CloseReason.REQUEST_FAILED, CloseReason.INTERNAL_ERROR):
+            return logging.ERROR
+        return logging.DEBUG
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    reason: CloseReason
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
+
+
+def peer_gone(sock: Any) -> bool:
+    """Whether the kernel says the peer of this TCP socket reset it or closed its side (Linux TCP_INFO;
+    False where that is not available). Kafka clients never half-close, so FIN means gone."""
+    tcp_info = getattr(socket, "TCP_INFO", None)
+    if tcp_info is None or sock is None:
+        return False
+    try:
+        state = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 8)[0]
+    except (OSError, ValueError):  # ValueError: uvloop's socket of a closed transport has fd -1
+        return True
+    return state in (_TCP_CLOSE, _TCP_CLOSE_WAIT)
+
+
+class Connection:
+    def __init__(
+        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection_id: int
+    ) -> None:
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        self.id = connection_id
+        self._requests: set[asyncio.Future[Response]] = set()  # dispatched, not yet taken by the writer
+        self._pending: asyncio.Queue[tuple[RequestHeader | None, asyncio.Future[Response]]] = asyncio.Queue(
+            _MAX_IN_FLIGHT
+        )
+        self._closed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()  # set by close()
+        self._loop = asyncio.get_running_loop()
+        self._last_activity = self._loop.time()
+        self._draining = False  # the writer waits for the peer to read
+        self._muted_until = 0.0  # loop time before which nothing more is read (quota throttling)
+        idle_ms = broker.config.connections_max_idle_ms
+        self._idle_s = idle_ms / 1000 if idle_ms > 0 else None
+        peer = writer.get_extra_info("peername")
+        # No peer name when the client reset the connection before it was accepted.
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "unknown"
+        self._socket = writer.get_extra_info("socket")
+        if not writer.transport.is_closing():  # uvloop raises on a transport already lost
+            writer.transport.set_write_buffer_limits(high=_WRITE_BUFFER_HIGH)
+
+    # --- lifetime ---------------------------------------------------------------------------------------
+
+    async def run(self) -> Ending:
+        """Serve until the peer goes, the connection idles out, bad input, or `close()`; never raises."""
+        reader = asyncio.create_task(self._read_requests())
+        writer = asyncio.create_task(self._write_responses())
+        ending = Ending(CloseReason.SHUTDOWN)
+        try:
+            waits: list[asyncio.Future[Any]] = [reader, writer, self._closed]
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for task in (reader, writer):
+                if task in done:
+                    ending = self._ending_of(task)
+                    break
+        except asyncio.CancelledError:
+            pass  # the loop is shutting down: end like close()
+        finally:
+            await self._teardown(reader, writer)
+        return ending
+
+    def mute(self, ms: int) -> None:
+        """Read nothing more from this client for `ms` (Kafka mutes a throttled client's channel)."""
+        self._muted_until = max(self._muted_until, self._loop.time() + ms / 1000)
+
+    def close(self) -> None:
+        """Shut down: `run` cancels the in-flight requests, aborts the socket and returns."""
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def _ending_of(self, task: asyncio.Task[Ending]) -> Ending:
+        if task.cancelled():
+            return Ending(CloseReason.SHUTDOWN)
+        error = task.exception()
+        if error is None:
+            return task.result()
+        log.error("connection %d from %s failed", self.id, self.peer, exc_info=error)
+        return Ending(CloseReason.INTERNAL_ERROR, repr(error))
+
+    async def _teardown(self, reader: asyncio.Task[Ending], writer: asyncio.Task[Ending]) -> None:
+        reader.cancel()
+        writer.cancel()
+        requests = list(self._requests)
+        self._requests.clear()
+        for future in requests:
+            future.cancel()
+        self.writer.transport.abort()
+        everything: list[asyncio.Future[Any]] = [reader, writer, *requests]
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait(everything, timeout=_REAP_S)
+        for future in requests:
+            if future.done() and not future.cancelled() and (error := future.exception()) is not None:
+                log.error("request on closed connection %d failed", self.id, exc_info=error)
+
+    def _touch(self) -> None:
+        self._last_activity = self._loop.time()
+
+    def _idle_ending(self) -> Ending | None:
+        """`connections.max.idle.ms` passed with nothing read, no write progress and no request running."""
+        if self._idle_s is None:
+            return None
+        if any(not future.done() for future in self._requests):
+            self._touch()
+            return None
+        if self._loop.time() - self._last_activity < self._idle_s:
+            return None
+        return Ending(CloseReason.NOT_READING if self._draining else CloseReason.IDLE)
+
+    # --- reading ----------------------------------------------------------------------------------------
+
+    async def _read_requests(self) -> Ending:
+        decoder = FrameDecoder(self.broker.config.socket_request_max_bytes)
+        pending = self._pending
+        while True:
+            timeout = None if self._idle_s is None else self._last_activity + self._idle_s - self._loop.time()
+            try:
+                async with asyncio.timeout(None if timeout is None else max(timeout, 0.0)):
+                    data = await self.reader.read(READ_SIZE)
+            except TimeoutError:
+                if (idle := self._idle_ending()) is not None:
+                    return idle
+                continue
+            except OSError as e:
+                return Ending(CloseReason.PEER_LOST, str(e) or type(e).__name__)
+            if not data:
+                partial = decoder.buffered
+                return Ending(
+                    CloseReason.PEER_CLOSED, f"in the middle of a frame ({partial} bytes)" if partial else ""
+                )
+            self._touch()
+            # A throttled client's requests wait (those that arrived while it was muted too); close() ends it.
+            if (muted := self._muted_until - self._loop.time()) > 0:
+                await asyncio.wait([self._closed], timeout=muted)
+                if self._closed.done():
+                    return Ending(CloseReason.SHUTDOWN)
+            try:
+                for frame in decoder.frames(data):
+                    item = self._dispatch(frame)
+                    if not pending.full():
+                        pending.put_nowait(item)
+                    elif (stalled := await self._enqueue(item)) is not None:
+                        return stalled
+            except ProtocolError as e:
+                return Ending(CloseReason.BAD_REQUEST, str(e))
+
+    async def _enqueue(self, item: tuple[RequestHeader | None, asyncio.Future[Response]]) -> Ending | None:
+        """Wait for room in the full queue. Reading is paused meanwhile, so the transport would not notice
+        the peer vanish: look at the socket every `_PROBE_S`."""
+        while True:
+            try:
+                async with asyncio.timeout(_PROBE_S):
+                    await self._pending.put(item)
+                return None
+            except TimeoutError:
+                if peer_gone(self._socket):
+                    item[1].cancel()
+                    return Ending(CloseReason.PEER_LOST, "found closed while its requests waited")
+                if (idle := self._idle_ending()) is not None:
+                    item[1].cancel()
+                    return idle
+
+    def _dispatch(self, frame: bytes) -> tuple[RequestHeader | None, asyncio.Future[Response]]:
+        try:
+            header, body = decode_request(frame)
+        except ProtocolError as e:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("undecodable frame from %s: %s", self.peer, frame[:512].hex())
+            if not isinstance(e, UnsupportedVersionError):
+                raise
+            if e.header.api_key != ApiKey.API_VERSIONS:
+                raise
+            return None, _done(_unsupported_api_versions(e.header))  # never fails: not tracked
+        key = ApiKey(header.api_key)
+        handler = HANDLERS.get(key)
+        if handler is None:
+            raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
+        if header.api_version > advertised_max(key):
+            raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
+        context = RequestContext(self.broker, header, self.id, self.peer, len(frame), self.mute)
+        future = asyncio.ensure_future(self._run(handler, context, body))
+        self._requests.add(future)
+        return header, future
+
+    async def _run(self, handler: Any, context: RequestContext, body: Any) -> Response:
+        response = await handler(context, body)
+        if response is None:
+            return None
+        return encode_response(context.header, response)
+
+    # --- writing ----------------------------------------------------------------------------------------
+
+    async def _write_responses(self) -> Ending:
+        transport = self.writer.transport
+        while True:
+            header, future = await self._pending.get()
+            try:
+                chunks = await future
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                # The request was cancelled by someone else (a coordinator stopping): nothing to answer.
+                return Ending(CloseReason.SHUTDOWN, f"{_describe(header)} cancelled")
+            except Exception:
+                log.exception(
+                    "%s on connection %d from %s failed; closing it", _describe(header), self.id, self.peer
+                )
+                return Ending(CloseReason.REQUEST_FAILED, _describe(header))
+            finally:
+                self._requests.discard(future)
+            if chunks is None:
+                continue
+            if transport.is_closing():
+                return Ending(CloseReason.PEER_LOST, "while writing a response")
+            self.writer.writelines(chunks)
+            self._touch()
+            if transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH and (lost := await self._drain()):
+                return lost
+
+    async def _drain(self) -> Ending | None:
+        """Wait until the peer has read enough; each `_PROBE_S` in which it read something is activity
+        (the reader closes a connection whose peer reads nothing for connections.max.idle.ms)."""
+        transport = self.writer.transport
+        unsent = transport.get_write_buffer_size()
+        self._draining = True
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(_PROBE_S):
+                        await self.writer.drain()
+                    return None
+                except TimeoutError:
+                    now = transport.get_write_buffer_size()
+                    if now < unsent:
+                        self._touch()
+                    unsent = now
+                except OSError as e:
+                    return Ending(CloseReason.PEER_LOST, str(e) or type(e).__name__)
+        finally:
+            self._draining = False
+
+
+def _describe(header: RequestHeader | None) -> str:
+    if header is None:
+        return "ApiVersions (unsupported version)"
+    try:
+        name = ApiKey(header.api_key).name
+    except ValueError:
+        name = str(header.api_key)
+    return f"{name} v{header.api_version} (correlation id {header.correlation_id})"
+
+
+def _done(value: list[p.Chunk]) -> asyncio.Future[Response]:
+    future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future
+
+
+def api_versions_body(error: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
+    keys = [ApiVersion(int(key), lo, hi) for key, (lo, hi) in advertised().items()]
+    return ApiVersionsResponse(error_code=error, api_keys=keys)
+
+
+def _unsupported_api_versions(header: RequestHeader) -> list[p.Chunk]:
+    """Kafka answers an ApiVersions version it doesn't know with a v0 body: error 35 and its ranges."""
+    v0 = header._replace(api_version=0)
+    return encode_response(v0, api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
