@@ -284,7 +284,7 @@ def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
         if name in kafka:
             raise SourceOptionError(f"option 'kafka.{name}' is not supported: {reason}")
     kafka.pop("bootstrap.servers", None)
-    isolation = kafka.pop("isolation.level", "read_committed").strip().lower()
+    isolation = own.get("kafka.isolation.level", "read_committed").strip().lower()
     if isolation not in _ISOLATION_LEVELS:
         raise SourceOptionError(
             f"option 'kafka.isolation.level' must be one of {', '.join(_ISOLATION_LEVELS)}"
