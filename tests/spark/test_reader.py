@@ -328,3 +328,23 @@ def test_bad_option_values(
 def test_missing_bootstrap_servers(spark: Any) -> None:
     message = _error_of(lambda: spark.read.format("exactly").option("subscribe", "t").load())
     assert "option 'kafka.bootstrap.servers' is required" in message
+
+
+def test_data_loss_fails_or_skips_per_fail_on_data_loss(spark: Any, spark_broker: BrokerProcess) -> None:
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = spark_broker.bootstrap
+    topic = new_topic(bootstrap, "loss")
+    produce(bootstrap, topic, [(0, f"v{i}".encode()) for i in range(10)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([KafkaTopicPartition(topic, 0, 4)], request_timeout=30).values():
+        assert future.result(30).low_watermark == 4
+    from_zero = {"subscribe": topic, "startingOffsets": f'{{"{topic}":{{"0":0}}}}'}
+    message = _error_of(lambda: _read(spark, bootstrap, **from_zero).collect())
+    assert f"{topic}-0: offsets [0, 4) were deleted before they were read" in message
+    assert "set failOnDataLoss=false to skip them" in message
+    rows = _rows(_read(spark, bootstrap, failOnDataLoss="false", **from_zero))
+    assert [(r[2], r[3]) for r in rows] == [(i, f"v{i}".encode()) for i in range(4, 10)]
+    # earliest is the log start offset: nothing lost
+    assert [r[2] for r in _rows(_read(spark, bootstrap, subscribe=topic))] == list(range(4, 10))

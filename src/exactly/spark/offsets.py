@@ -167,7 +167,7 @@ def offset_ranges(
     total = sum(r.size for r in ranges)
     split: list[OffsetRange] = []
     for r in ranges:
-        parts = max(round(r.size / total * min_partitions), 1)
+        parts = max(math.floor(r.size / total * min_partitions + 0.5), 1)  # Scala's math.round
         remaining, begin = r.size, r.from_offset
         for part in range(parts):
             this = remaining // (parts - part)
