@@ -40,7 +40,7 @@ def unknown_columns(schema: StructType) -> list[str]:
 
 class RecordColumns:
     """Column-wise accumulator of one partition's consumed records; `take()` returns them as one
-    RecordBatch."""
+    RecordBatch. `add` is the per-record hot path: plain appends, conversions happen per column."""
 
     def __init__(self, schema: StructType, topic: str, partition: int) -> None:
         self._arrow_schema = to_arrow_schema(schema, timezone="UTC")
@@ -53,9 +53,8 @@ class RecordColumns:
         self._keys: list[bytes | None] = []
         self._values: list[bytes | None] = []
         self._offsets: list[int] = []
-        self._timestamps: list[int] = []
-        self._timestamp_types: list[int] = []
-        self._headers: list[list[dict[str, Any]] | None] = []
+        self._timestamps: list[tuple[int, int]] = []  # confluent-kafka's (type, milliseconds)
+        self._headers: list[list[tuple[str, bytes | None]] | None] = []
         self.rows = 0
 
     def add(self, message: Any) -> None:
@@ -63,26 +62,36 @@ class RecordColumns:
         self._keys.append(message.key())
         self._values.append(message.value())
         self._offsets.append(message.offset())
-        timestamp_type, timestamp_ms = message.timestamp()
-        self._timestamps.append(timestamp_ms * 1000)
-        self._timestamp_types.append(_TIMESTAMP_TYPE_ID.get(timestamp_type, -1))
+        self._timestamps.append(message.timestamp())
         if self._with_headers:
-            headers = message.headers()
-            self._headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
+            self._headers.append(message.headers())
         self.rows += 1
 
+    def _column(self, name: str, arrow_type: pa.DataType) -> pa.Array:
+        if name == "key":
+            return pa.array(self._keys, type=arrow_type)
+        if name == "value":
+            return pa.array(self._values, type=arrow_type)
+        if name == "topic":
+            return pa.array([self._topic] * self.rows, type=arrow_type)
+        if name == "partition":
+            return pa.array([self._partition] * self.rows, type=arrow_type)
+        if name == "offset":
+            return pa.array(self._offsets, type=arrow_type)
+        if name == "timestamp":
+            return pa.array([ms * 1000 for _, ms in self._timestamps], type=arrow_type)
+        if name == "timestampType":
+            return pa.array(
+                [_TIMESTAMP_TYPE_ID.get(kind, -1) for kind, _ in self._timestamps], type=arrow_type
+            )
+        headers = [
+            [{"key": k, "value": v} for k, v in record_headers] if record_headers else None
+            for record_headers in self._headers
+        ]
+        return pa.array(headers, type=arrow_type)
+
     def take(self) -> pa.RecordBatch:
-        data: dict[str, Any] = {
-            "key": self._keys,
-            "value": self._values,
-            "topic": [self._topic] * self.rows,
-            "partition": [self._partition] * self.rows,
-            "offset": self._offsets,
-            "timestamp": self._timestamps,
-            "timestampType": self._timestamp_types,
-            "headers": self._headers,
-        }
-        arrays = [pa.array(data[field.name], type=field.type) for field in self._arrow_schema]
+        arrays = [self._column(field.name, field.type) for field in self._arrow_schema]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self._arrow_schema)
         self._reset()
         return batch
