@@ -348,3 +348,60 @@ def test_data_loss_fails_or_skips_per_fail_on_data_loss(spark: Any, spark_broker
     assert [(r[2], r[3]) for r in rows] == [(i, f"v{i}".encode()) for i in range(4, 10)]
     # earliest is the log start offset: nothing lost
     assert [r[2] for r in _rows(_read(spark, bootstrap, subscribe=topic))] == list(range(4, 10))
+
+
+# --- read_range on its own (what one Spark task does), around offset gaps ---------------------------
+
+
+def _kafka_schema() -> Any:
+    from pyspark.sql.types import (
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    return StructType(
+        [
+            StructField("key", BinaryType()),
+            StructField("value", BinaryType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("timestamp", TimestampType()),
+            StructField("timestampType", IntegerType()),
+        ]
+    )
+
+
+def test_read_range_tolerates_gaps_at_both_ends(spark_broker: BrokerProcess) -> None:
+    from exactly.spark.offsets import OffsetRange
+    from exactly.spark.options import parse_reader_options
+    from exactly.spark.reader import read_range
+
+    bootstrap = spark_broker.bootstrap
+    topic = new_topic(bootstrap, "gaps")
+    committed(bootstrap, topic, [(0, b"c0"), (0, b"c1")])  # 0, 1, marker 2
+    aborted(bootstrap, topic, [(0, b"x0"), (0, b"x1")])  # 3, 4, marker 5
+    committed(bootstrap, topic, [(0, b"c2")])  # 6, marker 7
+    # a stuck read fails after 20 s instead of hanging; every range below ends well before that
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "kafkaConsumer.pollTimeoutMs": "20000"}
+    )
+    schema = _kafka_schema()
+
+    def read(start: int, until: int) -> list[tuple[int, bytes]]:
+        batches = list(read_range(options, schema, OffsetRange(topic, 0, start, until)))
+        for batch in batches:  # the Arrow schema pyspark checks a data source's batches against
+            assert batch.schema.names == schema.fieldNames()
+        return [(row["offset"], row["value"]) for batch in batches for row in batch.to_pylist()]
+
+    assert read(0, 8) == [(0, b"c0"), (1, b"c1"), (6, b"c2")]
+    assert read(0, 2) == [(0, b"c0"), (1, b"c1")]
+    assert read(2, 6) == []  # markers and aborted records only
+    assert read(1, 5) == [(1, b"c1")]  # ends inside the aborted transaction
+    assert read(3, 7) == [(6, b"c2")]  # starts inside it
+    assert read(7, 8) == []  # the last marker alone
