@@ -41,6 +41,9 @@ def test_defaults() -> None:
     assert consumer["isolation.level"] == "read_committed"
     assert consumer["enable.auto.commit"] is False
     assert consumer["auto.offset.reset"] == "error"
+    assert consumer["group.id"] == "exactly-spark-source"
+    labelled = parse_reader_options({**BOOT, "subscribe": "t", "kafka.group.id": "mine"})
+    assert labelled.consumer_config()["group.id"] == "mine"
 
 
 def test_spark_lower_cases_keys_and_values_are_parsed() -> None:
@@ -125,7 +128,7 @@ def test_unknown_option_lists_the_known_ones() -> None:
             {**BOOT, "subscribe": "t", "kafka.isolation.level": "dirty"},
             "'kafka.isolation.level' must be one of",
         ),
-        ({**BOOT, "subscribe": "t", "kafka.group.id": "g"}, "'kafka.group.id' is not supported"),
+        ({**BOOT, "subscribe": "t", "kafka.auto.offset.reset": "latest"}, "use startingOffsets"),
         ({**BOOT, "subscribe": "t", "kafka.enable.auto.commit": "true"}, "'kafka.enable.auto.commit' is not"),
         ({**BOOT, "subscribe": "t", "kafka.": "x"}, "unknown reader option 'kafka.'"),
     ],

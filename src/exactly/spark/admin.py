@@ -10,6 +10,7 @@ address that was tried.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -29,13 +30,11 @@ class UnknownTopicError(SourceOptionError):
     """A topic the options name does not exist."""
 
 
-def _quiet_logger() -> Any:
-    import logging
-
-    logger = logging.getLogger("exactly.spark.librdkafka")
-    logger.propagate = False
-    logger.addHandler(logging.NullHandler())
-    return logger
+# librdkafka's own log lines (connection refused, retries) go here instead of stderr: the errors that
+# matter reach the caller as exceptions with one-line messages
+_LIBRDKAFKA_LOG = logging.getLogger("exactly.spark.librdkafka")
+_LIBRDKAFKA_LOG.propagate = False
+_LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 
 
 class SourceAdmin:
@@ -43,8 +42,9 @@ class SourceAdmin:
 
     def __init__(self, options: ReaderOptions) -> None:
         self._options = options
+        config: dict[str, Any] = {**options.client_config(), "logger": _LIBRDKAFKA_LOG}
         try:
-            self._admin = AdminClient({**options.client_config(), "logger": _quiet_logger()})
+            self._admin = AdminClient(config)
         except KafkaException as exc:
             raise SourceOptionError(f"invalid kafka.* option: {exc.args[0].str()}") from None
         self._timeout = options.lookup_timeout_s

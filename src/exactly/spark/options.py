@@ -30,7 +30,6 @@ BOOTSTRAP = "kafka.bootstrap.servers"
 
 # consumer settings the reader owns (Spark's Kafka source refuses the same ones)
 _READER_OWNED_KAFKA = {
-    "group.id": "the reader assigns partitions itself and commits no offsets",
     "auto.offset.reset": "use startingOffsets",
     "enable.auto.commit": "the reader commits no offsets; Spark's checkpoint is the progress record",
     "enable.partition.eof": "the reader needs partition EOF events",
@@ -115,9 +114,9 @@ class ReaderOptions:
 
     def consumer_config(self) -> dict[str, str | int | bool]:
         config = self.client_config()
+        config.setdefault("group.id", "exactly-spark-source")  # a label only: no group is joined
         config.update(
             {
-                "group.id": "exactly-spark-source",
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": True,

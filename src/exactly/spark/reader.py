@@ -280,3 +280,6 @@ class ExactlyStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:
         """A hint only (it lags one batch): Spark's checkpoint is the source of truth."""
+
+    def stop(self) -> None:
+        self._admin = None
