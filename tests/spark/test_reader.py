@@ -161,6 +161,18 @@ def test_include_headers_key_and_timestamps(spark: Any, spark_broker: BrokerProc
     assert "headers" not in without.columns
 
 
+def test_user_schema_selects_and_orders_columns(spark: Any, spark_broker: BrokerProcess) -> None:
+    bootstrap = spark_broker.bootstrap
+    topic = new_topic(bootstrap, "projected")
+    produce(bootstrap, topic, [(0, b"v0"), (0, b"v1")])
+    reader = _options(spark.read, bootstrap, {"subscribe": topic})
+    rows = reader.schema("offset BIGINT, value BINARY").load().collect()
+    assert [(r.offset, bytes(r.value)) for r in rows] == [(0, b"v0"), (1, b"v1")]
+    assert rows[0].__fields__ == ["offset", "value"]
+    message = _error_of(lambda: reader.schema("value BINARY, colour STRING").load().collect())
+    assert "schema has column(s) colour, which a Kafka record does not have" in message
+
+
 def test_streaming_skips_aborted_and_open_and_replays_identically(
     spark: Any, spark_broker: BrokerProcess, checkpoint: Path
 ) -> None:
