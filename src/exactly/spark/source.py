@@ -1,0 +1,48 @@
+"""`ExactlyDataSource`: the PySpark data source named "exactly" (reader here; the writer is writer.py).
+
+    from exactly.spark import ExactlyDataSource
+    spark.dataSource.register(ExactlyDataSource)
+    spark.readStream.format("exactly").option("kafka.bootstrap.servers", "127.0.0.1:9092")
+        .option("subscribe", "events").load()
+
+Options are checked before any data moves: `schema()` (run when a DataFrame is loaded without a user
+schema) and `reader()` / `streamReader()` parse them and ask the broker whether the topics exist, so
+a typo, a missing topic or an unreachable broker fails the `load()` / `start()` with one line.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from exactly.spark.admin import SourceAdmin
+from exactly.spark.arrow import schema_ddl, unknown_columns
+from exactly.spark.options import ReaderOptions, SourceOptionError, parse_reader_options
+from exactly.spark.reader import ExactlyBatchReader, ExactlyStreamReader
+
+
+class ExactlyDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "exactly"
+
+    def _checked_reader_options(self, schema: StructType | None = None) -> ReaderOptions:
+        options = parse_reader_options(self.options)
+        if schema is not None:
+            unknown = unknown_columns(schema)
+            if unknown:
+                raise SourceOptionError(
+                    f"schema has column(s) {', '.join(unknown)}, which a Kafka record does not have"
+                )
+        SourceAdmin(options).subscribed_partitions()
+        return options
+
+    def schema(self) -> str:
+        """Spark's Kafka source schema (headers with includeHeaders=true)."""
+        return schema_ddl(self._checked_reader_options().include_headers)
+
+    def reader(self, schema: StructType) -> ExactlyBatchReader:
+        return ExactlyBatchReader(self._checked_reader_options(schema), schema)
+
+    def streamReader(self, schema: StructType) -> ExactlyStreamReader:
+        return ExactlyStreamReader(self._checked_reader_options(schema), schema)
