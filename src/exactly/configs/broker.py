@@ -195,6 +195,13 @@ _DEFS = [
         "The most partitions one DescribeTopicPartitions response holds (KIP-966).",
         Range(1, INT_MAX),
     ),
+    _ro(
+        "max.incremental.fetch.session.cache.slots",
+        INT,
+        "1000",
+        "The most incremental fetch sessions (KIP-227) the broker keeps.",
+        Range(0, INT_MAX),
+    ),
     _ro("quota.window.num", INT, "11", "Samples kept of each client quota's rate.", Range(1, 1000)),
     _ro("quota.window.size.seconds", INT, "1", "The time span of one quota sample.", Range(1, 3600)),
     _ro("exactly.debug.end.txn.pause", STRING, "", "Testing only: park EndTxn marker writing at a step."),
