@@ -552,9 +552,7 @@ def module_name(api: str) -> str:
     return snake(api)
 
 
-def generate_api(
-    api: str, lo: int, hi: int, spec_dir: Path = SPEC_DIR
-) -> tuple[str, dict[str, object]]:
+def generate_api(api: str, lo: int, hi: int, spec_dir: Path = SPEC_DIR) -> tuple[str, dict[str, object]]:
     req = load_json(spec_dir / f"{api}Request.json")
     resp = load_json(spec_dir / f"{api}Response.json")
     structs: dict[str, Struct] = {}
