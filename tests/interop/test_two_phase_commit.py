@@ -303,3 +303,76 @@ def test_unreachable_broker_names_the_address() -> None:
         client.supported()
     assert failed.value.code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT)
     assert "127.0.0.1:1" in failed.value.message
+
+
+def test_cli_lists_and_aborts_an_abandoned_querys_prepared_work(proc: BrokerProcess) -> None:
+    from tests.cli.helpers import run_cli
+
+    start(proc)
+    create_topic(proc.bootstrap, TOPIC, 2)
+    b = proc.bootstrap
+    decided = task(b, "abandoned", 0, 0, values("kept"))
+    with TwoPhaseClient(b) as client:
+        client.commit_batch("abandoned", 0, [decided])
+    wait_for("batch 0 visible", lambda: visible(b, 0) == values("kept"))
+    open_work = {task(b, "abandoned", 1, 0, values("b1p0")), task(b, "abandoned", 1, 1, values("b1p1"))}
+    open_work.add(task(b, "abandoned", 2, 1, values("b2p1")))
+    other = task(b, "alive", 9, 0, values("alive"))
+    assert not stable(b, 0)
+    assert not stable(b, 1)
+
+    listed = run_cli("txn", "list", bootstrap=b)
+    assert listed.returncode == 0, listed
+    states = {line.split()[0]: line.split()[-1] for line in listed.out_lines[1:]}
+    assert {states[t] for t in open_work | {other}} == {"Prepared"}
+    assert states[decided] == "CompleteCommit"
+
+    prepared = run_cli("txn", "list-prepared", "--query", "abandoned", bootstrap=b)
+    assert prepared.returncode == 0, prepared
+    assert prepared.out_lines[0].split() == [
+        "TRANSACTIONAL-ID",
+        "QUERY",
+        "BATCH",
+        "PARTITION",
+        "PRODUCER-ID",
+        "AGE-MS",
+        "PARTITIONS",
+    ]
+    rows = [line.split() for line in prepared.out_lines[1:]]
+    assert {r[0] for r in rows} == open_work
+    assert sorted((r[1], r[2], r[3], r[6]) for r in rows) == [
+        ("abandoned", "1", "0", "out-0"),
+        ("abandoned", "1", "1", "out-1"),
+        ("abandoned", "2", "1", "out-1"),
+    ]
+    decisions = run_cli("txn", "list-prepared", "--decisions", bootstrap=b)
+    assert [line.split() for line in decisions.out_lines] == [
+        ["QUERY", "BATCH", "WINNERS"],
+        ["abandoned", "0", decided],
+    ]
+
+    noop = run_cli("txn", "abort-batch", "--query", "abandoned", "--batch", "0", bootstrap=b)
+    assert noop.returncode == 0, noop
+    assert "is decided (1 transactions commit): nothing aborted" in noop.out
+    one = run_cli("txn", "abort-batch", "--query", "abandoned", "--batch", "2", bootstrap=b)
+    assert one.returncode == 0, one
+    assert one.out_lines[0] == "aborted 1 prepared transactions of batch 2 of query abandoned"
+    rest = run_cli("txn", "abort-query", "--query", "abandoned", bootstrap=b)
+    assert rest.returncode == 0, rest
+    assert rest.out_lines[0] == "aborted 2 prepared transactions of query abandoned"
+    assert set(one.out_lines[1:] + rest.out_lines[1:]) == open_work
+
+    wait_for("partition 1 released", lambda: stable(b, 1))
+    assert visible(b, 1) == []
+    assert not stable(b, 0)  # the live query's prepared work still holds partition 0
+    after = run_cli("txn", "list-prepared", bootstrap=b)
+    assert [line.split()[0] for line in after.out_lines[1:]] == [other]
+    assert visible(b, 0) == values("kept")
+
+
+def test_cli_refuses_a_broker_without_the_extension(proc: BrokerProcess) -> None:
+    from tests.cli.helpers import assert_one_line_error, run_cli
+
+    start(proc, "transaction.two.phase.commit.enable=false")
+    result = run_cli("txn", "abort-query", "--query", "q", bootstrap=proc.bootstrap)
+    assert_one_line_error(result, "no two-phase commit extension")

@@ -399,8 +399,8 @@ class TransactionCoordinator:
         now = self._now()
         out: list[TransactionMetadata] = []
         for txn in self.transactions.values():
-            if state_filter and txn.state.kafka_name not in state_filter:
-                continue
+            if state_filter and not ({txn.state.kafka_name, txn.state.reported_name} & state_filter):
+                continue  # a Prepared transaction matches "Ongoing" (as reported) and "Prepared"
             if pid_filter and txn.producer_id not in pid_filter:
                 continue
             if min_duration_ms >= 0 and now - txn.start_timestamp < min_duration_ms:

@@ -70,6 +70,14 @@ class TxnState(Enum):
         """The name Kafka's tools print (ListTransactions / DescribeTransactions `state`)."""
         return _KAFKA_NAMES[self]
 
+    @property
+    def reported_name(self) -> str:
+        """The state ListTransactions / DescribeTransactions (KIP-664) report: Kafka's name, except that a
+        Prepared transaction is reported as Ongoing (as KIP-939 keeps it), because Kafka's admin clients
+        know only Kafka's states (kafka-python's admin raises on an unknown one) and `find-hanging` must
+        not call a prepared transaction hanging. `exactly txn list` marks it Prepared (ListPreparedTxns)."""
+        return "Ongoing" if self is TxnState.PREPARED else self.kafka_name
+
     @classmethod
     def from_kafka_name(cls, name: str) -> TxnState:
         for state, kafka_name in _KAFKA_NAMES.items():

@@ -1,6 +1,8 @@
 """ListTransactions (key 66, v0-1, KIP-664): the transactional ids this coordinator knows, filtered by
 state names, producer ids and (v1) how long the transaction has been running. Unknown state names are
-returned in `unknown_state_filters` and ignored, as in Kafka."""
+returned in `unknown_state_filters` and ignored, as in Kafka. A Prepared transaction (two-phase commit
+extension) is reported as Ongoing (`TxnState.reported_name`) and matches the filters "Ongoing" and
+"Prepared"."""
 
 from __future__ import annotations
 
@@ -29,6 +31,6 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
     return ListTransactionsResponse(
         unknown_state_filters=unknown,
         transaction_states=[
-            TransactionState(t.transactional_id, t.producer_id, t.state.kafka_name) for t in listed
+            TransactionState(t.transactional_id, t.producer_id, t.state.reported_name) for t in listed
         ],
     )
