@@ -326,6 +326,16 @@ def test_cli_lists_and_aborts_an_abandoned_querys_prepared_work(proc: BrokerProc
     states = {line.split()[0]: line.split()[-1] for line in listed.out_lines[1:]}
     assert {states[t] for t in open_work | {other}} == {"Prepared"}
     assert states[decided] == "CompleteCommit"
+    # Kafka's view (DescribeTransactions says Ongoing, with the partitions): prepared work is never hanging;
+    # `exactly txn` marks it Prepared.
+    hanging = run_cli(
+        "txn", "find-hanging", "--topic", TOPIC, "--max-transaction-timeout-ms", "1", bootstrap=b
+    )
+    assert hanging.returncode == 0, hanging
+    assert hanging.out == ""
+    described = run_cli("txn", "describe", other, bootstrap=b)
+    assert described.returncode == 0, described
+    assert described.out_lines[1].split()[4] == "Prepared"  # the STATE column
 
     prepared = run_cli("txn", "list-prepared", "--query", "abandoned", bootstrap=b)
     assert prepared.returncode == 0, prepared

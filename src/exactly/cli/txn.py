@@ -146,7 +146,7 @@ def describe(
         start = description.transaction_start_time_ms
         age = (
             str(int(time.time() * 1000) - start)
-            if start >= 0 and _state(description.state) in _ACTIVE
+            if start >= 0 and _state(description.state) in _ACTIVE  # Prepared is reported as Ongoing
             else "-"
         )
         print_table(
@@ -167,7 +167,9 @@ def describe(
                     transactional_id,
                     str(description.producer_id),
                     str(description.producer_epoch),
-                    _state(description.state),
+                    "Prepared"
+                    if transactional_id in _prepared_ids(bootstrap_server(ctx, bootstrap))
+                    else _state(description.state),
                     str(description.transaction_timeout_ms),
                     str(start),
                     age,
