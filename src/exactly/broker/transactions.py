@@ -110,7 +110,7 @@ class TransactionService:
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
         self._turns: dict[str, _Turn] = {}  # id -> its requests, one at a time
-        self._query_locks: dict[str, asyncio.Lock] = {}  # query id -> its batch requests, one at a time
+        self._query_turns: dict[str, _Turn] = {}  # query id -> its batch requests, one at a time
         self.loaded_records = 0
 
     # --- lifecycle ---------------------------------------------------------------------------------------
@@ -235,11 +235,13 @@ class TransactionService:
                         await self._next_transition(result.transactional_id)
 
     @contextlib.asynccontextmanager
-    async def _turn(self, transactional_id: str) -> AsyncIterator[None]:
-        """Wait for the id's earlier requests to finish (FIFO; no wait, so no reordering, when idle)."""
-        turn = self._turns.get(transactional_id)
+    async def _turn(self, key: str, turns: dict[str, _Turn] | None = None) -> AsyncIterator[None]:
+        """Wait for the key's (an id's, or in `turns` a query's) earlier requests to finish (FIFO; no
+        wait, so no reordering, when idle)."""
+        turns = self._turns if turns is None else turns
+        turn = turns.get(key)
         if turn is None:
-            turn = self._turns[transactional_id] = _Turn(asyncio.Lock())
+            turn = turns[key] = _Turn(asyncio.Lock())
         turn.users += 1
         try:
             async with turn.lock:
@@ -247,7 +249,7 @@ class TransactionService:
         finally:
             turn.users -= 1
             if not turn.users:
-                del self._turns[transactional_id]
+                del turns[key]
 
     def _trace(self, what: str, result: TxnResult) -> None:
         txn = self.coordinator.transactions.get(result.transactional_id)
@@ -487,15 +489,9 @@ class TransactionService:
                 self._background(owed)
         return result
 
-    def _query_lock(self, query_id: str) -> asyncio.Lock:
-        lock = self._query_locks.get(query_id)
-        if lock is None:
-            lock = self._query_locks[query_id] = asyncio.Lock()
-        return lock
-
     async def commit_batch(self, query_id: str, batch_id: int, winners: list[str]) -> BatchResult:
         """CommitBatch: the decision is durable, and so are its transitions, before this returns."""
-        async with self._query_lock(query_id):
+        async with self._turn(query_id, self._query_turns):
             await self.ensure_topic()
             result = self.coordinator.commit_batch(query_id, batch_id, winners)
             log.debug("CommitBatch (%r, %d): %s", query_id, batch_id, result)
@@ -547,7 +543,7 @@ class TransactionService:
 
     async def abort_batch(self, query_id: str, batch_id: int) -> tuple[BatchResult, list[str]]:
         """AbortBatch (batch_id -1: every undecided batch): the aborted ids' PrepareAbort is durable."""
-        async with self._query_lock(query_id):
+        async with self._turn(query_id, self._query_turns):
             await self.ensure_topic()
             result = self.coordinator.abort_batch(query_id, batch_id)
             errors = await asyncio.shield(self._spawn(self._carry_out(list(result.aborts))))

@@ -11,7 +11,8 @@ from exactly.protocol.messages.prepare_txn import PrepareTxnRequest, PrepareTxnR
 
 _MESSAGES = {
     ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: "the transactional id has no transaction here",
-    ErrorCode.INVALID_TXN_STATE: "only an Ongoing transaction (or the same prepare again) can be prepared",
+    ErrorCode.INVALID_TXN_STATE: "only an Ongoing transaction can be prepared (a producer that wrote "
+    "nothing has none; a prepared one only for the same query, batch and partition)",
     ErrorCode.PRODUCER_FENCED: "the batch is already decided: this transaction was aborted",
     ErrorCode.INVALID_REQUEST: "needs a transactional id, a query id, batch id >= 0 and partition >= 0",
 }
