@@ -254,6 +254,8 @@ def test_prepared_transactions_survive_kill_9_and_are_not_timed_out(proc: Broker
     create_topic(proc.bootstrap, TOPIC, 1)
     b = proc.bootstrap
     tids = [task(b, "q6", 1, 0, values(f"t{i}"), timeout_ms=1000) for i in range(2)]
+    driver = TwoPhaseClient(b)  # connected before the crash: its next request reconnects
+    assert driver.supported()
     proc.kill()
     proc.start()
     # An ordinary open transaction with the same 1 s timeout, started after the restart: once the scan
@@ -262,11 +264,11 @@ def test_prepared_transactions_survive_kill_9_and_are_not_timed_out(proc: Broker
     wait_for(
         "the open transaction timed out", lambda: f"{witness!r}: older than its timeout" in proc.full_log()
     )
-    with TwoPhaseClient(b) as client:
-        prepared, _ = client.list_prepared("q6")
+    with driver:
+        prepared, _ = driver.list_prepared("q6")
         assert sorted(t.transactional_id for t in prepared) == sorted(tids)
         assert fetch_once(b, TOPIC, 0).last_stable_offset == 0  # still pinned by the prepared ones
-        client.commit_batch("q6", 1, tids)
+        assert driver.commit_batch("q6", 1, tids).winners == tuple(tids)
     wait_for(
         "prepared output committed", lambda: sorted(visible(b, 0)) == sorted(values("t0") + values("t1"))
     )
