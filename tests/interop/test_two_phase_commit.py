@@ -182,6 +182,36 @@ def test_a_winner_that_is_not_prepared_for_the_batch_gets_no_decision(proc: Brok
     wait_for("decided batch visible", lambda: visible(b, 0) == values("good"))
 
 
+def test_a_prepared_transaction_takes_no_more_records(proc: BrokerProcess) -> None:
+    from confluent_kafka import Producer
+
+    start(proc)
+    create_topic(proc.bootstrap, TOPIC, 2)
+    b = proc.bootstrap
+    tid = f"exactly-spark.q9.0.0.{uuid.uuid4().hex}"
+    producer = Producer({"bootstrap.servers": b, "transactional.id": tid, "linger.ms": 0})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for value in values("in"):
+        producer.produce(TOPIC, value=value.encode(), partition=0)
+    assert producer.flush(30) == 0
+    with TwoPhaseClient(b) as client:
+        client.prepare(tid, "q9", 0, 0)
+        errors: list[object] = []
+        for partition in (0, 1):  # a partition already in the transaction, and a new one
+            producer.produce(
+                TOPIC, value=b"late", partition=partition, on_delivery=lambda err, msg: errors.append(err)
+            )
+        producer.flush(30)
+        assert len(errors) == 2
+        assert all(err is not None for err in errors), errors
+        client.commit_batch("q9", 0, [tid])
+    wait_for("the prepared records visible", lambda: visible(b, 0) == values("in"))
+    raw = fetch_once(b, TOPIC, 0, isolation=READ_UNCOMMITTED).visible
+    assert b"late" not in raw
+    assert fetch_once(b, TOPIC, 1, isolation=READ_UNCOMMITTED).visible == []
+
+
 def test_zombie_prepare_after_the_decision_is_refused_and_aborted(proc: BrokerProcess) -> None:
     start(proc)
     create_topic(proc.bootstrap, TOPIC, 1)

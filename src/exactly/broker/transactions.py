@@ -439,6 +439,12 @@ class TransactionService:
 
         return guard
 
+    def is_prepared(self, transactional_id: str) -> bool:
+        """The id's transaction is Prepared (or being prepared): Produce may add nothing to it. (KIP-890's
+        guard only checks a producer's first batch on a partition.)"""
+        txn = self.coordinator.transactions.get(transactional_id)
+        return txn is not None and TxnState.PREPARED in (txn.state, txn.pending_state)
+
     # --- timers ------------------------------------------------------------------------------------------
 
     def abort_timed_out(self) -> None:
