@@ -325,3 +325,34 @@ def test_transaction_log_decoder(tmp_path: Path, capsys: pytest.CaptureFixture[s
     )
     assert records[1].endswith("transactionalId: app-2 <DELETE>")
     assert "transactionLog: invalid (" in records[2]
+
+
+def test_transaction_log_decoder_shows_prepared_tags_and_batch_decisions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The two-phase commit extension's records: a Prepared transaction with its tag, a batch decision."""
+    from exactly.txn import TransactionLogValue, TxnState, encode_key, encode_value
+    from exactly.txn.decisions import BatchDecisionRecord, encode_decision_key, encode_decision_value
+    from exactly.txn.records import PreparedTag
+
+    tag = PreparedTag("query-9", 4, 2, 950)
+    prepared = TransactionLogValue(
+        7, 3, 60000, TxnState.PREPARED, frozenset({("out", 2)}), 1000, 900, prepared=tag
+    )
+    decision = BatchDecisionRecord("query-9", 4, ("t-a", "t-b"), 1100)
+    builder = BatchBuilder()
+    builder.append(1000, encode_key("t-a"), encode_value(prepared))
+    builder.append(1100, encode_decision_key("query-9", 4), encode_decision_value(decision))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(builder.build())
+    result = run_in_process(capsys, "log", "dump", str(path), "--transaction-log-decoder")
+    assert result.returncode == 0, result
+    records = [line for line in result.out_lines if line.startswith("| offset:")]
+    assert records[0].endswith(
+        "transactionalId: t-a producerId: 7 producerEpoch: 3 state: Prepared partitions: [out-2] "
+        "txnLastUpdateTimestamp: 1000 txnTimeoutMs: 60000 "
+        "prepared: [queryId: query-9 batchId: 4 partition: 2]"
+    )
+    assert records[1].endswith(
+        "batchDecision: queryId: query-9 batchId: 4 winners: [t-a,t-b] timestamp: 1100"
+    )

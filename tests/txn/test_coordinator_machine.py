@@ -11,14 +11,18 @@ replays the encoded log). Checked all along:
 * a decided transaction ends the way it was decided: after PrepareCommit is durable it always ends
   CompleteCommit (never aborted, whatever crashes, fences and timeouts happen in between), and likewise
   PrepareAbort -> CompleteAbort;
-* a fenced (older) producer id/epoch can never add partitions or end a transaction.
+* a fenced (older) producer id/epoch can never add partitions or end a transaction;
+* two-phase commit (docs/two-phase-commit.md; rules prepare, commit_batch, abort_batch, and re-drives
+  after crashes and in the timeout scan): a batch is decided once (a repeated CommitBatch answers the
+  stored winners), a transaction of a decided batch is committed iff it is a winner, every winner of every
+  decision ends committed and every other transaction of the batch aborted, whatever crashes and failed
+  appends happen in between (the decision record itself may be lost before it is durable, or be durable
+  with none, some or all of its transitions).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-from pathlib import Path
 
 from hypothesis import event, settings
 from hypothesis import strategies as st
@@ -29,11 +33,10 @@ from exactly.txn import TxnConfig, TxnResult, TxnState
 from exactly.txn.metadata import is_epoch_exhausted
 from exactly.txn.records import TransactionLogValue, encode_key, encode_value
 from tests.txn.helpers import Harness
+from tests.txn.vectors import VECTORS
 
-_VECTORS = json.loads(
-    (Path(__file__).resolve().parents[3] / "shared" / "vectors" / "txn-state-transitions.json").read_text()
-)
-LEGAL: dict[str, set[str]] = {target: set(prev) for target, prev in _VECTORS["legal_previous_states"].items()}
+# the seeds' table plus the extension's rows (Prepared), read directly, not through `check_transition`
+LEGAL: dict[str, set[str]] = {target: set(prev) for target, prev in VECTORS["legal_previous_states"].items()}
 
 S = TxnState
 E = ErrorCode
@@ -42,6 +45,8 @@ PARTITIONS = st.lists(st.tuples(st.sampled_from(["t", "u"]), st.integers(0, 2)),
 DURABLE = st.sampled_from([True, True, True, False])  # False: the append stays in flight
 EXPIRATION_MS = 5000
 IDLE_STATES = {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}  # may expire
+QUERY = "q"
+BATCHES = st.integers(0, 3)
 
 Snapshot = dict[str, tuple[object, ...]]
 
@@ -60,6 +65,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.decided: dict[str, bool] = {}  # id -> commit? for a durable Prepare* not yet completed
         self.stale: dict[str, tuple[int, int]] = {}  # id -> a (pid, epoch) that has been fenced
         self.seed_pids = itertools.count(1_000_000)
+        self.batch_decisions: dict[int, tuple[str, ...]] = {}  # batch -> winners, once durable
+        self.committed_winners: set[tuple[int, str]] = set()  # (batch, id) seen PrepareCommit
 
     # --- appending, checked -----------------------------------------------------------------------------
 
@@ -117,6 +124,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
             return
         self.durable.add(txn_id)
         self._observe(txn_id)
+        if transit.state is S.PREPARED:  # the broker settles a prepare that lands after its decision
+            owed = self.h.coordinator.settle(txn_id)
+            if owed is not None:
+                event("prepare settled by a decision")
+                self.submit(owed, durable=True)
 
     def _observe(self, txn_id: str) -> None:
         txn = self.h.coordinator.transactions[txn_id]
@@ -129,6 +141,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if txn.state.is_prepare:
             commit = txn.state is S.PREPARE_COMMIT
             assert self.decided.setdefault(txn_id, commit) is commit, "a decided transaction changed its mind"
+            tag = txn.prepared
+            if tag is not None:  # a prepared transaction's outcome is its batch's decision
+                winners = self.batch_decisions.get(tag.batch_id)
+                assert commit == (winners is not None and txn_id in winners), (txn_id, tag, winners)
+                event("prepared transaction committed" if commit else "prepared transaction aborted")
+                if commit:
+                    self.committed_winners.add((tag.batch_id, txn_id))
         elif txn_id in self.decided:
             assert txn.state.is_complete, (txn_id, txn.state)
             assert (txn.state is S.COMPLETE_COMMIT) is self.decided.pop(txn_id)
@@ -144,6 +163,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             frozenset(t.partitions),
             t.start_timestamp,
             t.last_update_timestamp,
+            t.prepared,
         )
 
     def snapshot(self) -> Snapshot:
@@ -161,7 +181,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         elif was is not None and was[0] is S.ONGOING:
             assert result.error == E.CONCURRENT_TRANSACTIONS
             assert result.transit is not None
-        elif was is not None and was[0].is_prepare:
+        elif was is not None and (was[0].is_prepare or was[0] is S.PREPARED):
             assert (result.error, result.transit) == (E.CONCURRENT_TRANSACTIONS, None)
         else:
             assert result.error == E.NONE
@@ -204,7 +224,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
             return
         before = (txn.state, frozenset(txn.partitions), txn.start_timestamp)
         result = self.h.coordinator.add_partitions(txn_id, txn.producer_id, txn.producer_epoch, partitions)
-        if txn.pending_state is None and not txn.state.is_prepare:
+        if txn.pending_state is None and txn.state is S.PREPARED:
+            assert (result.error, result.transit) == (E.INVALID_TXN_STATE, None)
+        elif txn.pending_state is None and not txn.state.is_prepare:
             assert result.error == E.NONE
             state, old, start = before
             if state is S.ONGOING and set(partitions) <= old:
@@ -263,6 +285,107 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.durable.add(txn_id)
         self._observe(txn_id)
 
+    # --- two-phase commit ------------------------------------------------------------------------------
+
+    @rule(txn_id=IDS, batch=BATCHES, partition=st.integers(0, 1), durable=DURABLE)
+    def prepare(self, txn_id: str, batch: int, partition: int, durable: bool) -> None:
+        txn = self.h.coordinator.transactions.get(txn_id)
+        if txn is None:
+            return
+        was = (txn.state, txn.pending_state, txn.producer_epoch)
+        result = self.h.coordinator.prepare(txn_id, QUERY, batch, partition)
+        if was[:2] == (S.ONGOING, None):
+            closed = batch in self.batch_decisions or batch <= max(self.batch_decisions, default=-1)
+            assert result.transit is not None
+            if closed:
+                event("zombie prepare fenced")
+                assert result.error == E.PRODUCER_FENCED
+                assert result.transit.state is S.PREPARE_ABORT
+                assert result.transit.producer_epoch == min(was[2] + 1, 32767)
+            else:
+                event("prepared")
+                assert result.error == E.NONE
+                assert result.transit.state is S.PREPARED
+        else:
+            assert result.transit is None
+            assert result.error != E.NONE or was[0] is S.PREPARED
+        self.submit(result, durable)
+
+    @rule(txn_id=IDS, batch=BATCHES, partition=st.integers(0, 1))
+    def spark_task(self, txn_id: str, batch: int, partition: int) -> None:
+        """A Spark task in one go (durable steps): InitProducerId if new, AddPartitions, PrepareTxn."""
+        c = self.h.coordinator
+        if txn_id in self.inflight:
+            return
+        if txn_id not in c.transactions:
+            self.submit(c.init_producer_id(txn_id, 60_000), durable=True)
+        txn = c.transactions[txn_id]
+        if txn.pending_state is None and (txn.state is S.EMPTY or txn.state.is_complete):
+            add = c.add_partitions(txn_id, txn.producer_id, txn.producer_epoch, [("out", partition)])
+            self.submit(add, durable=True)
+        if txn.state is S.ONGOING and txn.pending_state is None:
+            self.prepare(txn_id, batch, partition, durable=True)
+
+    def _prepared_for(self, batch: int) -> list[str]:
+        return sorted(
+            i
+            for i, t in self.h.coordinator.transactions.items()
+            if t.state is S.PREPARED
+            and t.pending_state is None
+            and t.prepared is not None
+            and t.prepared.batch_id == batch
+        )
+
+    @rule(
+        batch=BATCHES,
+        data=st.data(),
+        outcome=st.sampled_from(["durable", "durable", "append failed", "crash before applied"]),
+        durable=DURABLE,
+    )
+    def commit_batch(self, batch: int, data: st.DataObject, outcome: str, durable: bool) -> None:
+        c = self.h.coordinator
+        candidates = self._prepared_for(batch)
+        winners = data.draw(st.lists(st.sampled_from(candidates), unique=True) if candidates else st.just([]))
+        result = c.commit_batch(QUERY, batch, winners)
+        if batch in self.batch_decisions:
+            event("commit_batch: already decided")
+            assert (result.error, result.already_decided, result.record) == (E.NONE, True, False)
+            assert result.decision is not None
+            assert result.decision.winners == self.batch_decisions[batch], "decided twice"
+            for owed in c.redrive(QUERY):
+                self.submit(owed, durable)
+            return
+        if result.error:
+            assert batch <= max(self.batch_decisions, default=-1)
+            return
+        assert result.record
+        assert result.decision is not None
+        if outcome == "append failed":
+            c.abort_decision(result.decision)
+            return
+        self.h.append_decision(result.decision)
+        self.batch_decisions[batch] = tuple(winners)
+        if outcome == "crash before applied":
+            event("crash between the decision record and its application")
+            self.crash()
+            return
+        for owed in c.complete_decision(result.decision):
+            self.submit(owed, durable)
+
+    @rule(batch=st.sampled_from([-1, 0, 1, 2, 3]), durable=DURABLE)
+    def abort_batch(self, batch: int, durable: bool) -> None:
+        result = self.h.coordinator.abort_batch(QUERY, batch)
+        assert result.error == E.NONE
+        if batch in self.batch_decisions:
+            assert result.already_decided
+            assert result.aborts == ()
+        for aborted in result.aborts:
+            self.submit(aborted, durable)
+
+    def redrive(self) -> None:
+        for owed in self.h.coordinator.redrive_all():
+            self.submit(owed, durable=True)
+
     # --- the coordinator's own work ---------------------------------------------------------------------
 
     @rule(durable=DURABLE)
@@ -280,6 +403,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     @rule(durable=DURABLE)
     def timeout_scan(self, durable: bool) -> None:
+        self.redrive()  # the broker's scan re-drives owed decisions first
         now = self.h.clock.milliseconds()
         due = {
             i
@@ -324,13 +448,18 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if self.decided:
             event("crash with a decided transaction")
         self.inflight.clear()  # never became durable
-        self.h.restart()
+        self.h.restart(redrive=False)
         c = self.h.coordinator
         assert set(c.transactions) == self.durable
         assert self.snapshot() == before
+        for batch, winners in self.batch_decisions.items():
+            decision = c.decisions.get(QUERY, batch)
+            assert decision is not None
+            assert decision.winners == winners
         for txn_id, txn in c.transactions.items():
             assert (txn.pending, txn.fencing, txn.last_producer_epoch) == (None, False, -1)
             self._observe(txn_id)
+        self.redrive()  # the broker's start: transitions owed to recorded decisions
 
     # --- invariants -------------------------------------------------------------------------------------
 
@@ -358,9 +487,17 @@ class CoordinatorMachine(RuleBasedStateMachine):
         """Let every append land and every marker job finish: nothing decided stays undone."""
         for txn_id in sorted(self.inflight):
             self.land(txn_id, ok=True)
+        self.redrive()
         while self.h.jobs:
             self.finish_one_marker_job(durable=True)
         assert self.decided == {}
+        # every winner of every decision committed; nothing of a decided batch still waits
+        for batch, winners in self.batch_decisions.items():
+            assert {(batch, w) for w in winners} <= self.committed_winners, (batch, winners)
+        for txn_id, txn in self.h.coordinator.transactions.items():
+            if txn.state is S.PREPARED:
+                assert txn.prepared is not None
+                assert not self.h.coordinator.batch_closed(QUERY, txn.prepared.batch_id), txn_id
 
 
 TestCoordinatorMachine = CoordinatorMachine.TestCase

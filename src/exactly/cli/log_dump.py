@@ -192,12 +192,21 @@ def dump_log(
 
 
 def transaction_log_text(record: Record) -> str:
-    """A `__transaction_state` record as Kafka's --transaction-log-decoder shows it."""
-    from exactly.txn.records import decode_key, decode_value
+    """A `__transaction_state` record as Kafka's --transaction-log-decoder shows it (plus exactly's
+    two-phase commit extension: the prepared tag, and batch decisions)."""
+    from exactly.txn.decisions import DECISION_KEY_VERSION, decode_decision_key, decode_decision_value
+    from exactly.txn.records import decode_key, decode_value, key_version
 
     try:
         if record.key is None:
             raise CorruptRecordError("record without a key")
+        if key_version(record.key) == DECISION_KEY_VERSION:
+            query_id, batch_id = decode_decision_key(record.key)
+            decision = decode_decision_value(query_id, batch_id, record.value)
+            return (
+                f"batchDecision: queryId: {query_id} batchId: {batch_id} "
+                f"winners: [{','.join(decision.winners)}] timestamp: {decision.timestamp_ms}"
+            )
         txn_id = decode_key(record.key)
         value = decode_value(record.value)
     except CorruptRecordError as e:
@@ -205,11 +214,17 @@ def transaction_log_text(record: Record) -> str:
     if value is None:
         return f"transactionalId: {txn_id} <DELETE>"
     partitions = ",".join(f"{t}-{p}" for t, p in sorted(value.partitions))
+    tag = value.prepared
+    prepared = (
+        f" prepared: [queryId: {tag.query_id} batchId: {tag.batch_id} partition: {tag.partition}]"
+        if tag is not None
+        else ""
+    )
     return (
         f"transactionalId: {txn_id} producerId: {value.producer_id} producerEpoch: {value.producer_epoch} "
         f"state: {value.state.kafka_name} partitions: [{partitions}] "
         f"txnLastUpdateTimestamp: {value.last_update_timestamp_ms} "
-        f"txnTimeoutMs: {value.transaction_timeout_ms}"
+        f"txnTimeoutMs: {value.transaction_timeout_ms}{prepared}"
     )
 
 

@@ -1,5 +1,6 @@
-"""`exactly txn list|describe|describe-producers|find-hanging|abort`: the operator's view of transactions,
-like Kafka's `kafka-transactions.sh` (KIP-664).
+"""`exactly txn list|describe|describe-producers|find-hanging|abort|list-prepared|abort-batch|abort-query`:
+the operator's view of transactions, like Kafka's `kafka-transactions.sh` (KIP-664), plus the prepared
+work of the two-phase commit extension (docs/two-phase-commit.md).
 
 confluent-kafka's AdminClient has no ListTransactions, DescribeTransactions, DescribeProducers or
 admin WriteTxnMarkers, so these commands use kafka-python's `KafkaAdminClient`, which routes each
@@ -11,6 +12,12 @@ has been open longer than `--max-transaction-timeout-ms` and the coordinator doe
 Ongoing transaction of that producer that includes the partition — nobody will ever end it, and it holds
 back every read_committed consumer of the partition. `abort` ends one with an ABORT marker written by
 the partition leader (WriteTxnMarkers), after which consumers move on.
+
+Prepared transactions (the Spark sink's exactly-once output waiting for its driver's decision) are
+reported as Ongoing by ListTransactions/DescribeTransactions (Kafka's clients know no other name);
+`list` marks them Prepared, `list-prepared` shows their (query, batch, partition) and the recorded
+decisions, and `abort-batch` / `abort-query` abort an abandoned query's undecided work (ListPreparedTxns,
+AbortBatch through `exactly.client.twopc`), which releases the last stable offset of its partitions.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from exactly.cli.common import BootstrapOption, bootstrap_server, fail, print_ta
 
 if TYPE_CHECKING:
     from kafka.admin import KafkaAdminClient
+
+    from exactly.client.twopc import TwoPhaseClient
 
 __all__ = ["txn_app"]
 
@@ -104,8 +113,14 @@ def list_(
             state_filters=state or None,
             duration_filter_ms=duration_ms,
         )
+        prepared = _prepared_ids(bootstrap_server(ctx, bootstrap))
         rows = sorted(
-            [t.transactional_id, str(broker), str(t.producer_id), _state(t.state)]
+            [
+                t.transactional_id,
+                str(broker),
+                str(t.producer_id),
+                "Prepared" if t.transactional_id in prepared else _state(t.state),
+            ]
             for broker, listings in listed.items()
             for t in listings
         )
@@ -131,7 +146,7 @@ def describe(
         start = description.transaction_start_time_ms
         age = (
             str(int(time.time() * 1000) - start)
-            if start >= 0 and _state(description.state) in _ACTIVE
+            if start >= 0 and _state(description.state) in _ACTIVE  # Prepared is reported as Ongoing
             else "-"
         )
         print_table(
@@ -152,7 +167,9 @@ def describe(
                     transactional_id,
                     str(description.producer_id),
                     str(description.producer_epoch),
-                    _state(description.state),
+                    "Prepared"
+                    if transactional_id in _prepared_ids(bootstrap_server(ctx, bootstrap))
+                    else _state(description.state),
                     str(description.transaction_timeout_ms),
                     str(start),
                     age,
@@ -318,3 +335,108 @@ def abort(
             f"aborted the transaction of producer {producer.producer_id} (epoch {producer.producer_epoch}) "
             f"that started at offset {start_offset} of {topic}-{partition}"
         )
+
+
+# --- two-phase commit: prepared work -------------------------------------------------------------------
+
+
+def _two_phase(server: str) -> TwoPhaseClient:
+    from exactly.client.twopc import TwoPhaseClient
+
+    client = TwoPhaseClient(server, timeout=_TIMEOUT_MS / 1000, client_id="exactly-cli")
+    try:
+        supported = client.supported()
+    except Exception:
+        client.close()
+        raise
+    if not supported:
+        client.close()
+        fail(f"the broker at {server} has no two-phase commit extension (or it is switched off)")
+    return client
+
+
+def _prepared_ids(server: str) -> set[str]:
+    """The ids ListPreparedTxns lists (empty if the broker has no extension)."""
+    from exactly.client.twopc import TwoPhaseClient
+
+    with TwoPhaseClient(server, timeout=_TIMEOUT_MS / 1000, client_id="exactly-cli") as client:
+        if not client.supported():
+            return set()
+        prepared, _ = client.list_prepared()
+        return {t.transactional_id for t in prepared}
+
+
+@txn_app.command("list-prepared")
+def list_prepared(
+    ctx: typer.Context,
+    query: Annotated[str | None, typer.Option("--query", help="only this query id")] = None,
+    decisions: Annotated[
+        bool, typer.Option("--decisions", help="list the recorded batch decisions instead")
+    ] = False,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Prepared transactions waiting for their batch's decision (or, --decisions, the decisions)."""
+    with reported_errors():
+        with _two_phase(bootstrap_server(ctx, bootstrap)) as client:
+            prepared, decided = client.list_prepared(query)
+        if decisions:
+            if decided:
+                print_table(
+                    ["QUERY", "BATCH", "WINNERS"],
+                    [[d.query_id, str(d.batch_id), ",".join(d.winners) or "-"] for d in decided],
+                )
+            return
+        now = int(time.time() * 1000)
+        if prepared:
+            print_table(
+                ["TRANSACTIONAL-ID", "QUERY", "BATCH", "PARTITION", "PRODUCER-ID", "AGE-MS", "PARTITIONS"],
+                [
+                    [
+                        t.transactional_id,
+                        t.query_id,
+                        str(t.batch_id),
+                        str(t.partition),
+                        str(t.producer_id),
+                        str(max(0, now - t.prepared_timestamp_ms)),
+                        ",".join(f"{topic}-{p}" for topic, p in t.partitions) or "-",
+                    ]
+                    for t in prepared
+                ],
+            )
+
+
+@txn_app.command("abort-batch")
+def abort_batch(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Option("--query", help="the query id", show_default=False)],
+    batch: Annotated[int, typer.Option("--batch", help="the batch id", min=0, show_default=False)],
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Abort the prepared work of one undecided batch of a query (a decided batch stays decided)."""
+    with reported_errors():
+        with _two_phase(bootstrap_server(ctx, bootstrap)) as client:
+            decision, aborted = client.abort_batch_ids(query, batch)
+        if decision is not None:
+            typer.echo(
+                f"batch {batch} of query {query} is decided ({len(decision.winners)} transactions commit): "
+                "nothing aborted"
+            )
+            return
+        typer.echo(f"aborted {len(aborted)} prepared transactions of batch {batch} of query {query}")
+        for txn_id in aborted:
+            typer.echo(txn_id)
+
+
+@txn_app.command("abort-query")
+def abort_query(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Option("--query", help="the query id", show_default=False)],
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Abort the prepared work of every undecided batch of a query (an abandoned query)."""
+    with reported_errors():
+        with _two_phase(bootstrap_server(ctx, bootstrap)) as client:
+            aborted = client.abort_query(query)
+        typer.echo(f"aborted {len(aborted)} prepared transactions of query {query}")
+        for txn_id in aborted:
+            typer.echo(txn_id)

@@ -1,4 +1,5 @@
-"""The transaction coordinator (`__transaction_state`), sans-IO: see `coordinator.py` and `state.py`."""
+"""The transaction coordinator (`__transaction_state`), sans-IO: see `coordinator.py` and `state.py`;
+the two-phase commit extension in `two_phase.py` and `decisions.py`."""
 
 from exactly.txn.coordinator import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult
 from exactly.txn.metadata import TransactionMetadata, TxnTransit

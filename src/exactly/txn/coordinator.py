@@ -28,63 +28,35 @@ versions are the handlers' business):
 * verify (KIP-890 part 1): before a partition accepts a producer's first transactional batch.
 * Timeouts: `abort_timed_out` fences and aborts Ongoing transactions older than their timeout.
 * Expiry: `expire` writes tombstones for ids idle longer than `transactional.id.expiration.ms`.
+
+Two-phase commit extension (PrepareTxn, CommitBatch, AbortBatch): `two_phase.py`, mixed in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 from exactly.errors import ErrorCode
 from exactly.group.partitioning import partition_for
+from exactly.txn.decisions import BatchDecisionRecord, Decisions
 from exactly.txn.metadata import (
     NO_PRODUCER_EPOCH,
     TransactionMetadata,
     TxnTransit,
     is_epoch_exhausted,
 )
-from exactly.txn.records import Partitions, TransactionLogValue
+from exactly.txn.records import TransactionLogValue
+from exactly.txn.results import BatchResult, MarkerJob, TxnConfig, TxnResult
 from exactly.txn.state import TxnState
+from exactly.txn.two_phase import TwoPhaseCommit
 
-__all__ = ["MarkerJob", "TransactionCoordinator", "TxnConfig", "TxnResult"]
+__all__ = ["BatchResult", "MarkerJob", "TransactionCoordinator", "TxnConfig", "TxnResult"]
 
 _S = TxnState
 _NONE = ErrorCode.NONE
 
 
-@dataclass(frozen=True, slots=True)
-class TxnConfig:
-    num_partitions: int = 50  # transaction.state.log.num.partitions
-    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
-    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
-    coordinator_epoch: int = 0  # single node: the epoch of every __transaction_state partition
-
-
-@dataclass(frozen=True, slots=True)
-class MarkerJob:
-    """Write a COMMIT/ABORT marker for `producer_id` to every partition, then record CompleteX."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    commit: bool
-    coordinator_epoch: int
-    partitions: Partitions
-
-
-@dataclass(frozen=True, slots=True)
-class TxnResult:
-    """The answer to a request: `error` (and the producer id/epoch for InitProducerId) once `transit`,
-    if any, has been appended, made durable and completed."""
-
-    transactional_id: str
-    error: ErrorCode = _NONE
-    transit: TxnTransit | None = None
-    producer_id: int = -1
-    producer_epoch: int = -1
-
-
-class TransactionCoordinator:
+class TransactionCoordinator(TwoPhaseCommit):
     def __init__(
         self,
         config: TxnConfig,
@@ -95,6 +67,8 @@ class TransactionCoordinator:
         self._allocate = allocate_producer_id
         self._now = now_ms
         self.transactions: dict[str, TransactionMetadata] = {}
+        self.decisions = Decisions()
+        self._deciding: set[tuple[str, int]] = set()  # decision records being appended
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
@@ -126,7 +100,8 @@ class TransactionCoordinator:
             or (expected_producer_id == txn.previous_producer_id and is_epoch_exhausted(expected_epoch))
         ):
             return TxnResult(transactional_id, ErrorCode.PRODUCER_FENCED)
-        if txn.state.is_prepare:
+        if txn.state.is_prepare or txn.state is _S.PREPARED:
+            # PREPARED: the transaction belongs to its batch's decision; a new instance waits for it.
             return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
         if txn.state is _S.ONGOING:
             # A new instance finds the old one's transaction open: fence it (epoch + 1) and abort it;
@@ -299,12 +274,15 @@ class TransactionCoordinator:
     # --- time -------------------------------------------------------------------------------------------
 
     def abort_timed_out(self, now: int | None = None) -> list[TxnResult]:
-        """Fence (epoch + 1) and abort every Ongoing transaction older than its timeout."""
+        """Fence (epoch + 1) and abort every Ongoing transaction older than its timeout, and every Prepared
+        one prepared more than transaction.prepared.max.age.ms ago."""
         at = self._now() if now is None else now
         return [
-            self._fence_and_abort(txn, _NONE)
+            self._abort_prepared(txn, _NONE)
+            if txn.state is _S.PREPARED
+            else self._fence_and_abort(txn, _NONE)
             for txn in list(self.transactions.values())
-            if txn.is_timed_out(at)
+            if txn.is_timed_out(at, self.config.prepared_max_age_ms)
         ]
 
     def expire(self, now: int | None = None) -> list[TxnResult]:
@@ -333,6 +311,10 @@ class TransactionCoordinator:
         else:
             txn.apply_loaded(value)
 
+    def load_decision(self, decision: BatchDecisionRecord) -> None:
+        """Replay one batch decision record (start-up); `redrive_all` then carries out what is missing."""
+        self.decisions.add(decision)
+
     def pending_marker_jobs(self) -> Iterator[MarkerJob]:
         """After loading: the transactions whose decision is recorded but whose markers may be missing."""
         for txn in self.transactions.values():
@@ -350,8 +332,8 @@ class TransactionCoordinator:
         now = self._now()
         out: list[TransactionMetadata] = []
         for txn in self.transactions.values():
-            if state_filter and txn.state.kafka_name not in state_filter:
-                continue
+            if state_filter and not ({txn.state.kafka_name, txn.state.reported_name} & state_filter):
+                continue  # a Prepared transaction matches "Ongoing" (as reported) and "Prepared"
             if pid_filter and txn.producer_id not in pid_filter:
                 continue
             if min_duration_ms >= 0 and now - txn.start_timestamp < min_duration_ms:

@@ -1,5 +1,6 @@
 """DescribeTransactions (key 65, KIP-664): state, timeout, start time, producer and partitions of each
-transactional id (TRANSACTIONAL_ID_NOT_FOUND for an id the coordinator does not know)."""
+transactional id (TRANSACTIONAL_ID_NOT_FOUND for an id the coordinator does not know). A Prepared
+transaction (two-phase commit extension) is reported as Ongoing: `TxnState.reported_name`."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> D
             TransactionState(
                 ErrorCode.NONE,
                 txn_id,
-                txn.state.kafka_name,
+                txn.state.reported_name,  # Prepared is reported as Ongoing
                 txn.timeout_ms,
                 txn.start_timestamp,
                 txn.producer_id,

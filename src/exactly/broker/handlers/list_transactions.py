@@ -2,7 +2,8 @@
 state names, producer ids, (v1) how long the transaction has been running and (v2, KIP-1152) a regular
 expression the whole id must match (null or empty: no filter; one that does not compile:
 INVALID_REGULAR_EXPRESSION). Unknown state names are returned in `unknown_state_filters` and ignored, as
-in Kafka."""
+in Kafka. A Prepared transaction (two-phase commit extension) is reported as Ongoing
+(`TxnState.reported_name`) and matches the filters "Ongoing" and "Prepared"."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
     return ListTransactionsResponse(
         unknown_state_filters=unknown,
         transaction_states=[
-            TransactionState(t.transactional_id, t.producer_id, t.state.kafka_name)
+            TransactionState(t.transactional_id, t.producer_id, t.state.reported_name)
             for t in listed
             if pattern is None or pattern.fullmatch(t.transactional_id)
         ],

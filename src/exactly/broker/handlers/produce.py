@@ -7,7 +7,9 @@ producer state).
 
 acks=0 gets no response at all; acks=1 is answered once the batches are appended; acks=-1 (all) once they
 are durable under the log's flush policy (by default fsynced, with group commit). Errors are per
-partition, as in Kafka; a failure in one partition does not stop the others.
+partition, as in Kafka; a failure in one partition does not stop the others. A transactional batch of an
+id whose transaction is Prepared (two-phase commit extension) gets INVALID_TXN_STATE: the prepared
+transaction is closed to new data.
 
 A client with a `producer_byte_rate` quota has the request's size recorded once it is appended (and
 durable); over the quota it gets throttle_time_ms and its connection is muted (broker/throttling.py),
@@ -52,6 +54,7 @@ from exactly.storage.log import PartitionLog
 Buffer = bytes | bytearray | memoryview
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+_PREPARED = "the transaction is prepared (two-phase commit): nothing may be added to it"
 _LEGACY_MIN_RECORD_SIZE = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: smaller is corrupt in any format
 _TRANSACTION_ABORTABLE_VERSION = 11
 _TOPIC_IDS_VERSION = 13
@@ -95,6 +98,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             if _is_transactional(data.records):
                 if txn_id is None:
                     partitions.append(_error(data.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+                    continue
+                if broker.transactions.is_prepared(txn_id):
+                    partitions.append(_error(data.index, ErrorCode.INVALID_TXN_STATE, _PREPARED))
                     continue
                 guard = broker.transactions.verification_guard(
                     txn_id,
