@@ -118,8 +118,9 @@ def _resume_pending_join(consumer: Any) -> None:
     Our broker answers that round exactly as Kafka does (tests/group/test_coordinator.py
     test_leader_rejoining_last_after_new_members_gets_every_member_its_share), so Kafka would strand it
     too. The Java client's rule is `rejoinNeededOrPending()`: rejoin needed *or a round in flight*;
-    this applies it. (kafka-python then starts a fresh round instead of reusing the finished one, as it
-    already does whenever a poll timed out during a rebalance it was told about.)"""
+    this applies it. A round that finished between two polls is then not reused but replaced by a fresh
+    JoinGroup (kafka-python's own `join_group_async` does that whenever it finds a finished round; for a
+    leader it is one more rebalance), so this needs polls back to back, as the member's loop does."""
     coordinator = consumer._coordinator
     if not hasattr(coordinator, "_join_task"):
         raise RuntimeError("kafka-python changed: re-check the pending-join workaround")
