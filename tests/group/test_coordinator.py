@@ -131,6 +131,44 @@ def test_follower_with_same_metadata_in_stable_gets_the_current_generation() -> 
     assert state(h, "g") is S.PREPARING_REBALANCE
 
 
+def test_leader_rejoining_last_after_new_members_gets_every_member_its_share() -> None:
+    """The interleaving of the kafka-python flake (issue 10 item 7), answered as Kafka does: a
+    one-member Stable group whose leader assigned nothing (its client did not know the topic yet);
+    two static members join; the leader rejoins last, because its metadata changed, without a
+    heartbeat in between. Its JoinGroup completes the join: one generation with all three, the same
+    leader with all members; its SyncGroup answers itself and the parked follower with their shares
+    and a late follower gets its stored share."""
+    h = Harness()
+    first = h.join("g", instance_id="i2", session_ms=60_000, version=7)
+    assert isinstance(first, Parked)
+    h.advance(0)  # group.initial.rebalance.delay.ms=0
+    gen1 = h.resolve(first)
+    leader = gen1.member_id
+    assert (gen1.generation_id, gen1.leader, len(gen1.members)) == (1, leader, 1)
+    empty = b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"  # ConsumerProtocolAssignment v0, no topics
+    assert h.resolve(h.sync("g", leader, 1, {leader: empty}, instance_id="i2")).assignment == empty
+    assert state(h, "g") is S.STABLE
+    joins = [h.join("g", instance_id=i, session_ms=60_000, version=7) for i in ("i1", "i0")]
+    assert all(isinstance(p, Parked) for p in joins)
+    assert state(h, "g") is S.PREPARING_REBALANCE
+    assert all(h.resolve(p) is None for p in joins)  # waiting for the leader to rejoin
+    rejoin = h.join("g", leader, instance_id="i2", session_ms=60_000, version=7)
+    assert state(h, "g") is S.COMPLETING_REBALANCE
+    answers = [h.resolve(p) for p in (rejoin, *joins)]
+    assert [(a.error_code, a.generation_id, a.leader) for a in answers] == [(0, 2, leader)] * 3
+    assert [len(a.members) for a in answers] == [3, 0, 0]
+    follower1, follower0 = answers[1].member_id, answers[2].member_id
+    parked = h.sync("g", follower1, 2, instance_id="i1")
+    assert h.resolve(parked) is None
+    shares = {leader: b"[4,5]", follower1: b"[2,3]", follower0: b"[0,1]"}
+    own = h.sync("g", leader, 2, shares, instance_id="i2")
+    assert h.resolve(own).assignment == b"[4,5]"
+    assert h.resolve(parked).assignment == b"[2,3]"
+    assert h.resolve(h.sync("g", follower0, 2, instance_id="i0")).assignment == b"[0,1]"
+    assert state(h, "g") is S.STABLE
+    assert [g.generation for g in stored_generations(h, "g") if g] == [1, 2]
+
+
 def test_protocol_selection_votes_for_a_common_protocol() -> None:
     h = Harness()
     _, pa = h.join_new("g", protocols=consumer_protocols("t", names=("roundrobin", "range")))

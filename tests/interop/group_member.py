@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import os
 import signal
 import sys
 import threading
@@ -101,6 +103,35 @@ def _kafka_python_strategy(name: str) -> Any:
     }[name]
 
 
+def _resume_pending_join(consumer: Any) -> None:
+    """Work around a kafka-python bug (3.0.12, and dpkp/kafka-python master of 2026-08) that strands a
+    group leader mid-rebalance, which two interop tests hit under CPU load (issue 10 item 7).
+
+    `KafkaConsumer.poll(timeout_ms=200)` gives up waiting for a JoinGroup/SyncGroup round when its
+    timer expires and leaves that round running (`ConsumerCoordinator._join_task`), to be awaited by
+    the next poll — but the next poll only looks at it when `need_rejoin()` is true. A leader that
+    rejoins because its topic metadata changed (typically: its first assignment was computed before it
+    knew the new topic's partitions) has `rejoin_needed` False, and computing the new assignment makes
+    its metadata snapshots equal again, so once the timer expires between its JoinGroup and SyncGroup
+    responses `need_rejoin()` stays False forever: the answered round is never completed, no
+    assignment callback runs and heartbeats stay disabled, while the other members own their shares.
+    Our broker answers that round exactly as Kafka does (tests/group/test_coordinator.py
+    test_leader_rejoining_last_after_new_members_gets_every_member_its_share), so Kafka would strand it
+    too. The Java client's rule is `rejoinNeededOrPending()`: rejoin needed *or a round in flight*;
+    this applies it. A round that finished between two polls is then not reused but replaced by a fresh
+    JoinGroup (kafka-python's own `join_group_async` does that whenever it finds a finished round; for a
+    leader it is one more rebalance), so this needs polls back to back, as the member's loop does."""
+    coordinator = consumer._coordinator
+    if not hasattr(coordinator, "_join_task"):
+        raise RuntimeError("kafka-python changed: re-check the pending-join workaround")
+    need_rejoin = coordinator.need_rejoin
+
+    def need_rejoin_or_pending() -> bool:
+        return bool(need_rejoin()) or coordinator._join_task is not None
+
+    coordinator.need_rejoin = need_rejoin_or_pending
+
+
 def run_kafka_python(args: argparse.Namespace) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
     from kafka.errors import KafkaError
@@ -119,6 +150,7 @@ def run_kafka_python(args: argparse.Namespace) -> None:
         group_instance_id=args.instance_id or None,
         metadata_max_age_ms=1000,
     )
+    _resume_pending_join(consumer)
     owned: set[int] = set()
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -213,6 +245,13 @@ def main() -> None:
     parser.add_argument("--session-ms", type=int, default=6000)
     parser.add_argument("--name", default="member")
     args = parser.parse_args()
+    debug = os.environ.get("GROUP_MEMBER_DEBUG", "")
+    if debug:  # e.g. "kafka.coordinator,kafka.conn": those loggers of the client library at DEBUG, to stderr
+        logging.basicConfig(
+            level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+        )
+        for name in debug.split(","):
+            logging.getLogger(name.strip()).setLevel(logging.DEBUG)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if args.client == "confluent":
         run_confluent(args)

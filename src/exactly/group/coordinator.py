@@ -268,6 +268,18 @@ class GroupCoordinator:
             result = self._join_existing_member(client, request, group, protocols, rebalance_timeout)
         self._forget_if_unused(group)
         result.group_id = group_id
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "JoinGroup v%d group %s member %r instance %r -> %s; state %s generation %d%s",
+                client.api_version,
+                group_id,
+                member_id,
+                request.group_instance_id,
+                _summary(result.response),
+                group.state.value,
+                group.generation,
+                _completions_summary(result),
+            )
         return self._result(result)
 
     def _join_new_member(
@@ -562,12 +574,28 @@ class GroupCoordinator:
         if not error and group.state is _S.PREPARING_REBALANCE:
             error = ErrorCode.REBALANCE_IN_PROGRESS
         if error:
+            log.debug(
+                "SyncGroup group %s member %r generation %d -> %s; state %s generation %d",
+                group_id,
+                member_id,
+                request.generation_id,
+                error.name,
+                group.state.value,
+                group.generation,
+            )
             return Result(SyncGroupResponse(error_code=error), group_id)
         member = group.members[member_id]
         group.pending_sync.discard(member_id)
         if not group.pending_sync:
             self.timers.cancel(("sync", group_id))
         if group.state is _S.STABLE:
+            log.debug(
+                "SyncGroup group %s member %r generation %d -> stored assignment of %d bytes",
+                group_id,
+                member_id,
+                request.generation_id,
+                len(member.assignment),
+            )
             return Result(self._sync_response(group, member.assignment), group_id)
         # CompletingRebalance: park until the leader's assignment is stored.
         result: Result[SyncGroupResponse] = Result(None, group_id)
@@ -589,6 +617,17 @@ class GroupCoordinator:
                     )
                     m.sync_waiter = None
                     self._schedule_heartbeat(group, m)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "SyncGroup group %s member %r generation %d (%d assignments) -> %s; state %s%s",
+                group_id,
+                member_id,
+                request.generation_id,
+                len(request.assignments),
+                _summary(result.response),
+                group.state.value,
+                _completions_summary(result),
+            )
         return self._result(result)
 
     @staticmethod
@@ -616,11 +655,26 @@ class GroupCoordinator:
         if not error and group.state is _S.EMPTY:
             error = ErrorCode.UNKNOWN_MEMBER_ID
         if error:
+            log.debug(
+                "Heartbeat group %s member %r generation %d -> %s; state %s generation %d",
+                group_id,
+                request.member_id,
+                request.generation_id,
+                error.name,
+                group.state.value,
+                group.generation,
+            )
             return Result(HeartbeatResponse(error_code=error), group_id)
         self._schedule_heartbeat(group, group.members[request.member_id])
-        if group.state is _S.PREPARING_REBALANCE:
-            return Result(HeartbeatResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS), group_id)
-        return Result(HeartbeatResponse(error_code=ErrorCode.NONE), group_id)
+        code = ErrorCode.REBALANCE_IN_PROGRESS if group.state is _S.PREPARING_REBALANCE else ErrorCode.NONE
+        log.debug(
+            "Heartbeat group %s member %r generation %d -> %s",
+            group_id,
+            request.member_id,
+            request.generation_id,
+            code.name,
+        )
+        return Result(HeartbeatResponse(error_code=code), group_id)
 
     def leave_group(
         self, client: ClientInfo, group_id: str, members: list[MemberIdentity]
@@ -662,6 +716,15 @@ class GroupCoordinator:
             elif group.state is _S.PREPARING_REBALANCE:
                 result.absorb(self._maybe_complete_join(group))
         result.response = LeaveGroupResponse(error_code=ErrorCode.NONE, members=responses)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "LeaveGroup group %s members %s; state %s generation %d%s",
+                group_id,
+                [(r.member_id, ErrorCode(r.error_code).name) for r in responses],
+                group.state.value,
+                group.generation,
+                _completions_summary(result),
+            )
         return self._result(result)
 
     # --- offsets -----------------------------------------------------------------------------------------
@@ -1006,6 +1069,15 @@ class GroupCoordinator:
             if key is None:
                 return
             result = self._on_deadline(key)
+            if log.isEnabledFor(logging.DEBUG):
+                group = self.groups.get(result.group_id)
+                log.debug(
+                    "deadline %s -> state %s generation %s%s",
+                    key,
+                    group.state.value if group is not None else "-",
+                    group.generation if group is not None else "-",
+                    _completions_summary(result),
+                )
             if result.records or result.completions:
                 yield self._result(result)
 
@@ -1169,6 +1241,30 @@ class GroupCoordinator:
         if group is None or group.state is not _S.COMPLETING_REBALANCE or result.producer_id >= 0:
             return Result(None, result.group_id)
         return self._result(self._prepare_rebalance(group, _E.MEMBER_REMOVED))
+
+
+def _summary(response: object) -> str:
+    """A JoinGroup/SyncGroup response (or a parked one) in a DEBUG line."""
+    if isinstance(response, Parked):
+        return f"parked as waiter {response.waiter}"
+    if isinstance(response, JoinGroupResponse):
+        if response.error_code:
+            return f"{ErrorCode(response.error_code).name} member {response.member_id!r}"
+        return (
+            f"generation {response.generation_id} member {response.member_id!r} leader {response.leader!r}"
+            f" members {len(response.members)}"
+        )
+    if isinstance(response, SyncGroupResponse):
+        if response.error_code:
+            return ErrorCode(response.error_code).name
+        return f"assignment of {len(response.assignment)} bytes"
+    return repr(response)
+
+
+def _completions_summary(result: Result[Any]) -> str:
+    if not result.completions:
+        return ""
+    return "; completes " + ", ".join(f"waiter {w}: {_summary(r)}" for w, r in result.completions)
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
