@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck pytest gen gen-check bench clean
+.PHONY: run test test-under-load lint typecheck pytest gen gen-check bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest
+
+# the whole suite while two busy loops take the CPU (the suite must hold on a loaded machine)
+test-under-load: $(STAMP)
+	tools/under_load.sh $(BIN)/pytest
 
 gen: $(STAMP)
 	$(BIN)/python -m tools.gen_protocol
