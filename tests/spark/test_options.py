@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from exactly.spark.options import Guarantee, HangAfterCommit, OptionsError, writer_options
+from exactly.spark.options import CommitHang, Guarantee, HangPoint, OptionsError, writer_options
 
 
 def test_defaults_and_pass_through() -> None:
@@ -29,7 +29,7 @@ def test_defaults_and_pass_through() -> None:
         "linger.ms": "20",
     }
     assert options.fail_task_once is None
-    assert options.hang_after_commit is None
+    assert options.commit_hang is None
     assert pickle.loads(pickle.dumps(options)) == options
 
 
@@ -45,7 +45,7 @@ def test_keys_are_case_insensitive_and_test_options_parse() -> None:
     assert options.guarantee is Guarantee.AT_LEAST_ONCE
     assert options.topic is None
     assert options.fail_task_once == 1
-    assert options.hang_after_commit == HangAfterCommit(3, "/tmp/Marker")
+    assert options.commit_hang == CommitHang(HangPoint.AFTER_DECISION, 3, "/tmp/Marker")
 
 
 def test_every_problem_is_reported_at_once() -> None:
@@ -71,6 +71,7 @@ def test_every_problem_is_reported_at_once() -> None:
     [
         ("exactly.test.failtaskonce", "one", "must be an integer"),
         ("exactly.test.hangaftercommit", "3", "'<batch id>:<marker file>'"),
+        ("exactly.test.hangbeforecommit", "x:/tmp/m", "must be an integer"),
     ],
 )
 def test_bad_test_options(key: str, value: str, message: str) -> None:

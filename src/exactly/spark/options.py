@@ -21,13 +21,14 @@ BOOTSTRAP = "kafka.bootstrap.servers"
 KAFKA_PREFIX = "kafka."
 TEST_FAIL_TASK_ONCE = "exactly.test.failtaskonce"
 TEST_HANG_AFTER_COMMIT = "exactly.test.hangaftercommit"
+TEST_HANG_BEFORE_COMMIT = "exactly.test.hangbeforecommit"
 
 # librdkafka settings that the writer owns: a user value would break the guarantee or the encoding.
 _WRITER_OWNED = frozenset(
     {"transactional.id", "key.serializer", "value.serializer", "on_delivery", "error_cb", "logger"}
 )
 _WRITER_KNOWN = frozenset({BOOTSTRAP, "topic", "guarantee", "checkpointlocation", "queryname", "path"})
-_TEST_OPTIONS = frozenset({TEST_FAIL_TASK_ONCE, TEST_HANG_AFTER_COMMIT})
+_TEST_OPTIONS = frozenset({TEST_FAIL_TASK_ONCE, TEST_HANG_AFTER_COMMIT, TEST_HANG_BEFORE_COMMIT})
 
 
 class OptionsError(ValueError):
@@ -41,10 +42,18 @@ class Guarantee(enum.Enum):
     AT_LEAST_ONCE = "at-least-once"
 
 
-@dataclass(frozen=True, slots=True)
-class HangAfterCommit:
-    """Test only: after the broker's decision for `batch_id`, create `marker_path` and sleep."""
+class HangPoint(enum.Enum):
+    """Test only: where the driver's commit of a batch stops (for a kill -9 of the driver there)."""
 
+    BEFORE_DECISION = "before"  # the tasks' transactions are prepared, nothing decided
+    AFTER_DECISION = "after"  # the broker decided; Spark has not written commits/N
+
+
+@dataclass(frozen=True, slots=True)
+class CommitHang:
+    """Test only: at `point` of the commit of `batch_id`, create `marker_path` and sleep."""
+
+    point: HangPoint
     batch_id: int
     marker_path: str
 
@@ -59,7 +68,7 @@ class WriterOptions:
     # librdkafka settings from ``kafka.*`` (minus bootstrap.servers), as the user spelled the values
     producer_config: tuple[tuple[str, str], ...]
     fail_task_once: int | None = None
-    hang_after_commit: HangAfterCommit | None = None
+    commit_hang: CommitHang | None = None
 
     def client_config(self) -> dict[str, str]:
         """librdkafka settings every client of the writer starts from."""
@@ -109,12 +118,16 @@ def writer_options(options: Mapping[str, str]) -> WriterOptions:
     if TEST_FAIL_TASK_ONCE in lowered:
         fail_task_once = _parse_int(TEST_FAIL_TASK_ONCE, lowered[TEST_FAIL_TASK_ONCE])
     hang = None
-    if TEST_HANG_AFTER_COMMIT in lowered:
-        batch, sep, path = lowered[TEST_HANG_AFTER_COMMIT].partition(":")
-        if not sep or not path:
-            problems.append(f"option {TEST_HANG_AFTER_COMMIT!r} must be '<batch id>:<marker file>'")
-        else:
-            hang = HangAfterCommit(_parse_int(TEST_HANG_AFTER_COMMIT, batch), path)
+    for name, point in (
+        (TEST_HANG_BEFORE_COMMIT, HangPoint.BEFORE_DECISION),
+        (TEST_HANG_AFTER_COMMIT, HangPoint.AFTER_DECISION),
+    ):
+        if name in lowered:
+            batch, sep, path = lowered[name].partition(":")
+            if not sep or not path:
+                problems.append(f"option {name!r} must be '<batch id>:<marker file>'")
+            else:
+                hang = CommitHang(point, _parse_int(name, batch), path)
     if problems:
         raise OptionsError("exactly writer: " + "; ".join(problems))
     return WriterOptions(
@@ -123,5 +136,5 @@ def writer_options(options: Mapping[str, str]) -> WriterOptions:
         guarantee=guarantee,
         producer_config=tuple(producer_config),
         fail_task_once=fail_task_once,
-        hang_after_commit=hang,
+        commit_hang=hang,
     )

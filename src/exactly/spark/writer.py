@@ -40,7 +40,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from exactly.spark.options import Guarantee, WriterOptions
+from exactly.spark.options import Guarantee, HangPoint, WriterOptions
 from exactly.spark.preflight import ColumnLayout
 
 log = logging.getLogger("exactly.spark.writer")
@@ -287,6 +287,7 @@ class _WriterCore:
         from exactly.client.twopc import TwoPhaseClient
 
         winners = [m.transactional_id for m in reports if m.transactional_id is not None]
+        self._test_hang(HangPoint.BEFORE_DECISION, query_id, batch_id)
         with TwoPhaseClient(self.options.bootstrap_servers) as client:
             decision = client.commit_batch(query_id, batch_id, winners)
         log.info(
@@ -297,8 +298,12 @@ class _WriterCore:
             rows,
             " (already decided before: this is a replay)" if decision.already_decided else "",
         )
-        hang = self.options.hang_after_commit
-        if hang is not None and hang.batch_id == batch_id:
+        self._test_hang(HangPoint.AFTER_DECISION, query_id, batch_id)
+
+    def _test_hang(self, point: HangPoint, query_id: str, batch_id: int) -> None:
+        hang = self.options.commit_hang
+        if hang is not None and hang.point is point and hang.batch_id == batch_id:
+            log.warning("exactly.test: commit of batch %d hangs %s the decision", batch_id, point.value)
             Path(hang.marker_path).write_text(f"{query_id} {batch_id}\n")
             time.sleep(HANG_SECONDS)
 
