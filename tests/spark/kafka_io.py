@@ -29,11 +29,18 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 def read_committed(bootstrap: str, topic: str, *, minimum: int, timeout: float = 60.0) -> list[ReadRecord]:
     """Every record a read_committed consumer sees in `topic`, read up to the end (the LSO) of every
     partition once at least `minimum` records arrived; fails after `timeout` seconds."""
+    return read_records(bootstrap, topic, minimum=minimum, timeout=timeout, isolation="read_committed")
+
+
+def read_records(
+    bootstrap: str, topic: str, *, minimum: int, timeout: float = 60.0, isolation: str = "read_committed"
+) -> list[ReadRecord]:
+    """Like `read_committed`, with the given isolation.level."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"reader-{time.monotonic_ns()}",
-            "isolation.level": "read_committed",
+            "isolation.level": isolation,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
         }
