@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pyarrow as pa
 
 from exactly.spark.preflight import ColumnLayout
-from exactly.spark.writer import ExactlyCommitMessage, kafka_records
+from exactly.spark.writer import ExactlyCommitMessage, _checkpoint_query_id, kafka_records
 
 
 def test_columns_map_onto_records_and_nulls_are_left_out() -> None:
@@ -35,3 +36,11 @@ def test_columns_map_onto_records_and_nulls_are_left_out() -> None:
 def test_commit_message_pickles() -> None:
     message = ExactlyCommitMessage("q", 3, 1, 0, "exactly-spark.q.3.1.abc", 10)
     assert pickle.loads(pickle.dumps(message)) == message
+
+
+def test_query_id_from_a_local_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "metadata").write_text('{"id":"4f1c0b6e-query"}\n')
+    assert _checkpoint_query_id(str(tmp_path)) == "4f1c0b6e-query"
+    assert _checkpoint_query_id(f"file:{tmp_path}") == "4f1c0b6e-query"
+    assert _checkpoint_query_id(str(tmp_path / "missing")) is None
+    assert _checkpoint_query_id(None) is None

@@ -67,6 +67,7 @@ class WriterOptions:
     guarantee: Guarantee
     # librdkafka settings from ``kafka.*`` (minus bootstrap.servers), as the user spelled the values
     producer_config: tuple[tuple[str, str], ...]
+    checkpoint_location: str | None = None  # writeStream's, to name the query when no message does
     fail_task_once: int | None = None
     commit_hang: CommitHang | None = None
 
@@ -135,6 +136,7 @@ def writer_options(options: Mapping[str, str]) -> WriterOptions:
         topic=topic.strip() if topic is not None else None,
         guarantee=guarantee,
         producer_config=tuple(producer_config),
+        checkpoint_location=lowered.get("checkpointlocation"),
         fail_task_once=fail_task_once,
         commit_hang=hang,
     )

@@ -26,6 +26,7 @@ the tasks with the writer) and the batch is 0: the job is one atomic decision.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -313,7 +314,9 @@ class _WriterCore:
             log.info("exactly writer: batch %d aborted; delivered rows stay (at-least-once)", batch_id)
             return
         reports = [_as_commit_message(m) for m in messages if m is not None]
-        query_id = _query_of(reports, self.job_query_id, batch_id)
+        query_id = _query_of(reports, self.job_query_id, batch_id) or _checkpoint_query_id(
+            self.options.checkpoint_location
+        )
         if query_id is None:
             # Nothing names the query; its next decision, an operator (`exactly txn`) or the broker's
             # safety timeout ends whatever the batch prepared.
@@ -329,6 +332,19 @@ class _WriterCore:
                 query_id,
                 batch_id,
             )
+
+
+def _checkpoint_query_id(location: str | None) -> str | None:
+    """The streaming query id from ``<checkpointLocation>/metadata`` (``{"id": ...}``), when the
+    checkpoint is on a file system this driver process can read directly; otherwise None."""
+    if location is None:
+        return None
+    path = Path(location.removeprefix("file://").removeprefix("file:")) / "metadata"
+    try:
+        query_id = json.loads(path.read_text().splitlines()[0]).get("id")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return query_id if isinstance(query_id, str) else None
 
 
 def _as_commit_message(message: WriterCommitMessage | None) -> ExactlyCommitMessage:
