@@ -35,6 +35,8 @@ def _spec_dir() -> Path:
 
 
 SPEC_DIR = _spec_dir()
+# exactly's own extension APIs (private keys 10000-10009), in Kafka's JSON format, checked into the repo.
+EXACTLY_SPEC_DIR = Path(__file__).resolve().parent.parent / "src" / "exactly" / "protocol" / "specs"
 OUT_DIR = Path(__file__).resolve().parent.parent / "src" / "exactly" / "protocol" / "messages"
 
 # API name -> (lowest, highest) version the codecs are generated for. This is the union of what
@@ -82,6 +84,14 @@ APIS: dict[str, tuple[int, int]] = {
     "DescribeTopicPartitions": (0, 0),
     "DescribeClientQuotas": (0, 1),
     "AlterClientQuotas": (0, 1),
+}
+
+# exactly's extension APIs (docs/two-phase-commit.md), read from EXACTLY_SPEC_DIR.
+EXACTLY_APIS: dict[str, tuple[int, int]] = {
+    "PrepareTxn": (0, 0),
+    "CommitBatch": (0, 0),
+    "AbortBatch": (0, 0),
+    "ListPreparedTxns": (0, 0),
 }
 
 INF = 1 << 30
@@ -542,9 +552,9 @@ def module_name(api: str) -> str:
     return snake(api)
 
 
-def generate_api(api: str, lo: int, hi: int) -> tuple[str, dict[str, object]]:
-    req = load_json(SPEC_DIR / f"{api}Request.json")
-    resp = load_json(SPEC_DIR / f"{api}Response.json")
+def generate_api(api: str, lo: int, hi: int, spec_dir: Path = SPEC_DIR) -> tuple[str, dict[str, object]]:
+    req = load_json(spec_dir / f"{api}Request.json")
+    resp = load_json(spec_dir / f"{api}Response.json")
     structs: dict[str, Struct] = {}
     req_st = SpecReader(structs, "Request").read_message(req)
     resp_st = SpecReader(structs, "Response").read_message(resp)
@@ -563,8 +573,14 @@ def generate_api(api: str, lo: int, hi: int) -> tuple[str, dict[str, object]]:
             typ = "_Decoder" if direction == "dec" else "_Encoder"
             entries = ", ".join(f"{v}: {n}" for v, n in zip(range(lo, hi + 1), names, strict=True))
             tables.append(f"{kind}_{table}: dict[int, {typ}] = {{{entries}}}\n")
-    out = [HEADER.format(src=f"{api}Request.json and {api}Response.json")]
-    out.append('"""Codecs for the Kafka ' + api + " API (key " + str(req["apiKey"]) + ")")
+    ours = spec_dir == EXACTLY_SPEC_DIR
+    src = f"{api}Request.json and {api}Response.json"
+    if ours:
+        out = [HEADER.replace("Kafka's {src}", "exactly's {src}").format(src=src)]
+    else:
+        out = [HEADER.format(src=src)]
+    kind_name = "exactly extension" if ours else "Kafka"
+    out.append(f'"""Codecs for the {kind_name} ' + api + " API (key " + str(req["apiKey"]) + ")")
     out.append(f', versions {lo}-{hi}."""\n\n')
     out.append("from __future__ import annotations\n\n")
     out.append("import struct as _struct\nimport uuid\nfrom collections.abc import Callable\n")
@@ -613,8 +629,10 @@ def generate_index(infos: dict[str, dict[str, object]]) -> str:
 def generate_all() -> dict[Path, str]:
     files: dict[Path, str] = {}
     infos: dict[str, dict[str, object]] = {}
-    for api, (lo, hi) in APIS.items():
-        text, info = generate_api(api, lo, hi)
+    apis = [(api, lo, hi, SPEC_DIR) for api, (lo, hi) in APIS.items()]
+    apis += [(api, lo, hi, EXACTLY_SPEC_DIR) for api, (lo, hi) in EXACTLY_APIS.items()]
+    for api, lo, hi, spec_dir in apis:
+        text, info = generate_api(api, lo, hi, spec_dir)
         files[OUT_DIR / f"{module_name(api)}.py"] = text
         infos[api] = info
     files[OUT_DIR / "__init__.py"] = generate_index(infos)

@@ -37,8 +37,9 @@ FieldOverride = Callable[[gen.Struct, gen.Field, int], "st.SearchStrategy[Any] |
 
 @cache
 def message_structs(api: str) -> tuple[gen.Struct, gen.Struct]:
-    req = gen.load_json(gen.SPEC_DIR / f"{api}Request.json")
-    resp = gen.load_json(gen.SPEC_DIR / f"{api}Response.json")
+    spec_dir = gen.EXACTLY_SPEC_DIR if api in gen.EXACTLY_APIS else gen.SPEC_DIR
+    req = gen.load_json(spec_dir / f"{api}Request.json")
+    resp = gen.load_json(spec_dir / f"{api}Response.json")
     structs: dict[str, gen.Struct] = {}
     return (
         gen.SpecReader(structs, "Request").read_message(req),
@@ -47,7 +48,12 @@ def message_structs(api: str) -> tuple[gen.Struct, gen.Struct]:
 
 
 def api_name(key: ApiKey) -> str:
-    return next(name for name in gen.APIS if gen.snake(name).upper() == key.name)
+    return next(name for name in [*gen.APIS, *gen.EXACTLY_APIS] if gen.snake(name).upper() == key.name)
+
+
+def is_extension(key: ApiKey) -> bool:
+    """One of exactly's own APIs (docs/two-phase-commit.md), unknown to Kafka's clients and kio."""
+    return api_name(key) in gen.EXACTLY_APIS
 
 
 def _scalar(typ: str) -> st.SearchStrategy[Any]:

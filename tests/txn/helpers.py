@@ -6,7 +6,16 @@ import itertools
 
 from exactly.clock import ManualClock
 from exactly.txn import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult
-from exactly.txn.records import decode_key, decode_value, encode_key, encode_value
+from exactly.txn.coordinator import BatchResult
+from exactly.txn.decisions import (
+    DECISION_KEY_VERSION,
+    BatchDecisionRecord,
+    decode_decision_key,
+    decode_decision_value,
+    encode_decision_key,
+    encode_decision_value,
+)
+from exactly.txn.records import decode_key, decode_value, encode_key, encode_value, key_version
 from exactly.txn.state import TxnState
 
 
@@ -40,12 +49,61 @@ class Harness:
             if result is not None:
                 self.apply(result)
 
-    def restart(self) -> None:
-        """A crash: a new coordinator replays the log; decided transactions get their marker jobs back."""
+    def restart(self, *, redrive: bool = True) -> list[TxnResult]:
+        """A crash: a new coordinator replays the log; decided transactions get their marker jobs back,
+        and (`redrive`, as the broker's start does) the transitions owed to recorded batch decisions are
+        applied. Returns those transitions."""
         self.coordinator = self._new()
         for key, value in self.log:
-            self.coordinator.load_record(decode_key(key), decode_value(value))
+            if key_version(key) == DECISION_KEY_VERSION:
+                query_id, batch_id = decode_decision_key(key)
+                self.coordinator.load_decision(decode_decision_value(query_id, batch_id, value))
+            else:
+                self.coordinator.load_record(decode_key(key), decode_value(value))
         self.jobs = list(self.coordinator.pending_marker_jobs())
+        if not redrive:
+            return []
+        return [self.apply(result) for result in self.coordinator.redrive_all()]
+
+    # --- two-phase commit ------------------------------------------------------------------------------
+
+    def append_decision(self, decision: BatchDecisionRecord) -> None:
+        self.log.append(
+            (encode_decision_key(decision.query_id, decision.batch_id), encode_decision_value(decision))
+        )
+
+    def apply_batch(self, result: BatchResult, *, transitions: int | None = None) -> BatchResult:
+        """What the broker does with CommitBatch/AbortBatch: the decision record (durable), then the
+        transitions it owes — only the first `transitions` of them when given (a crash or failed appends cut
+        it short; the others are dropped as the broker drops a failed append)."""
+        owed: list[TxnResult] = list(result.aborts)
+        if result.record:
+            assert result.decision is not None
+            self.append_decision(result.decision)
+            owed = self.coordinator.complete_decision(result.decision)
+        for item in owed[:transitions]:
+            self.apply(item)
+        for item in owed[len(owed) if transitions is None else transitions :]:
+            self.coordinator.abort_transition(item.transactional_id)  # not appended: as a failed append
+        return result
+
+    def prepare(self, txn_id: str, query: str, batch: int, partition: int = 0) -> TxnResult:
+        return self.apply(self.coordinator.prepare(txn_id, query, batch, partition))
+
+    def commit_batch(self, query: str, batch: int, winners: list[str], **kw: int) -> BatchResult:
+        return self.apply_batch(self.coordinator.commit_batch(query, batch, winners), **kw)
+
+    def abort_batch(self, query: str, batch: int) -> BatchResult:
+        return self.apply_batch(self.coordinator.abort_batch(query, batch))
+
+    def task(self, txn_id: str, query: str, batch: int, partition: int = 0) -> TxnResult:
+        """A Spark task: init, one partition, prepare."""
+        self.init(txn_id)
+        self.begin(txn_id, ("out", partition))
+        return self.prepare(txn_id, query, batch, partition)
+
+    def state(self, txn_id: str) -> TxnState:
+        return self.coordinator.transactions[txn_id].state
 
     def init(self, txn_id: str, timeout_ms: int = 60_000, pid: int = -1, epoch: int = -1) -> TxnResult:
         return self.apply(self.coordinator.init_producer_id(txn_id, timeout_ms, pid, epoch))

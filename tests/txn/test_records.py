@@ -12,7 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exactly.errors import CorruptRecordError
-from exactly.txn.records import TransactionLogValue, decode_key, decode_value, encode_key, encode_value
+from exactly.txn.records import (
+    PREPARED_TAG,
+    PreparedTag,
+    TransactionLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 from exactly.txn.state import TxnState
 
 
@@ -109,7 +117,24 @@ def test_value_v1_with_tagged_fields() -> None:
     assert encode_value(value, version=1) == raw
 
 
-_values = st.builds(
+_tags = st.builds(
+    PreparedTag,
+    query_id=st.text(max_size=20),
+    batch_id=st.integers(0, 2**62),
+    partition=st.integers(0, 2**31 - 1),
+    prepared_timestamp_ms=st.integers(-1, 2**62),
+)
+
+
+def _with_tag(value: TransactionLogValue, tag: PreparedTag | None) -> TransactionLogValue:
+    """A Prepared value carries its tag; PrepareCommit/PrepareAbort may (a prepared transaction's); no
+    other state does."""
+    if value.state is TxnState.PREPARED:
+        return dataclasses.replace(value, prepared=tag or PreparedTag("q", 0, 0, 1))
+    return dataclasses.replace(value, prepared=tag if value.state.is_prepare else None)
+
+
+_untagged_values = st.builds(
     TransactionLogValue,
     producer_id=st.integers(-1, 2**63 - 1),
     producer_epoch=st.integers(-1, 2**15 - 1),
@@ -124,6 +149,7 @@ _values = st.builds(
     next_producer_id=st.integers(-1, 2**62),
     client_transaction_version=st.integers(0, 2),
 )
+_values = st.builds(_with_tag, _untagged_values, st.none() | _tags)
 
 
 @given(_values)
@@ -317,9 +343,9 @@ def test_bad_values(raw: bytes) -> None:
         decode_value(raw)
 
 
-_unknown_tags = st.dictionaries(st.integers(3, 2**31 - 1), st.binary(max_size=20), max_size=4).map(
-    lambda tags: tuple(sorted(tags.items()))
-)
+_unknown_tags = st.dictionaries(
+    st.integers(3, 2**31 - 1).filter(lambda tag: tag != PREPARED_TAG), st.binary(max_size=20), max_size=4
+).map(lambda tags: tuple(sorted(tags.items())))
 
 
 @given(_values, _unknown_tags)
@@ -349,3 +375,35 @@ def test_v1_trailing_bytes_raise(value: TransactionLogValue, data: st.DataObject
     assert raw is not None
     with pytest.raises(CorruptRecordError):
         decode_value(raw + data.draw(st.binary(min_size=1, max_size=8)))  # trailing bytes
+
+
+def test_prepared_is_stored_as_ongoing_with_the_prepared_tag() -> None:
+    tag = PreparedTag("query-1", 7, 3, 1234)
+    value = TransactionLogValue(
+        5, 2, 60_000, TxnState.PREPARED, frozenset({("out", 3)}), 1234, 1000, prepared=tag
+    )
+    raw = encode_value(value)  # asked for v0: the tag needs v1
+    assert raw is not None
+    assert raw[:2] == b"\x00\x01"  # version 1
+    assert raw[2 + 8 + 2 + 4] == TxnState.ONGOING.value  # what Kafka's reader sees: Ongoing
+    decoded = decode_value(raw)
+    assert decoded == value
+    assert decoded is not None
+    assert decoded.prepared == tag
+    # A reader without the extension skips the tag: Ongoing, same partitions.
+    assert decoded.partitions == frozenset({("out", 3)})
+
+
+def test_prepared_tag_on_a_complete_transaction_is_corrupt() -> None:
+    value = TransactionLogValue(
+        5, 2, 60_000, TxnState.PREPARE_COMMIT, frozenset(), 1, 1, prepared=PreparedTag("q", 1, 0, 1)
+    )
+    raw = bytearray(encode_value(value) or b"")
+    raw[2 + 8 + 2 + 4] = TxnState.COMPLETE_COMMIT.value
+    with pytest.raises(CorruptRecordError, match="prepared tag"):
+        decode_value(bytes(raw))
+
+
+def test_a_prepared_value_needs_its_tag() -> None:
+    with pytest.raises(ValueError, match="prepared tag"):
+        encode_value(TransactionLogValue(5, 2, 60_000, TxnState.PREPARED, frozenset(), 1, 1))

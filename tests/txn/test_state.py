@@ -1,18 +1,14 @@
-"""The transaction state machine against the seeds' table (shared/vectors/txn-state-transitions.json)."""
+"""The transaction state machine against the seeds' table (shared/vectors/txn-state-transitions.json),
+extended with the two-phase commit extension's rows (tests/txn/vectors.py)."""
 
 from __future__ import annotations
 
 import itertools
-import json
-from pathlib import Path
 
 import pytest
 
 from exactly.txn.state import TRANSITIONS, IllegalTransition, TxnState, check_transition
-
-VECTORS = json.loads(
-    (Path(__file__).resolve().parents[3] / "shared" / "vectors" / "txn-state-transitions.json").read_text()
-)
+from tests.txn.vectors import SEEDS, VECTORS
 
 
 def test_state_ids_are_the_seeds() -> None:
@@ -57,3 +53,17 @@ def test_every_transition_has_a_reason() -> None:
 def test_unknown_state_name() -> None:
     with pytest.raises(ValueError, match="unknown transaction state"):
         TxnState.from_kafka_name("Committed")
+
+
+def test_the_seeds_rows_are_kept() -> None:
+    """The extension only adds: every state id and legal transition of the seeds is unchanged."""
+    assert {name: TxnState.from_kafka_name(name).value for name in SEEDS["states"]} == SEEDS["states"]
+    for target, previous in SEEDS["legal_previous_states"].items():
+        allowed, _ = TRANSITIONS[TxnState.from_kafka_name(target)]
+        assert {TxnState.from_kafka_name(p) for p in previous} <= allowed
+
+
+def test_prepared_leaves_only_by_a_decision() -> None:
+    leaving = {target for target, (previous, _) in TRANSITIONS.items() if TxnState.PREPARED in previous}
+    assert leaving == {TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT}
+    assert TRANSITIONS[TxnState.PREPARED][0] == {TxnState.ONGOING}

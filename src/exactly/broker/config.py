@@ -54,7 +54,7 @@ def _str(raw: str) -> str:
     return raw.strip()
 
 
-PAUSE_STEPS = ("", "prepare-written", "first-marker-written", "markers-written")
+PAUSE_STEPS = ("", "prepare-written", "first-marker-written", "markers-written", "decision-written")
 
 
 def _pause_step(raw: str) -> str:
@@ -118,6 +118,9 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
         "transaction_remove_expired_transaction_cleanup_interval_ms",
         _int(1, 2**31 - 1),
     ),
+    # exactly's two-phase commit extension (docs/two-phase-commit.md; KIP-939's name for the switch)
+    "transaction.two.phase.commit.enable": ("transaction_two_phase_commit_enable", _bool),
+    "transaction.prepared.max.age.ms": ("transaction_prepared_max_age_ms", _int(-1, 2**62)),
     # testing only: park the marker writer of every EndTxn at this step (see broker/transactions.py)
     "exactly.debug.end.txn.pause": ("debug_end_txn_pause", _pause_step),
     # testing only: every marker job waits this long before its first marker (slow markers on demand)
@@ -159,6 +162,8 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    transaction_two_phase_commit_enable: bool = True
+    transaction_prepared_max_age_ms: int = 604_800_000  # 7 days; -1: never
     debug_end_txn_pause: str = ""
     debug_marker_delay_ms: int = 0
     log: LogConfig = field(default_factory=LogConfig)

@@ -57,10 +57,22 @@ def advertised_max(key: ApiKey) -> int:
     return _ADVERTISED_MAX.get(key, API_SPECS[key].max_version)
 
 
-def advertised() -> dict[ApiKey, tuple[int, int]]:
+# exactly's two-phase commit extension (docs/two-phase-commit.md): advertised only while
+# transaction.two.phase.commit.enable is true.
+TWO_PHASE_COMMIT_KEYS = frozenset(
+    {ApiKey.PREPARE_TXN, ApiKey.COMMIT_BATCH, ApiKey.ABORT_BATCH, ApiKey.LIST_PREPARED_TXNS}
+)
+
+
+def advertised(two_phase_commit: bool = True) -> dict[ApiKey, tuple[int, int]]:
     """(min, max) per API that has a handler."""
     out: dict[ApiKey, tuple[int, int]] = {}
     for key in sorted(HANDLERS):
+        if key in TWO_PHASE_COMMIT_KEYS and not two_phase_commit:
+            continue
         spec = API_SPECS[key]
         out[key] = (_ADVERTISED_MIN.get(key, spec.min_version), advertised_max(key))
     return out
+
+
+DISABLED_MESSAGE = "the two-phase commit extension is off (transaction.two.phase.commit.enable=false)"

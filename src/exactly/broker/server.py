@@ -381,7 +381,9 @@ class Connection:
                 raise
             if e.header.api_key != ApiKey.API_VERSIONS:
                 raise
-            return _done(_unsupported_api_versions(e.header))
+            return _done(
+                _unsupported_api_versions(e.header, self.broker.config.transaction_two_phase_commit_enable)
+            )
         key = ApiKey(header.api_key)
         handler = HANDLERS.get(key)
         if handler is None:
@@ -435,12 +437,14 @@ def _done(value: list[p.Chunk]) -> asyncio.Future[list[p.Chunk] | None]:
     return future
 
 
-def api_versions_body(error: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
-    keys = [ApiVersion(int(key), lo, hi) for key, (lo, hi) in advertised().items()]
+def api_versions_body(
+    error: ErrorCode = ErrorCode.NONE, two_phase_commit: bool = True
+) -> ApiVersionsResponse:
+    keys = [ApiVersion(int(key), lo, hi) for key, (lo, hi) in advertised(two_phase_commit).items()]
     return ApiVersionsResponse(error_code=error, api_keys=keys)
 
 
-def _unsupported_api_versions(header: RequestHeader) -> list[p.Chunk]:
+def _unsupported_api_versions(header: RequestHeader, two_phase_commit: bool) -> list[p.Chunk]:
     """Kafka answers an ApiVersions version it doesn't know with a v0 body: error 35 and its ranges."""
     v0 = header._replace(api_version=0)
-    return encode_response(v0, api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
+    return encode_response(v0, api_versions_body(ErrorCode.UNSUPPORTED_VERSION, two_phase_commit))

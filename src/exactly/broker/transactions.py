@@ -21,8 +21,17 @@
   older than their timeout; `transaction.remove.expired.transaction.cleanup.interval.ms` expires idle ids.
 * KIP-890 part 1: `verification_guard` gives partition logs the check that a producer's first
   transactional batch on a partition belongs to its ongoing transaction.
+* Two-phase commit extension (docs/two-phase-commit.md): `prepare` runs PrepareTxn like any request of
+  the id; `commit_batch` appends the batch's decision record to the query id's partition (fsync) before
+  anything moves, then appends the transitions that carry it out (PrepareCommit for winners, PrepareAbort
+  for the rest) and answers once those are durable; `abort_batch` appends PrepareAbort for undecided
+  prepared work. Batch requests of one query run one at a time. At start-up, after loading, the
+  transitions a crash left owed to a recorded decision are appended (`redrive_all`), and the timeout
+  scan does the same each round (so a failed append is retried) and aborts Prepared transactions older
+  than transaction.prepared.max.age.ms.
 * Testing hooks: `exactly.debug.end.txn.pause` parks every marker job at one step (after PrepareX is
-  durable, after the first marker, after all markers) so a test can kill -9 the broker there;
+  durable, after the first marker, after all markers; `decision-written`: a CommitBatch after its
+  decision record is durable, before any transaction moves) so a test can kill -9 the broker there;
   `exactly.debug.marker.delay.ms` delays every marker job (markers slowed down as by a loaded machine).
 * DEBUG logging traces every request of a transactional id: the coordinator's answer, the id's state
   and pending transition, and every applied transition.
@@ -45,7 +54,16 @@ from exactly.records.control import ControlRecordType, EndTxnMarker
 from exactly.storage.log import PartitionLog, VerificationGuard, scan_batches
 from exactly.storage.producer_state import AppendOrigin
 from exactly.txn import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult, TxnState
-from exactly.txn.records import decode_key, decode_value, encode_key, encode_value
+from exactly.txn.coordinator import BatchResult
+from exactly.txn.decisions import (
+    DECISION_KEY_VERSION,
+    BatchDecisionRecord,
+    decode_decision_key,
+    decode_decision_value,
+    encode_decision_key,
+    encode_decision_value,
+)
+from exactly.txn.records import decode_key, decode_value, encode_key, encode_value, key_version
 
 if TYPE_CHECKING:
     from exactly.broker.server import Broker
@@ -84,6 +102,7 @@ class TransactionService:
                 num_partitions=partitions,
                 max_timeout_ms=config.transaction_max_timeout_ms,
                 id_expiration_ms=config.transactional_id_expiration_ms,
+                prepared_max_age_ms=config.transaction_prepared_max_age_ms,
             ),
             broker.producer_ids.next_id,
             broker.clock.milliseconds,
@@ -91,6 +110,7 @@ class TransactionService:
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
         self._turns: dict[str, _Turn] = {}  # id -> its requests, one at a time
+        self._query_locks: dict[str, asyncio.Lock] = {}  # query id -> its batch requests, one at a time
         self.loaded_records = 0
 
     # --- lifecycle ---------------------------------------------------------------------------------------
@@ -116,7 +136,13 @@ class TransactionService:
                 try:
                     if record.key is None:
                         raise CorruptRecordError("record without a key")
-                    self.coordinator.load_record(decode_key(record.key), decode_value(record.value))
+                    if key_version(record.key) == DECISION_KEY_VERSION:
+                        query_id, batch_id = decode_decision_key(record.key)
+                        self.coordinator.load_decision(
+                            decode_decision_value(query_id, batch_id, record.value)
+                        )
+                    else:
+                        self.coordinator.load_record(decode_key(record.key), decode_value(record.value))
                 except CorruptRecordError as e:
                     log.error("skipping %s record at offset %d: %s", TRANSACTION_TOPIC, record.offset, e)
                     continue
@@ -134,6 +160,13 @@ class TransactionService:
                 job.producer_id,
             )
             self._start_markers(job)
+        for result in self.coordinator.redrive_all():
+            log.info(
+                "re-driving the batch decision of %r: %s",
+                result.transactional_id,
+                result.transit.state.kafka_name if result.transit is not None else "-",
+            )
+            self._background(result)
         config = self._broker.config
         every = self._broker._every
         return [
@@ -407,7 +440,11 @@ class TransactionService:
     # --- timers ------------------------------------------------------------------------------------------
 
     def abort_timed_out(self) -> None:
-        """Fence and abort every transaction older than its timeout (and bump its epoch)."""
+        """Fence and abort every transaction older than its timeout (and bump its epoch); Prepared ones
+        older than transaction.prepared.max.age.ms; and carry out decisions still owed (a failed append)."""
+        for result in self.coordinator.redrive_all():
+            log.info("re-driving the batch decision of %r", result.transactional_id)
+            self._background(result)
         for result in self.coordinator.abort_timed_out():
             log.info(
                 "aborting transaction of %r: older than its timeout; producer %d fenced at epoch %d",
@@ -433,3 +470,88 @@ class TransactionService:
                 result.transactional_id,
                 error.name,
             )
+
+    # --- two-phase commit extension ----------------------------------------------------------------------
+
+    async def prepare(self, transactional_id: str, query_id: str, batch_id: int, partition: int) -> TxnResult:
+        """PrepareTxn: Ongoing -> Prepared, durable before this returns."""
+        result = await self.run(
+            transactional_id,
+            lambda c: c.prepare(transactional_id, query_id, batch_id, partition),
+            f"PrepareTxn ({query_id!r}, {batch_id}, {partition})",
+        )
+        if result.error == ErrorCode.NONE:
+            # Prepared while its batch was being decided: the decision applies to it at once.
+            owed = self.coordinator.settle(transactional_id)
+            if owed is not None:
+                self._background(owed)
+        return result
+
+    def _query_lock(self, query_id: str) -> asyncio.Lock:
+        lock = self._query_locks.get(query_id)
+        if lock is None:
+            lock = self._query_locks[query_id] = asyncio.Lock()
+        return lock
+
+    async def commit_batch(self, query_id: str, batch_id: int, winners: list[str]) -> BatchResult:
+        """CommitBatch: the decision is durable, and so are its transitions, before this returns."""
+        async with self._query_lock(query_id):
+            await self.ensure_topic()
+            result = self.coordinator.commit_batch(query_id, batch_id, winners)
+            log.debug("CommitBatch (%r, %d): %s", query_id, batch_id, result)
+            if result.record:
+                assert result.decision is not None
+                error = await asyncio.shield(self._spawn(self._record_decision(result.decision)))
+                if error:
+                    return BatchResult(query_id, batch_id, error, "cannot record the decision")
+            elif result.already_decided:
+                await self._carry_out(self.coordinator.redrive(query_id))
+            return result
+
+    async def _record_decision(self, decision: BatchDecisionRecord) -> ErrorCode:
+        query_id = decision.query_id
+        plog = self._broker.log(TRANSACTION_TOPIC, self.coordinator.partition_for(query_id))
+        try:
+            if plog is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{TRANSACTION_TOPIC} does not exist")
+            builder = BatchBuilder()
+            builder.append(
+                self._broker.clock.milliseconds(),
+                encode_decision_key(query_id, decision.batch_id),
+                encode_decision_value(decision),
+            )
+            info = plog.append_as_leader(builder.build(), origin=AppendOrigin.COORDINATOR)
+            if info.flush_required:
+                await self._broker.flusher.wait_durable([(plog, info.last_offset + 1)])
+        except (KafkaError, OSError) as e:
+            self.coordinator.abort_decision(decision)
+            log.error("cannot record the decision of batch %d of %r: %s", decision.batch_id, query_id, e)
+            return append_error(e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR)
+        log.info(
+            "batch %d of query %r decided: %d winner(s) commit",
+            decision.batch_id,
+            query_id,
+            len(decision.winners),
+        )
+        owed = self.coordinator.complete_decision(decision)
+        if self._broker.config.debug_end_txn_pause == "decision-written":
+            log.warning("exactly.debug.end.txn.pause: batch %d of %r parked", decision.batch_id, query_id)
+            await asyncio.Event().wait()  # until the process is killed or stopped
+        await self._carry_out(owed)
+        return ErrorCode.NONE
+
+    async def _carry_out(self, results: list[TxnResult]) -> list[ErrorCode]:
+        """Append transitions of several ids at once (their fsyncs are shared); failures are retried by the
+        next timeout scan's re-drive."""
+        return list(await asyncio.gather(*(self._commit(result) for result in results)))
+
+    async def abort_batch(self, query_id: str, batch_id: int) -> tuple[BatchResult, list[str]]:
+        """AbortBatch (batch_id -1: every undecided batch): the aborted ids' PrepareAbort is durable."""
+        async with self._query_lock(query_id):
+            await self.ensure_topic()
+            result = self.coordinator.abort_batch(query_id, batch_id)
+            errors = await asyncio.shield(self._spawn(self._carry_out(list(result.aborts))))
+            aborted = [r.transactional_id for r, e in zip(result.aborts, errors, strict=True) if not e]
+            if aborted:
+                log.info("aborted the prepared work of %r batch %d: %s", query_id, batch_id, aborted)
+            return result, aborted

@@ -189,6 +189,20 @@ _DEFS = [
         Range(1),
     ),
     _ro(
+        "transaction.two.phase.commit.enable",
+        BOOLEAN,
+        "true",
+        "Whether the two-phase commit extension (PrepareTxn, CommitBatch, AbortBatch, ListPreparedTxns; "
+        "docs/two-phase-commit.md) is advertised and served (KIP-939's name).",
+    ),
+    _ro(
+        "transaction.prepared.max.age.ms",
+        LONG,
+        "604800000",
+        "The safety timeout of a Prepared transaction: older ones are aborted (-1: never).",
+        Range(-1),
+    ),
+    _ro(
         "max.request.partition.size.limit",
         INT,
         "2000",

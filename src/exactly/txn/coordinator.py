@@ -28,6 +28,23 @@ versions are the handlers' business):
 * verify (KIP-890 part 1): before a partition accepts a producer's first transactional batch.
 * Timeouts: `abort_timed_out` fences and aborts Ongoing transactions older than their timeout.
 * Expiry: `expire` writes tombstones for ids idle longer than `transactional.id.expiration.ms`.
+
+Two-phase commit extension (docs/two-phase-commit.md; the Spark sink's design (b)):
+
+* PrepareTxn(id, query, batch, partition): Ongoing -> Prepared, tagged; answered once durable. A prepare
+  for a batch that is decided, or older than the query's highest decided batch (`decided_hw`), is a
+  zombie's: its transaction is aborted (epoch + 1) and it gets PRODUCER_FENCED.
+* CommitBatch(query, batch, winners): decided before -> the stored decision (ALREADY_DECIDED) and a
+  re-drive. Else every winner must be Prepared for (query, batch); the decision record is appended
+  (`BatchResult.record`), and once it is durable `complete_decision` applies it and returns the
+  transitions that carry it out (`redrive`): winners -> PrepareCommit, every other Prepared transaction
+  of the query whose batch is decided or older than `decided_hw` -> PrepareAbort. Markers follow as for
+  EndTxn.
+* AbortBatch(query, batch | -1): decided -> nothing (roll forward); else PrepareAbort for the batch's (or
+  every undecided batch's) Prepared transactions. No record beyond the PrepareAbort records.
+* Recovery: after loading, `redrive_all` re-derives the transitions of every decided batch whose
+  transactions are still Prepared (a crash after the decision record, before or between transitions);
+  PrepareX transactions resume their markers through `pending_marker_jobs` as usual.
 """
 
 from __future__ import annotations
@@ -37,16 +54,17 @@ from dataclasses import dataclass
 
 from exactly.errors import ErrorCode
 from exactly.group.partitioning import partition_for
+from exactly.txn.decisions import BatchDecisionRecord, Decisions
 from exactly.txn.metadata import (
     NO_PRODUCER_EPOCH,
     TransactionMetadata,
     TxnTransit,
     is_epoch_exhausted,
 )
-from exactly.txn.records import Partitions, TransactionLogValue
+from exactly.txn.records import Partitions, PreparedTag, TransactionLogValue
 from exactly.txn.state import TxnState
 
-__all__ = ["MarkerJob", "TransactionCoordinator", "TxnConfig", "TxnResult"]
+__all__ = ["BatchResult", "MarkerJob", "TransactionCoordinator", "TxnConfig", "TxnResult"]
 
 _S = TxnState
 _NONE = ErrorCode.NONE
@@ -58,6 +76,7 @@ class TxnConfig:
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
     coordinator_epoch: int = 0  # single node: the epoch of every __transaction_state partition
+    prepared_max_age_ms: int = 604_800_000  # transaction.prepared.max.age.ms (-1: never)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +103,26 @@ class TxnResult:
     producer_epoch: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """The answer to CommitBatch / AbortBatch.
+
+    `decision`: the batch's decision (new or stored), None when there is none. `record`: the decision is
+    new — append it and call `complete_decision` once durable (or `abort_decision` if the append failed)
+    before answering. `already_decided`: decided by an earlier request. `aborts`: PrepareAbort
+    transitions to append (AbortBatch) before answering.
+    """
+
+    query_id: str
+    batch_id: int
+    error: ErrorCode = _NONE
+    message: str | None = None
+    decision: BatchDecisionRecord | None = None
+    record: bool = False
+    already_decided: bool = False
+    aborts: tuple[TxnResult, ...] = ()
+
+
 class TransactionCoordinator:
     def __init__(
         self,
@@ -95,6 +134,8 @@ class TransactionCoordinator:
         self._allocate = allocate_producer_id
         self._now = now_ms
         self.transactions: dict[str, TransactionMetadata] = {}
+        self.decisions = Decisions()
+        self._deciding: set[tuple[str, int]] = set()  # decision records being appended
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
@@ -126,7 +167,8 @@ class TransactionCoordinator:
             or (expected_producer_id == txn.previous_producer_id and is_epoch_exhausted(expected_epoch))
         ):
             return TxnResult(transactional_id, ErrorCode.PRODUCER_FENCED)
-        if txn.state.is_prepare:
+        if txn.state.is_prepare or txn.state is _S.PREPARED:
+            # PREPARED: the transaction belongs to its batch's decision; a new instance waits for it.
             return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
         if txn.state is _S.ONGOING:
             # A new instance finds the old one's transaction open: fence it (epoch + 1) and abort it;
@@ -299,12 +341,15 @@ class TransactionCoordinator:
     # --- time -------------------------------------------------------------------------------------------
 
     def abort_timed_out(self, now: int | None = None) -> list[TxnResult]:
-        """Fence (epoch + 1) and abort every Ongoing transaction older than its timeout."""
+        """Fence (epoch + 1) and abort every Ongoing transaction older than its timeout, and every Prepared
+        one prepared more than transaction.prepared.max.age.ms ago."""
         at = self._now() if now is None else now
         return [
-            self._fence_and_abort(txn, _NONE)
+            self._abort_prepared(txn, _NONE)
+            if txn.state is _S.PREPARED
+            else self._fence_and_abort(txn, _NONE)
             for txn in list(self.transactions.values())
-            if txn.is_timed_out(at)
+            if txn.is_timed_out(at, self.config.prepared_max_age_ms)
         ]
 
     def expire(self, now: int | None = None) -> list[TxnResult]:
@@ -333,6 +378,10 @@ class TransactionCoordinator:
         else:
             txn.apply_loaded(value)
 
+    def load_decision(self, decision: BatchDecisionRecord) -> None:
+        """Replay one batch decision record (start-up); `redrive_all` then carries out what is missing."""
+        self.decisions.add(decision)
+
     def pending_marker_jobs(self) -> Iterator[MarkerJob]:
         """After loading: the transactions whose decision is recorded but whose markers may be missing."""
         for txn in self.transactions.values():
@@ -358,3 +407,184 @@ class TransactionCoordinator:
                 continue
             out.append(txn)
         return out
+
+    # --- two-phase commit: PrepareTxn ----------------------------------------------------------------------
+
+    def prepare(self, transactional_id: str, query_id: str, batch_id: int, partition: int) -> TxnResult:
+        if not transactional_id or not query_id or batch_id < 0 or partition < 0:
+            return TxnResult(transactional_id, ErrorCode.INVALID_REQUEST)
+        txn = self.transactions.get(transactional_id)
+        if txn is None:
+            return TxnResult(transactional_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+        if txn.pending_state is not None:
+            return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
+        if txn.state is _S.PREPARED:
+            tag = txn.prepared
+            same = tag is not None and (tag.query_id, tag.batch_id, tag.partition) == (
+                query_id,
+                batch_id,
+                partition,
+            )
+            return TxnResult(transactional_id, _NONE if same else ErrorCode.INVALID_TXN_STATE)
+        if txn.state is not _S.ONGOING:
+            return TxnResult(transactional_id, ErrorCode.INVALID_TXN_STATE)
+        if self.batch_closed(query_id, batch_id):
+            # A zombie preparing after its batch was decided: never part of the outcome.
+            return self._fence_and_abort(txn, ErrorCode.PRODUCER_FENCED)
+        now = self._now()
+        transit = txn.prepare_transition(
+            _S.PREPARED, now=now, prepared=PreparedTag(query_id, batch_id, partition, now)
+        )
+        return TxnResult(transactional_id, _NONE, transit, txn.producer_id, txn.producer_epoch)
+
+    def batch_closed(self, query_id: str, batch_id: int) -> bool:
+        """Decided, or older than the query's highest decided batch: nothing more may join it."""
+        return self.decisions.get(query_id, batch_id) is not None or batch_id <= self.decisions.decided_hw(
+            query_id
+        )
+
+    def _abort_prepared(self, txn: TransactionMetadata, error: ErrorCode) -> TxnResult:
+        """Prepared -> PrepareAbort with epoch + 1 (fencing the producer, should it still be alive)."""
+        transit = txn.prepare_transition(
+            _S.PREPARE_ABORT,
+            now=self._now(),
+            producer_epoch=txn.fence_epoch(),
+            last_producer_epoch=NO_PRODUCER_EPOCH,
+        )
+        return TxnResult(txn.transactional_id, error, transit, transit.producer_id, transit.producer_epoch)
+
+    def settle(self, transactional_id: str) -> TxnResult | None:
+        """The transition a Prepared transaction owes to a recorded decision (None: it waits)."""
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.state is not _S.PREPARED or txn.pending_state is not None:
+            return None
+        tag = txn.prepared
+        assert tag is not None
+        decision = self.decisions.get(tag.query_id, tag.batch_id)
+        if decision is not None and transactional_id in decision.winners:
+            transit = txn.prepare_transition(_S.PREPARE_COMMIT, now=self._now())
+            return TxnResult(transactional_id, _NONE, transit, txn.producer_id, txn.producer_epoch)
+        if decision is not None or tag.batch_id <= self.decisions.decided_hw(tag.query_id):
+            return self._abort_prepared(txn, _NONE)
+        return None
+
+    def redrive(self, query_id: str) -> list[TxnResult]:
+        """Carry out the query's decisions: the transitions of its Prepared transactions that are owed."""
+        out: list[TxnResult] = []
+        for txn in list(self.transactions.values()):
+            if txn.state is _S.PREPARED and txn.prepared is not None and txn.prepared.query_id == query_id:
+                result = self.settle(txn.transactional_id)
+                if result is not None:
+                    out.append(result)
+        return out
+
+    def redrive_all(self) -> list[TxnResult]:
+        """After loading: every transition owed to a recorded decision (a crash cut the fan-out short)."""
+        out: list[TxnResult] = []
+        for txn_id in list(self.transactions):
+            result = self.settle(txn_id)
+            if result is not None:
+                out.append(result)
+        return out
+
+    # --- two-phase commit: CommitBatch / AbortBatch --------------------------------------------------------
+
+    def commit_batch(self, query_id: str, batch_id: int, winners: Iterable[str]) -> BatchResult:
+        wanted = tuple(winners)
+        if not query_id or batch_id < 0 or len(set(wanted)) != len(wanted) or "" in wanted:
+            return BatchResult(
+                query_id,
+                batch_id,
+                ErrorCode.INVALID_REQUEST,
+                "needs a query id, a batch id >= 0, distinct ids",
+            )
+        if (query_id, batch_id) in self._deciding:
+            return BatchResult(query_id, batch_id, ErrorCode.CONCURRENT_TRANSACTIONS)
+        decided = self.decisions.get(query_id, batch_id)
+        if decided is not None:
+            return BatchResult(query_id, batch_id, decision=decided, already_decided=True)
+        hw = self.decisions.decided_hw(query_id)
+        if batch_id <= hw:
+            return BatchResult(
+                query_id,
+                batch_id,
+                ErrorCode.INVALID_TXN_STATE,
+                f"batch {batch_id} of query {query_id!r} was never decided and batch {hw} is: "
+                "its prepared work has been aborted",
+            )
+        problems: list[str] = []
+        for txn_id in wanted:
+            txn = self.transactions.get(txn_id)
+            if txn is None:
+                problems.append(f"{txn_id!r} is unknown")
+            elif txn.state is not _S.PREPARED or txn.pending_state is not None:
+                state = txn.pending_state or txn.state
+                problems.append(f"{txn_id!r} is {state.kafka_name}, not Prepared")
+            elif txn.prepared is None or (txn.prepared.query_id, txn.prepared.batch_id) != (
+                query_id,
+                batch_id,
+            ):
+                tag = txn.prepared
+                where = f"({tag.query_id!r}, {tag.batch_id})" if tag is not None else "nothing"
+                problems.append(f"{txn_id!r} is prepared for {where}")
+        if problems:
+            return BatchResult(
+                query_id,
+                batch_id,
+                ErrorCode.INVALID_TXN_STATE,
+                f"batch {batch_id} of query {query_id!r} not decided: " + "; ".join(problems),
+            )
+        decision = BatchDecisionRecord(query_id, batch_id, wanted, self._now())
+        self._deciding.add((query_id, batch_id))
+        return BatchResult(query_id, batch_id, decision=decision, record=True)
+
+    def complete_decision(self, decision: BatchDecisionRecord) -> list[TxnResult]:
+        """The decision record is durable: apply it; returns the transitions that carry it out."""
+        self._deciding.discard((decision.query_id, decision.batch_id))
+        self.decisions.add(decision)
+        return self.redrive(decision.query_id)
+
+    def abort_decision(self, decision: BatchDecisionRecord) -> None:
+        """The decision record could not be appended: nothing is decided."""
+        self._deciding.discard((decision.query_id, decision.batch_id))
+
+    def abort_batch(self, query_id: str, batch_id: int) -> BatchResult:
+        """Abort the undecided Prepared work of one batch, or of every batch of the query (batch_id -1)."""
+        if not query_id or batch_id < -1:
+            return BatchResult(query_id, batch_id, ErrorCode.INVALID_REQUEST, "needs a query id, a batch id")
+        if batch_id >= 0:
+            if (query_id, batch_id) in self._deciding:
+                return BatchResult(query_id, batch_id, ErrorCode.CONCURRENT_TRANSACTIONS)
+            decided = self.decisions.get(query_id, batch_id)
+            if decided is not None:
+                return BatchResult(query_id, batch_id, decision=decided, already_decided=True)
+        aborts: list[TxnResult] = []
+        for txn in list(self.transactions.values()):
+            tag = txn.prepared
+            if txn.state is not _S.PREPARED or txn.pending_state is not None or tag is None:
+                continue
+            if tag.query_id != query_id or (batch_id >= 0 and tag.batch_id != batch_id):
+                continue
+            if (
+                self.decisions.get(query_id, tag.batch_id) is not None
+                or (query_id, tag.batch_id) in self._deciding
+            ):
+                continue  # decided (roll forward): settled by its decision, not aborted
+            aborts.append(self._abort_prepared(txn, _NONE))
+        return BatchResult(query_id, batch_id, aborts=tuple(aborts))
+
+    def list_prepared(self, query_id: str | None = None) -> list[TransactionMetadata]:
+        return sorted(
+            (
+                txn
+                for txn in self.transactions.values()
+                if txn.state is _S.PREPARED
+                and txn.prepared is not None
+                and (query_id is None or txn.prepared.query_id == query_id)
+            ),
+            key=lambda t: (
+                (t.prepared.query_id, t.prepared.batch_id, t.prepared.partition, t.transactional_id)
+                if t.prepared is not None
+                else ("", 0, 0, t.transactional_id)
+            ),
+        )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exactly.txn.records import Partitions, TransactionLogValue
+from exactly.txn.records import Partitions, PreparedTag, TransactionLogValue
 from exactly.txn.state import TxnState, check_transition
 
 __all__ = ["NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "TransactionMetadata", "TxnTransit", "is_epoch_exhausted"]
@@ -38,6 +38,7 @@ class TxnTransit:
     start_timestamp: int
     last_update_timestamp: int
     previous_producer_id: int = NO_PRODUCER_ID
+    prepared: PreparedTag | None = None  # Prepared, and PrepareCommit/PrepareAbort of a prepared txn
 
     def to_value(self) -> TransactionLogValue:
         return TransactionLogValue(
@@ -48,6 +49,7 @@ class TxnTransit:
             self.partitions,
             self.last_update_timestamp,
             self.start_timestamp,
+            prepared=self.prepared,
         )
 
 
@@ -63,6 +65,7 @@ class TransactionMetadata:
     last_update_timestamp: int = -1
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     previous_producer_id: int = NO_PRODUCER_ID
+    prepared: PreparedTag | None = None  # what a Prepared transaction waits for (two-phase commit)
     pending: TxnTransit | None = None  # a transition whose record is being appended
     fencing: bool = False  # pending PrepareEpochFence: the next PrepareAbort carries a bumped epoch
     # In memory only: this producer's AddPartitionsToTxn/AddOffsetsToTxn for its next transaction was
@@ -83,15 +86,18 @@ class TransactionMetadata:
         txn.apply_loaded(value)
         return txn
 
-    def is_timed_out(self, now: int) -> bool:
-        """An Ongoing transaction older than its timeout, with nothing pending (the timeout scan's test;
-        a prepared two-phase transaction would be exempt here)."""
-        return (
-            self.state is TxnState.ONGOING
-            and self.pending is None
-            and not self.fencing
-            and self.start_timestamp + self.timeout_ms < now
-        )
+    def is_timed_out(self, now: int, prepared_max_age_ms: int = -1) -> bool:
+        """An Ongoing transaction older than its timeout, or a Prepared one prepared more than
+        `prepared_max_age_ms` ago (-1: never), with nothing pending (the timeout scan's test)."""
+        if self.pending is not None or self.fencing:
+            return False
+        if self.state is TxnState.PREPARED:
+            return (
+                prepared_max_age_ms >= 0
+                and self.prepared is not None
+                and self.prepared.prepared_timestamp_ms + prepared_max_age_ms < now
+            )
+        return self.state is TxnState.ONGOING and self.start_timestamp + self.timeout_ms < now
 
     # --- preparing transitions (nothing changes but `pending`) -------------------------------------------
 
@@ -106,11 +112,19 @@ class TransactionMetadata:
         timeout_ms: int | None = None,
         partitions: Partitions | None = None,
         start_timestamp: int | None = None,
+        prepared: PreparedTag | None = None,
     ) -> TxnTransit:
         if self.pending is not None:
             raise RuntimeError(f"{self.transactional_id}: a transition to {self.pending.state} is pending")
         check_transition(TxnState.PREPARE_EPOCH_FENCE if self.fencing else self.state, state)
         pid = self.producer_id if producer_id is None else producer_id
+        if state is TxnState.PREPARED:
+            if prepared is None:
+                raise ValueError("a transition to Prepared needs its tag")
+        elif state.is_prepare:
+            prepared = self.prepared  # the decision of a prepared transaction keeps who it was for
+        else:
+            prepared = None
         transit = TxnTransit(
             producer_id=pid,
             last_producer_epoch=self.last_producer_epoch
@@ -123,6 +137,7 @@ class TransactionMetadata:
             start_timestamp=self.start_timestamp if start_timestamp is None else start_timestamp,
             last_update_timestamp=max(now, self.last_update_timestamp),
             previous_producer_id=self.producer_id,  # as Kafka: the producer id before this transition
+            prepared=prepared,
         )
         self.pending = transit
         return transit
@@ -157,6 +172,7 @@ class TransactionMetadata:
         self.partitions = set(transit.partitions)
         self.start_timestamp = transit.start_timestamp
         self.last_update_timestamp = transit.last_update_timestamp
+        self.prepared = transit.prepared
 
     def abort_transition(self) -> None:
         """The record could not be appended: nothing changed."""
@@ -177,5 +193,6 @@ class TransactionMetadata:
                 start_timestamp=value.start_timestamp_ms,
                 last_update_timestamp=value.last_update_timestamp_ms,
                 previous_producer_id=value.previous_producer_id,
+                prepared=value.prepared,
             )
         )

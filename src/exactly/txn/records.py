@@ -23,10 +23,17 @@ Value (`TransactionLogValue.json`; null value = tombstone: the id expired and is
     int64   transaction_last_update_timestamp_ms
     int64   transaction_start_timestamp_ms    -1 when no transaction is open
     v1 tagged fields: 0 previous_producer_id (int64, default -1), 1 next_producer_id (int64, default -1),
-                      2 client_transaction_version (int16, default 0)
+                      2 client_transaction_version (int16, default 0),
+                      10000 prepared (exactly's two-phase commit extension, docs/two-phase-commit.md):
+                          compact_string query_id, int64 batch_id, int32 partition,
+                          int64 prepared_timestamp_ms
 
 The seeds' `__transaction_state` table (seed 000) lists the same fields. New information (the Spark
-sink's prepared transactions) goes into new v1 tagged fields: older readers skip them.
+sink's prepared transactions) goes into new v1 tagged fields: older readers skip them. A Prepared
+transaction (TxnState.PREPARED) is stored as status Ongoing (1) with the `prepared` tag, always as v1, so a
+Kafka reader sees an Ongoing transaction; PrepareCommit/PrepareAbort records of a prepared transaction keep
+the tag (who it was prepared for). Batch decision records share the topic with key version 100
+(`decisions.py`); `key_version` tells them apart.
 """
 
 from __future__ import annotations
@@ -39,11 +46,14 @@ from exactly.protocol import primitives as p
 from exactly.txn.state import TxnState
 
 __all__ = [
+    "PREPARED_TAG",
+    "PreparedTag",
     "TransactionLogValue",
     "decode_key",
     "decode_value",
     "encode_key",
     "encode_value",
+    "key_version",
 ]
 
 _VALUE_V0 = struct.Struct(">hqhib")  # version, producer_id, producer_epoch, timeout, status
@@ -53,6 +63,33 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 Partitions = frozenset[tuple[str, int]]
+
+PREPARED_TAG = 10000
+_PREPARED_REST = struct.Struct(">qiq")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTag:
+    """What a Prepared transaction was prepared for (PrepareTxn), and when."""
+
+    query_id: str
+    batch_id: int
+    partition: int
+    prepared_timestamp_ms: int
+
+    def encode(self) -> bytes:
+        return p.compact_string(self.query_id) + _PREPARED_REST.pack(
+            self.batch_id, self.partition, self.prepared_timestamp_ms
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> PreparedTag:
+        buf = memoryview(data)
+        query_id, pos = p.read_compact_string(buf, 0)
+        batch_id, partition, timestamp = _PREPARED_REST.unpack_from(buf, pos)
+        if pos + _PREPARED_REST.size != len(buf):
+            raise CorruptRecordError("prepared tag has trailing bytes")
+        return cls(query_id, batch_id, partition, timestamp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +104,20 @@ class TransactionLogValue:
     previous_producer_id: int = -1
     next_producer_id: int = -1
     client_transaction_version: int = 0
+    prepared: PreparedTag | None = None
     unknown_tags: tuple[tuple[int, bytes], ...] = field(default=(), compare=False)
 
 
 def encode_key(transactional_id: str) -> bytes:
     return _I16.pack(0) + p.string(transactional_id)
+
+
+def key_version(raw: bytes | memoryview) -> int:
+    """The version of a `__transaction_state` key: 0 for a transactional id, 100 for a batch decision."""
+    if len(raw) < 2:
+        raise CorruptRecordError("__transaction_state key shorter than its version")
+    (version,) = _I16.unpack_from(raw, 0)
+    return int(version)
 
 
 def decode_key(raw: bytes | memoryview) -> str:
@@ -100,13 +146,18 @@ def encode_value(value: TransactionLogValue | None, version: int = 0) -> bytes |
         return None
     if value.state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
         raise ValueError(f"{value.state.kafka_name} is never stored")
+    if (value.state is TxnState.PREPARED) != (value.prepared is not None) and not value.state.is_prepare:
+        raise ValueError("a Prepared transaction, and only one, carries its prepared tag")
+    if value.prepared is not None:
+        version = 1  # the tag needs the flexible version
+    status = TxnState.ONGOING if value.state is TxnState.PREPARED else value.state
     out = bytearray(
         _VALUE_V0.pack(
             version,
             value.producer_id,
             value.producer_epoch,
             value.transaction_timeout_ms,
-            value.state.value,
+            status.value,
         )
     )
     grouped = None if value.state is TxnState.EMPTY and not value.partitions else _grouped(value.partitions)
@@ -131,6 +182,8 @@ def encode_value(value: TransactionLogValue | None, version: int = 0) -> bytes |
             tags.append((1, _I64.pack(value.next_producer_id)))
         if value.client_transaction_version != 0:
             tags.append((2, _I16.pack(value.client_transaction_version)))
+        if value.prepared is not None:
+            tags.append((PREPARED_TAG, value.prepared.encode()))
         tags.extend(value.unknown_tags)
         out += p.tagged_fields(sorted(tags))
     return bytes(out)
@@ -152,7 +205,7 @@ def _decode_value(buf: memoryview) -> TransactionLogValue:
     if version not in (0, 1):
         raise CorruptRecordError(f"unknown __transaction_state value version {version}")
     state = TxnState(status)
-    if state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
+    if state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE, TxnState.PREPARED):
         raise CorruptRecordError(f"__transaction_state value with status {state.kafka_name}")
     flexible = version == 1
     pos = _VALUE_V0.size
@@ -176,6 +229,7 @@ def _decode_value(buf: memoryview) -> TransactionLogValue:
     last_update, start = _TIMES.unpack_from(buf, pos)
     pos += _TIMES.size
     previous, nxt, client_version = -1, -1, 0
+    prepared: PreparedTag | None = None
     unknown: list[tuple[int, bytes]] = []
     if flexible:
         n_tags, pos = p.read_uvarint(buf, pos)
@@ -189,10 +243,16 @@ def _decode_value(buf: memoryview) -> TransactionLogValue:
                 (nxt,) = _I64.unpack(data)
             elif tag == 2 and size == 2:
                 (client_version,) = _I16.unpack(data)
+            elif tag == PREPARED_TAG:
+                prepared = PreparedTag.decode(data)
             else:
                 unknown.append((tag, data))
     if pos != len(buf):
         raise CorruptRecordError("__transaction_state value has trailing bytes")
+    if prepared is not None and state is TxnState.ONGOING:
+        state = TxnState.PREPARED
+    elif prepared is not None and not state.is_prepare:
+        raise CorruptRecordError(f"prepared tag on a {state.kafka_name} transaction")
     return TransactionLogValue(
         producer_id,
         epoch,
@@ -204,5 +264,6 @@ def _decode_value(buf: memoryview) -> TransactionLogValue:
         previous,
         nxt,
         client_version,
+        prepared,
         tuple(unknown),
     )

@@ -31,10 +31,18 @@ PREPARE_EPOCH_FENCE (7) — a *pending* state only: a new instance's InitProduce
     on to PrepareAbort at once; the PrepareAbort record carries the bumped epoch, so the fence becomes
     durable in the same record. No record ever has status 7.
 
-Room for a *prepared* transaction (the Spark sink's two-phase commit, ARCHITECTURE "A Spark
-micro-batch"): it is an Ongoing transaction that the timeout scan leaves alone and that ends only by a
-recorded decision. It needs one more field in the record (a v1 tagged field, see records.py) and a
-check in `TransactionMetadata.is_timed_out`, not a new marker path.
+PREPARED (100, exactly's two-phase commit extension, docs/two-phase-commit.md) — PrepareTxn moved the
+    Ongoing transaction here after its producer flushed everything: the transaction is tagged with
+    (query id, batch id, partition) and waits for the driver's decision (CommitBatch/AbortBatch).
+    transaction.timeout.ms does not apply; only transaction.prepared.max.age.ms (7 days) aborts it, and
+    an operator (`exactly txn abort-batch|abort-query`). EndTxn and AddPartitions get INVALID_TXN_STATE
+    (the driver decides, not the task); InitProducerId gets CONCURRENT_TRANSACTIONS (the transaction
+    belongs to the decision and is never aborted by a new producer instance: KIP-939's
+    keepPreparedTxn=true, always). Not a Kafka status byte: the record stores status Ongoing (1) plus
+    the `prepared` v1 tagged field (records.py), so Kafka's v0/v1 readers still decode it.
+
+    Ongoing --PrepareTxn--> Prepared --CommitBatch(winner)--> PrepareCommit --> CompleteCommit
+                                     --CommitBatch(loser) / AbortBatch / safety timeout--> PrepareAbort
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ class TxnState(Enum):
     COMPLETE_ABORT = 5
     DEAD = 6
     PREPARE_EPOCH_FENCE = 7
+    PREPARED = 100  # exactly's extension; stored as ONGOING + the `prepared` tagged field
 
     @property
     def kafka_name(self) -> str:
@@ -91,6 +100,7 @@ _KAFKA_NAMES = {
     TxnState.COMPLETE_ABORT: "CompleteAbort",
     TxnState.DEAD: "Dead",
     TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+    TxnState.PREPARED: "Prepared",
 }
 
 _S = TxnState
@@ -105,10 +115,14 @@ TRANSITIONS: dict[TxnState, tuple[frozenset[TxnState], str]] = {
         frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
         "AddPartitionsToTxn / AddOffsetsToTxn start a transaction or add to the open one",
     ),
-    _S.PREPARE_COMMIT: (frozenset({_S.ONGOING}), "EndTxn(commit) of the open transaction"),
+    _S.PREPARE_COMMIT: (
+        frozenset({_S.ONGOING, _S.PREPARED}),
+        "EndTxn(commit) of the open transaction, or a CommitBatch decision that lists it as a winner",
+    ),
     _S.PREPARE_ABORT: (
-        frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
-        "EndTxn(abort), or the fence of a new instance / the timeout scan",
+        frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.PREPARED}),
+        "EndTxn(abort), the fence of a new instance / the timeout scan, or for a Prepared transaction "
+        "a CommitBatch that does not list it, AbortBatch, or transaction.prepared.max.age.ms",
     ),
     _S.COMPLETE_COMMIT: (frozenset({_S.PREPARE_COMMIT}), "every partition has its COMMIT marker"),
     _S.COMPLETE_ABORT: (frozenset({_S.PREPARE_ABORT}), "every partition has its ABORT marker"),
@@ -119,6 +133,10 @@ TRANSITIONS: dict[TxnState, tuple[frozenset[TxnState], str]] = {
     _S.PREPARE_EPOCH_FENCE: (
         frozenset({_S.ONGOING}),
         "a new instance (InitProducerId) or the timeout scan fences the open transaction",
+    ),
+    _S.PREPARED: (
+        frozenset({_S.ONGOING}),
+        "PrepareTxn after the producer flushed: the transaction waits for its batch's decision",
     ),
 }
 

@@ -12,4 +12,4 @@ from exactly.protocol.messages.api_versions import ApiVersionsRequest, ApiVersio
 async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     from exactly.broker.server import api_versions_body
 
-    return api_versions_body()
+    return api_versions_body(two_phase_commit=ctx.broker.config.transaction_two_phase_commit_enable)

@@ -7,12 +7,14 @@ from enum import IntEnum
 from types import ModuleType
 
 from exactly.protocol.messages import (
+    abort_batch,
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    commit_batch,
     create_partitions,
     create_topics,
     delete_groups,
@@ -38,12 +40,14 @@ from exactly.protocol.messages import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_prepared_txns,
     list_transactions,
     metadata,
     offset_commit,
     offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
+    prepare_txn,
     produce,
     sync_group,
     txn_offset_commit,
@@ -93,6 +97,10 @@ class ApiKey(IntEnum):
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
+    PREPARE_TXN = 10000
+    COMMIT_BATCH = 10001
+    ABORT_BATCH = 10002
+    LIST_PREPARED_TXNS = 10003
 
 
 MODULES: dict[ApiKey, ModuleType] = {
@@ -137,4 +145,8 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
     ApiKey.LIST_TRANSACTIONS: list_transactions,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions,
+    ApiKey.PREPARE_TXN: prepare_txn,
+    ApiKey.COMMIT_BATCH: commit_batch,
+    ApiKey.ABORT_BATCH: abort_batch,
+    ApiKey.LIST_PREPARED_TXNS: list_prepared_txns,
 }
