@@ -162,7 +162,7 @@ def check_broker(options: WriterOptions) -> None:
 
 def two_phase_commit_supported(options: WriterOptions) -> bool:
     try:
-        from exactly.client.twopc import TwoPhaseClient  # type: ignore[import-not-found]
+        from exactly.client.twopc import TwoPhaseClient
     except ImportError:
         log.warning("exactly writer: exactly.client.twopc is not installed")
         return False

@@ -242,7 +242,7 @@ class _WriterCore:
         )
 
     def _write_prepared(self, batches: Iterator[Any], task: TaskIdentity) -> ExactlyCommitMessage:
-        from exactly.client.twopc import TwoPhaseClient  # type: ignore[import-not-found]
+        from exactly.client.twopc import TwoPhaseClient
 
         producer: _TaskProducer | None = None
         transactional_id = task.transactional_id()
