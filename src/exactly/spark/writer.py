@@ -242,7 +242,8 @@ class _WriterCore:
         )
 
     def _write_prepared(self, batches: Iterator[Any], task: TaskIdentity) -> ExactlyCommitMessage:
-        from exactly.client.twopc import TwoPhaseClient
+        from exactly.client.twopc import TwoPhaseClient, TwoPhaseCommitError
+        from exactly.errors import ErrorCode
 
         producer: _TaskProducer | None = None
         transactional_id = task.transactional_id()
@@ -262,8 +263,24 @@ class _WriterCore:
             if producer is not None:
                 producer.abort_quietly()
             raise
-        with TwoPhaseClient(self.options.bootstrap_servers) as client:
-            client.prepare(transactional_id, task.query_id, task.batch_id, task.partition)
+        try:
+            with TwoPhaseClient(self.options.bootstrap_servers) as client:
+                client.prepare(transactional_id, task.query_id, task.batch_id, task.partition)
+        except TwoPhaseCommitError as e:
+            if e.code is not ErrorCode.PRODUCER_FENCED:
+                raise
+            # The batch was decided before (Spark replays a batch whose commit log entry it lost): the
+            # broker aborted this attempt's transaction, and the decided output stands.
+            log.warning(
+                "exactly writer: query %s batch %d partition %d is already decided; %d rows dropped",
+                task.query_id,
+                task.batch_id,
+                task.partition,
+                rows,
+            )
+            return ExactlyCommitMessage(
+                task.query_id, task.batch_id, task.partition, task.attempt, None, rows, skipped=True
+            )
         # The producer is dropped without commit or abort: the driver's decision ends the transaction.
         return ExactlyCommitMessage(
             task.query_id, task.batch_id, task.partition, task.attempt, transactional_id, rows
@@ -277,7 +294,7 @@ class _WriterCore:
                 f"exactly writer: batch {batch_id} has no commit message for partitions {missing}"
             )
         reports = [_as_commit_message(m) for m in messages]
-        rows = sum(m.rows for m in reports)
+        rows = sum(m.rows for m in reports if not m.skipped)
         if self.options.guarantee is Guarantee.AT_LEAST_ONCE:
             log.info("exactly writer: batch %d: %d rows delivered (at-least-once)", batch_id, rows)
             return
