@@ -69,7 +69,7 @@ def test_bad_schemas() -> None:
 def test_probe_names_every_address_tried() -> None:
     first, second = free_port(), free_port()
     with pytest.raises(OptionsError) as info:
-        probe(f"127.0.0.1:{first},PLAINTEXT://127.0.0.1:{second}")
+        probe(f"127.0.0.1:{first},PLAINTEXT://127.0.0.1:{second}", patience=0.5)
     text = str(info.value)
     assert f"tried 127.0.0.1:{first} (Connection refused), 127.0.0.1:{second} (Connection refused)" in text
     with pytest.raises(OptionsError, match="is not host:port"):

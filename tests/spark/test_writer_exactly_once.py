@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from exactly.client.twopc import TwoPhaseClient
 
+from exactly.client.twopc import TwoPhaseClient
 from exactly.spark.options import writer_options
 from exactly.spark.preflight import ColumnLayout
 from exactly.spark.writer import ExactlyCommitMessage, ExactlyStreamWriter
@@ -295,11 +295,16 @@ def test_broker_killed_mid_batch(spark: Any, broker: BrokerProcess, tmp_path: Pa
         time.sleep(0.2)
     broker.kill()
     broker.start()
-    query.awaitTermination(180)
-    for _ in range(5):  # a query that failed on the dead broker is restarted from its checkpoint
-        if query.exception() is None and not query.isActive:
+    failures = 0
+    while True:  # a query that failed on the dead broker is restarted from its checkpoint
+        try:
+            query.awaitTermination(180)
+        except Exception as e:  # noqa: BLE001 - StreamingQueryException: the batch failed
+            print(f"query failed: {str(e)[:300]}")
+        assert not query.isActive, "query did not finish"
+        if query.exception() is None:
             break
+        failures += 1
+        assert failures < 5, query.exception()
         query = start_query(spark, broker, tmp_path / "in", tmp_path / "ckpt", topic)
-        query.awaitTermination(180)
-    assert query.exception() is None
     assert records_of(broker.bootstrap, topic, 240) == expected

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from exactly.spark.options import Guarantee, OptionsError, WriterOptions
 log = logging.getLogger("exactly.spark.writer")
 
 PROBE_TIMEOUT = 5.0
+PROBE_PATIENCE = 10.0
 METADATA_TIMEOUT = 15.0
 
 
@@ -99,16 +101,22 @@ def _addresses(bootstrap: str) -> list[tuple[str, int]]:
     return result
 
 
-def probe(bootstrap: str) -> None:
-    """Raise `OptionsError` naming every address tried when none of `bootstrap` accepts a connection."""
-    failures: list[str] = []
-    for host, port in _addresses(bootstrap):
-        try:
-            with socket.create_connection((host, port), timeout=PROBE_TIMEOUT):
-                return
-        except OSError as e:
-            failures.append(f"{host}:{port} ({e.strerror or e})")
-    raise OptionsError("exactly writer: cannot reach the broker: tried " + ", ".join(failures))
+def probe(bootstrap: str, patience: float = PROBE_PATIENCE) -> None:
+    """Raise `OptionsError` naming every address tried when none of `bootstrap` accepts a connection
+    for `patience` seconds (a broker that is restarting is waited for, briefly)."""
+    addresses = _addresses(bootstrap)
+    deadline = time.monotonic() + patience
+    while True:
+        failures: list[str] = []
+        for host, port in addresses:
+            try:
+                with socket.create_connection((host, port), timeout=PROBE_TIMEOUT):
+                    return
+            except OSError as e:
+                failures.append(f"{host}:{port} ({e.strerror or e})")
+        if time.monotonic() >= deadline:
+            raise OptionsError("exactly writer: cannot reach the broker: tried " + ", ".join(failures))
+        time.sleep(0.25)
 
 
 def _auto_create_enabled(config: dict[str, Any], broker_id: int) -> bool | None:
