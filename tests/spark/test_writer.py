@@ -197,3 +197,22 @@ def test_unknown_topic_is_created_when_auto_creation_is_on(spark: Any, broker: B
     assert sorted(r.value for r in read_committed(broker.bootstrap, topic, minimum=5)) == [
         f"v{i}".encode() for i in range(5)
     ]
+
+
+def test_refused_without_the_two_phase_commit_extension(spark: Any, tmp_path: Path) -> None:
+    """exactly with transaction.two.phase.commit.enable=false stands for any broker without the
+    extension (Apache Kafka): exactly-once is refused before any data moves; at-least-once works."""
+    df = spark.createDataFrame([(f"v{i}",) for i in range(3)], "value string")
+    with BrokerProcess(tmp_path / "data", "transaction.two.phase.commit.enable=false") as plain:
+        topic = unique("plain")
+        create_topic(plain.bootstrap, topic, 1)
+        text = write_error(df, kafka_bootstrap_servers=plain.bootstrap, topic=topic)
+        assert f"the broker at {plain.bootstrap} does not offer two-phase commit" in text
+        assert "guarantee=at-least-once" in text
+        # nothing was written
+        assert read_committed(plain.bootstrap, topic, minimum=0) == []
+        df.write.format("exactly").option("kafka.bootstrap.servers", plain.bootstrap).option(
+            "topic", topic
+        ).option("guarantee", "at-least-once").mode("append").save()
+        got = read_committed(plain.bootstrap, topic, minimum=3)
+        assert sorted(r.value for r in got) == [b"v0", b"v1", b"v2"]

@@ -283,6 +283,39 @@ def test_driver_killed_around_the_decision(
     assert records_of(broker.bootstrap, topic, 75) == expected
 
 
+def test_abandoned_query_is_listed_and_aborted(
+    broker: BrokerProcess, tmp_path: Path, jobs: list[subprocess.Popen[bytes]]
+) -> None:
+    """The driver dies with batch 1 prepared and undecided, and the query is never restarted: its open
+    output pins the LSO until an operator finds it (ListPreparedTxns) and aborts it."""
+    topic = unique("abandoned")
+    create_topic(broker.bootstrap, topic, 2)
+    expected = write_files(tmp_path / "in", files=3, rows=20)
+    marker = tmp_path / "hanging"
+    job = start_job(jobs, broker, tmp_path, topic, f"exactly.test.hangBeforeCommit=1:{marker}")
+    wait_for(marker, job, tmp_path / "job-0.log")
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait(30)
+    query_id = marker.read_text().split()[0]
+    with TwoPhaseClient(broker.bootstrap) as client:
+        prepared, decisions = client.list_prepared(query_id)
+    assert sorted((t.batch_id, t.partition) for t in prepared) == [(1, 0), (1, 1)]
+    assert [(d.batch_id, len(d.winners)) for d in decisions] == [(0, 2)]
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for p in range(2):
+        producer.produce(topic, key=b"after", value=b"after", partition=p)
+    assert producer.flush(30) == 0
+    batch_zero = [r for r in expected if int(r[0]) < 1000]
+    assert records_of(broker.bootstrap, topic, 20) == batch_zero  # pinned: "after" is not visible
+    with TwoPhaseClient(broker.bootstrap) as client:
+        aborted = client.abort_query(query_id)
+        assert sorted(aborted) == sorted(t.transactional_id for t in prepared)
+        assert client.list_prepared(query_id)[0] == []
+    assert records_of(broker.bootstrap, topic, 22) == sorted(
+        [*batch_zero, (b"after", b"after"), (b"after", b"after")]
+    )
+
+
 def test_broker_killed_mid_batch(spark: Any, broker: BrokerProcess, tmp_path: Path) -> None:
     topic = unique("broker-kill")
     create_topic(broker.bootstrap, topic, 2)
