@@ -89,6 +89,8 @@ def main() -> int:
                 print(
                     json.dumps({"batch": progress["batchId"], "rows": progress["numInputRows"]}), flush=True
                 )
+        if stop_after is not None and len(seen) >= stop_after:
+            query.stop()
     error = query.exception()
     spark.stop()
     if error is not None:

@@ -102,12 +102,24 @@ def test_exactly_once_stream_on_a_standalone_cluster(
     ]
     args += ["--source", f"rate:{ROWS_PER_BATCH}:{BATCHES}", "--checkpoint", str(tmp_path / "ckpt")]
     args += ["--topic", topic, "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1"]
+    args += ["--conf", "spark.driver.host=127.0.0.1"]
     args += ["--option", "exactly.test.failTaskOnce=1"]
-    result = subprocess.run(args, cwd=ROOT, capture_output=True, timeout=400, check=False)
-    output = result.stdout.decode() + result.stderr.decode()[-3000:]
-    assert result.returncode == 0, output
-    batches = [json.loads(line) for line in result.stdout.decode().splitlines() if line.startswith("{")]
-    assert len(batches) >= BATCHES, output
+    log_path = tmp_path / "job.log"
+    with open(log_path, "wb") as log:
+        job = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    returncode: int | None = None
+    try:
+        returncode = job.wait(300)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+    output = log_path.read_text()
+    assert returncode == 0, output[-5000:]
+    batches = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert len(batches) >= BATCHES, output[-5000:]
     got = read_committed(broker.bootstrap, topic, minimum=ROWS_PER_BATCH * BATCHES)
     values = sorted(int(r.value or b"-1") for r in got)
     # whole batches, each row once; a batch cut short by the stop is never half visible
