@@ -10,7 +10,6 @@ from exactly.spark.options import (
     SourceOptionError,
     SubscriptionKind,
     parse_reader_options,
-    parse_writer_options,
 )
 
 BOOT = {"kafka.bootstrap.servers": "h:1"}
@@ -135,17 +134,3 @@ def test_unknown_option_lists_the_known_ones() -> None:
 )
 def test_bad_input_messages(options: dict[str, str], expected: str) -> None:
     assert expected in _error(options)
-
-
-def test_writer_options() -> None:
-    options = parse_writer_options(
-        {**BOOT, "topic": "out", "checkpointlocation": "/c", "queryname": "q", "kafka.linger.ms": "5"}
-    )
-    assert (options.topic, options.guarantee) == ("out", "exactly-once")
-    assert options.producer_config() == {"linger.ms": "5", "bootstrap.servers": "h:1"}
-    assert parse_writer_options({**BOOT, "guarantee": "at-least-once"}).guarantee == "at-least-once"
-    assert parse_writer_options({**BOOT}).topic is None
-    with pytest.raises(SourceOptionError, match="option 'guarantee' must be one of"):
-        parse_writer_options({**BOOT, "guarantee": "maybe"})
-    with pytest.raises(SourceOptionError, match="unknown writer option 'subscribe'"):
-        parse_writer_options({**BOOT, "subscribe": "t"})

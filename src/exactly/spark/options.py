@@ -1,4 +1,5 @@
-"""Options of the `exactly` Spark data source: parsing and validation, shared by the reader and the writer.
+"""Options of the `exactly` Spark data source: parsing and validation of the reader's options
+(the writer's are in `writer_options`) and the error type both use.
 
 Spark hands a data source its options as strings in a case-insensitive map (keys arrive lower-cased).
 Every check here is syntactic and runs before any client is created; what needs the broker (reachable,
@@ -131,19 +132,6 @@ class ReaderOptions:
         return self.poll_timeout_ms / 1000
 
 
-@dataclass(frozen=True, slots=True)
-class WriterOptions:
-    bootstrap_servers: str
-    topic: str | None  # None: every row names its topic in a `topic` column
-    guarantee: str  # "exactly-once" | "at-least-once"
-    kafka_params: tuple[tuple[str, str], ...] = field(default=())
-
-    def producer_config(self) -> dict[str, str | int | bool]:
-        config: dict[str, str | int | bool] = dict(self.kafka_params)
-        config["bootstrap.servers"] = self.bootstrap_servers
-        return config
-
-
 # lower-cased name -> the name users write (Spark lower-cases the keys it passes)
 READER_OPTIONS = {
     name.lower(): name
@@ -162,11 +150,6 @@ READER_OPTIONS = {
         "kafka.isolation.level",
     )
 }
-WRITER_OPTIONS = {
-    name.lower(): name
-    for name in (BOOTSTRAP, "topic", "guarantee", "checkpointLocation", "queryName", "path")
-}
-GUARANTEES = ("exactly-once", "at-least-once")
 DEFAULT_POLL_TIMEOUT_MS = 30_000
 
 
@@ -316,18 +299,6 @@ def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
     )
 
 
-def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
-    own, kafka = _split(options, WRITER_OPTIONS, "writer")
-    kafka.pop("bootstrap.servers", None)
-    guarantee = own.get("guarantee", "exactly-once").strip().lower()
-    if guarantee not in GUARANTEES:
-        raise SourceOptionError(
-            f"option 'guarantee' must be one of {', '.join(GUARANTEES)}, got {own['guarantee']!r}"
-        )
-    topic = own.get("topic", "").strip() or None
-    return WriterOptions(own[BOOTSTRAP], topic, guarantee, tuple(sorted(kafka.items())))
-
-
 __all__ = [
     "BOOTSTRAP",
     "EARLIEST",
@@ -338,7 +309,5 @@ __all__ = [
     "SourceOptionError",
     "Subscription",
     "SubscriptionKind",
-    "WriterOptions",
     "parse_reader_options",
-    "parse_writer_options",
 ]

@@ -1,4 +1,4 @@
-"""`ExactlyDataSource`: the PySpark data source named "exactly" (reader here; the writer is writer.py).
+"""`ExactlyDataSource`: the PySpark data source named "exactly" (readers in reader.py, writers in writer.py).
 
     from exactly.spark import ExactlyDataSource
     spark.dataSource.register(ExactlyDataSource)
@@ -8,9 +8,13 @@
 Options are checked before any data moves: `schema()` (run when a DataFrame is loaded without a user
 schema) and `reader()` / `streamReader()` parse them and ask the broker whether the topics exist, so
 a typo, a missing topic or an unreachable broker fails the `load()` / `start()` with one line.
+`writer()` / `streamWriter()` check the options, the DataFrame's columns and the broker (reachable, and
+offering the two-phase commit extension unless guarantee=at-least-once) the same way.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
@@ -18,10 +22,15 @@ from pyspark.sql.types import StructType
 from exactly.spark.admin import SourceAdmin
 from exactly.spark.arrow import schema_ddl, unknown_columns
 from exactly.spark.options import ReaderOptions, SourceOptionError, parse_reader_options
+from exactly.spark.preflight import check_broker, check_schema
 from exactly.spark.reader import ExactlyBatchReader, ExactlyStreamReader
+from exactly.spark.writer import ExactlyBatchWriter, ExactlyStreamWriter
+from exactly.spark.writer_options import writer_options
 
 
 class ExactlyDataSource(DataSource):
+    """Reads and writes the topics of an exactly (or Kafka) broker."""
+
     @classmethod
     def name(cls) -> str:
         return "exactly"
@@ -46,3 +55,15 @@ class ExactlyDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> ExactlyStreamReader:
         return ExactlyStreamReader(self._checked_reader_options(schema), schema)
+
+    def writer(self, schema: Any, overwrite: bool) -> ExactlyBatchWriter:
+        options = writer_options(self.options)
+        layout = check_schema(schema, options)
+        check_broker(options)
+        return ExactlyBatchWriter(options, layout)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> ExactlyStreamWriter:
+        options = writer_options(self.options)
+        layout = check_schema(schema, options)
+        check_broker(options)
+        return ExactlyStreamWriter(options, layout)
