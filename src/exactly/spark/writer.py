@@ -162,10 +162,10 @@ class _TaskProducer:
         config: dict[str, Any] = {
             "partitioner": "murmur2_random",  # the Java client's partitioner, as Spark's Kafka sink
             "linger.ms": "5",
+            "client.id": "exactly-spark-writer",
             **options.client_config(),
             "enable.idempotence": "true",
             "on_delivery": self.delivery,
-            "client.id": "exactly-spark-writer",
         }
         if transactional_id is not None:
             config["transactional.id"] = transactional_id
