@@ -10,9 +10,9 @@ INVALID_REQUEST for a duplicate key or a broker id that is not this broker.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from exactly.configs import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigType, topic_config
 from exactly.errors import ErrorCode, KafkaError
@@ -31,6 +31,33 @@ class AlterOp(IntEnum):
     DELETE = 1
     APPEND = 2
     SUBTRACT = 3
+
+
+class _Resource(Protocol):
+    resource_type: int
+    resource_name: str
+
+
+R = TypeVar("R", bound=_Resource)
+T = TypeVar("T")
+
+
+def per_resource(
+    resources: Iterable[R],
+    alter: Callable[[R], None],
+    answer: Callable[[int, str | None, int, str], T],
+) -> list[T]:
+    """Alter each resource on its own, as Kafka does: one resource's error is that resource's answer only.
+    `answer(error_code, error_message, resource_type, resource_name)` builds the API's response entry."""
+    out = []
+    for resource in resources:
+        try:
+            alter(resource)
+        except KafkaError as e:
+            out.append(answer(e.code, e.message, resource.resource_type, resource.resource_name))
+        else:
+            out.append(answer(ErrorCode.NONE, None, resource.resource_type, resource.resource_name))
+    return out
 
 
 def current_configs(broker: Broker, resource_type: int, name: str) -> dict[str, str]:

@@ -4,7 +4,7 @@ goes back to its default. validate_only checks without changing anything."""
 
 from __future__ import annotations
 
-from exactly.broker.config_changes import check_unique, commit, current_configs
+from exactly.broker.config_changes import check_unique, commit, current_configs, per_resource
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -19,20 +19,11 @@ from exactly.protocol.messages.alter_configs import (
 
 @handler(ApiKey.ALTER_CONFIGS)
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    responses = []
-    for resource in request.resources:
-        try:
-            _alter(ctx, resource, request.validate_only)
-        except KafkaError as e:
-            responses.append(
-                AlterConfigsResourceResponse(
-                    e.code, e.message, resource.resource_type, resource.resource_name
-                )
-            )
-            continue
-        responses.append(
-            AlterConfigsResourceResponse(ErrorCode.NONE, None, resource.resource_type, resource.resource_name)
-        )
+    responses = per_resource(
+        request.resources,
+        lambda resource: _alter(ctx, resource, request.validate_only),
+        AlterConfigsResourceResponse,
+    )
     return AlterConfigsResponse(responses=responses)
 
 

@@ -3,10 +3,15 @@ broker's run-time configs (resource name "" = cluster default, or this broker's 
 
 from __future__ import annotations
 
-from exactly.broker.config_changes import apply_incremental, check_unique, commit, current_configs
+from exactly.broker.config_changes import (
+    apply_incremental,
+    check_unique,
+    commit,
+    current_configs,
+    per_resource,
+)
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.incremental_alter_configs import (
     AlterConfigsResource,
@@ -20,20 +25,11 @@ from exactly.protocol.messages.incremental_alter_configs import (
 async def handle(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    responses = []
-    for resource in request.resources:
-        try:
-            _alter(ctx, resource, request.validate_only)
-        except KafkaError as e:
-            responses.append(
-                AlterConfigsResourceResponse(
-                    e.code, e.message, resource.resource_type, resource.resource_name
-                )
-            )
-            continue
-        responses.append(
-            AlterConfigsResourceResponse(ErrorCode.NONE, None, resource.resource_type, resource.resource_name)
-        )
+    responses = per_resource(
+        request.resources,
+        lambda resource: _alter(ctx, resource, request.validate_only),
+        AlterConfigsResourceResponse,
+    )
     return IncrementalAlterConfigsResponse(responses=responses)
 
 
