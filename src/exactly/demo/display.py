@@ -126,11 +126,11 @@ class DemoDisplay:
         table.add_row("time", f"{result.seconds:.0f} s")
         self.console.print(table)
         for n, proof in enumerate(result.proofs, 1):
-            self.console.print(
-                f"proof {n} ({proof.name}): {'PASS' if proof.passed else 'FAIL'} - {proof.describe()}"
-            )
+            verdict = "PASS" if proof.passed else "FAIL"
+            line = f"proof {n} ({proof.name}): {verdict} - {proof.describe()}"
+            self.console.print(line, soft_wrap=True, markup=False)
             for example in proof.examples:
-                self.console.print(f"    {example}")
+                self.console.print(f"    {example}", soft_wrap=True, markup=False)
         self.carriers(result)
 
     def carriers(self, result: DemoResult) -> None:
