@@ -44,17 +44,12 @@ class StreamBars:
         self.progress.update(
             self.replay,
             completed=replay.rows_committed + replay.rows_aborted,
-            description=(
-                f"replay: {replay.transactions_committed} transactions committed, "
-                f"{replay.transactions_aborted} aborted"
-            ),
+            description=f"replay {replay.transactions_committed} txns, {replay.transactions_aborted} aborted",
         )
         batches = len(state.batch_rows)
-        mark = (state.watermark or "-")[:16]
+        mark = (state.watermark or "-")[:16].replace("T", " ")
         self.progress.update(
-            self.stream,
-            completed=consumed,
-            description=f"spark:  {batches} micro-batches, watermark {mark}",
+            self.stream, completed=consumed, description=f"spark  {batches} batches, watermark {mark}"
         )
 
 
@@ -85,8 +80,8 @@ class DemoDisplay:
     def streaming(self, rows: int, expected: int) -> Iterator[StreamBars]:
         with Progress(
             SpinnerColumn(),
-            TextColumn("{task.description:<62}"),
-            BarColumn(bar_width=24),
+            TextColumn("{task.description:<45}"),
+            BarColumn(bar_width=None),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=self.console,

@@ -84,6 +84,7 @@ class ReplayProgress:
     transactions_committed: int
     transactions_aborted: int
     failed_attempts: int  # transactions aborted after an error and written again
+    in_flight: int  # transactions being written now
     finished: bool
     error: str | None
 
@@ -189,6 +190,7 @@ class Replay:
                 c.transactions_committed,
                 c.transactions_aborted,
                 c.failed_attempts,
+                len(self._unfinished),
                 finished,
                 self._error,
             )
