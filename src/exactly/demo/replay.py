@@ -85,6 +85,7 @@ class ReplayProgress:
     transactions_aborted: int
     failed_attempts: int  # transactions aborted after an error and written again
     in_flight: int  # transactions being written now
+    held_back: bool  # the next transaction waits for the runner's limit (`allow_until`)
     finished: bool
     error: str | None
 
@@ -191,6 +192,7 @@ class Replay:
                 c.transactions_aborted,
                 c.failed_attempts,
                 len(self._unfinished),
+                self._next < self.plan.transactions and self.plan.span(self._next).start >= self._limit,
                 finished,
                 self._error,
             )

@@ -41,7 +41,7 @@ OUTPUT_TOPIC = "windows"
 POLL_INTERVAL = 0.1
 RUN_TIMEOUT = 1800.0  # seconds for the whole stream (generous: a loaded 2-core machine)
 MIN_ROWS = 1000
-BROKER_KILL_PATIENCE = 20.0
+BROKER_KILL_PATIENCE = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +231,7 @@ class DemoRun:
                     replay.commit_sentinel()
                     sentinel_sent = True
                     self.display.note("every flight replayed; end-of-input event committed")
-                self.maybe_kill(consumed, expected, progress.in_flight)
+                self.maybe_kill(consumed, expected, progress)
                 code = self.job.returncode()
                 if code is not None:
                     for event in self.job.events():
@@ -247,11 +247,11 @@ class DemoRun:
                     raise DemoError(f"the stream did not finish within {RUN_TIMEOUT:g} s")
                 time.sleep(POLL_INTERVAL)
 
-    def maybe_kill(self, consumed: int, expected: int, replaying: int) -> None:
+    def maybe_kill(self, consumed: int, expected: int, replay: ReplayProgress) -> None:
         """Kill -9 the driver once a third of the flights is read, the broker at two thirds (after the
         restarted driver finished a batch), each while a micro-batch is in flight; the broker also while
-        replay transactions are (`replaying`), unless that moment does not come within
-        `BROKER_KILL_PATIENCE` seconds."""
+        replay transactions are, when the replay is writing (not finished, not held back by the job),
+        unless that moment does not come within `BROKER_KILL_PATIENCE` seconds."""
         if self.pending_driver is not None:
             if self.state.batches_this_driver >= 1:
                 batch, at, down = self.pending_driver
@@ -279,7 +279,9 @@ class DemoRun:
         if self.broker_kill_armed is None:
             self.broker_kill_armed = now
         in_flight = batch_in_flight(self.checkpoint)
-        if in_flight is None or (replaying == 0 and now - self.broker_kill_armed < BROKER_KILL_PATIENCE):
+        writing = not (replay.finished or replay.held_back)
+        patient = now - self.broker_kill_armed < BROKER_KILL_PATIENCE
+        if in_flight is None or (writing and replay.in_flight == 0 and patient):
             return
         self.broker.kill()
         self.display.note(f"kill -9 of the broker during micro-batch {in_flight}")
