@@ -26,6 +26,7 @@ from exactly.client.twopc import TwoPhaseClient
 from exactly.spark.preflight import ColumnLayout
 from exactly.spark.writer import ExactlyCommitMessage, ExactlyStreamWriter
 from exactly.spark.writer_options import writer_options
+from tests.cli.helpers import run_cli
 from tests.interop.broker import BrokerProcess
 from tests.spark.kafka_io import create_topic, read_committed, read_records
 
@@ -287,7 +288,7 @@ def test_abandoned_query_is_listed_and_aborted(
     broker: BrokerProcess, tmp_path: Path, jobs: list[subprocess.Popen[bytes]]
 ) -> None:
     """The driver dies with batch 1 prepared and undecided, and the query is never restarted: its open
-    output pins the LSO until an operator finds it (ListPreparedTxns) and aborts it."""
+    output pins the LSO until an operator finds it and aborts it with `exactly txn`."""
     topic = unique("abandoned")
     create_topic(broker.bootstrap, topic, 2)
     expected = write_files(tmp_path / "in", files=3, rows=20)
@@ -297,10 +298,15 @@ def test_abandoned_query_is_listed_and_aborted(
     os.killpg(job.pid, signal.SIGKILL)
     job.wait(30)
     query_id = marker.read_text().split()[0]
-    with TwoPhaseClient(broker.bootstrap) as client:
-        prepared, decisions = client.list_prepared(query_id)
-    assert sorted((t.batch_id, t.partition) for t in prepared) == [(1, 0), (1, 1)]
-    assert [(d.batch_id, len(d.winners)) for d in decisions] == [(0, 2)]
+    # what an operator runs: `exactly txn list-prepared` shows the abandoned batch and the decided one
+    listed = run_cli("txn", "list-prepared", "--query", query_id, bootstrap=broker.bootstrap)
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.decode().splitlines()[1:]]
+    prepared_ids = sorted(row[0] for row in rows)
+    assert sorted((row[1], int(row[2]), int(row[3])) for row in rows) == [(query_id, 1, 0), (query_id, 1, 1)]
+    decided = run_cli("txn", "list-prepared", "--query", query_id, "--decisions", bootstrap=broker.bootstrap)
+    decision_rows = [line.split() for line in decided.stdout.decode().splitlines()[1:]]
+    assert [(row[0], int(row[1]), len(row[2].split(","))) for row in decision_rows] == [(query_id, 0, 2)]
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for p in range(2):
         producer.produce(topic, key=b"after", value=b"after", partition=p)
@@ -309,9 +315,12 @@ def test_abandoned_query_is_listed_and_aborted(
     files = {int(key) // 1000 for key, _ in batch_zero}
     assert len(files) == 1, files  # one file per batch; which one Spark took first is its choice
     assert batch_zero == [r for r in expected if int(r[0]) // 1000 in files]
+    aborted = run_cli("txn", "abort-query", "--query", query_id, bootstrap=broker.bootstrap)
+    assert aborted.returncode == 0, aborted.stderr
+    out = aborted.stdout.decode().splitlines()
+    assert out[0] == f"aborted 2 prepared transactions of query {query_id}"
+    assert sorted(out[1:]) == prepared_ids
     with TwoPhaseClient(broker.bootstrap) as client:
-        aborted = client.abort_query(query_id)
-        assert sorted(aborted) == sorted(t.transactional_id for t in prepared)
         assert client.list_prepared(query_id)[0] == []
     assert records_of(broker.bootstrap, topic, 22) == sorted(
         [*batch_zero, (b"after", b"after"), (b"after", b"after")]
