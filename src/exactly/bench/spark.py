@@ -7,7 +7,7 @@ session in this process. The input topic `bench-spark-in` (2 partitions) is fill
 1 KiB records by an idempotent producer; it serves phases 1 and 2.
 
 1. Streaming throughput: exactly source -> `key = partition-offset, value = first 100 bytes of value`
-   -> exactly sink, 1-second triggers (processingTime='1 second'), maxOffsetsPerTrigger = min(40,000,
+   -> exactly sink, 1-second triggers (processingTime='1 second'), maxOffsetsPerTrigger = min(200,000,
    records / 8), from the earliest offset, each round on a fresh checkpoint and output topic for at least
    S seconds and 3 batches with rows: the exactly-once sink (default) vs `guarantee=at-least-once`.
    R rounds of each, interleaved (A, B, then B, A, ...). A round's records/s: the rows of its batches
@@ -54,7 +54,7 @@ LATENCY_IN = "bench-spark-latency-in"
 LATENCY_OUT = "bench-spark-latency-out"
 RECORD_BYTES = 1024
 PARTITIONS = 2
-MAX_OFFSETS_PER_TRIGGER = 40_000
+MAX_OFFSETS_PER_TRIGGER = 200_000
 LATENCY_GAP_S = 0.1
 MIN_BATCHES = 3
 MAX_EXTRA_S = 180.0
