@@ -73,3 +73,27 @@ def storage() -> None:
     from exactly.bench import storage as bench
 
     bench.main([])
+
+
+@app.command()
+def spark(
+    size_mib: Annotated[float, typer.Option(help="input topic size in MiB of 1 KiB records")] = 1024.0,
+    rounds: Annotated[int, typer.Option(help="streaming rounds of each sink guarantee (interleaved)")] = 3,
+    seconds: Annotated[float, typer.Option(help="length of a streaming round and of the latency run")] = 15.0,
+    read_runs: Annotated[int, typer.Option(help="runs of the Spark batch read and of the consumer")] = 1,
+) -> None:
+    """Spark pipeline: exactly-once vs at-least-once sink, batch read vs one consumer, commit-to-visible."""
+    from exactly.bench import spark as bench
+
+    bench.main(
+        [
+            "--size-mib",
+            str(size_mib),
+            "--rounds",
+            str(rounds),
+            "--seconds",
+            str(seconds),
+            "--read-runs",
+            str(read_runs),
+        ]
+    )
