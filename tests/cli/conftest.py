@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.broker import BrokerProcess
+from exactly.verify.processes import BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from exactly.verify.processes import BrokerProcess, free_port
 from tests.cli.helpers import assert_one_line_error, run_cli, run_in_process
-from tests.interop.broker import BrokerProcess, free_port
 
 pytestmark = pytest.mark.interop
 

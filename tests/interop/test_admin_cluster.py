@@ -36,7 +36,7 @@ from exactly.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsTopics,
 )
-from tests.interop.broker import BrokerProcess
+from exactly.verify.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, running_broker
 

@@ -36,7 +36,7 @@ from exactly.protocol.messages.fetch import (
 )
 from exactly.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from exactly.records.batch import iter_batches
-from tests.interop.broker import BrokerProcess, free_port
+from exactly.verify.processes import BrokerProcess, free_port
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, running_broker
 

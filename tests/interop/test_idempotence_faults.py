@@ -23,9 +23,10 @@ import pytest
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersionsRequest
-from tests.interop.broker import BrokerProcess, free_port
+from exactly.verify.processes import BrokerProcess, free_port
+from exactly.verify.proxy import FaultProxy
 from tests.interop.client import RawClient
-from tests.interop.support import FaultProxy, create_topic, fetch_partition
+from tests.interop.support import create_topic, fetch_partition
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

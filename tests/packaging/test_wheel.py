@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.broker import free_port, wait_until_listening
+from exactly.verify.processes import free_port, wait_until_listening
 
 ROOT = Path(__file__).resolve().parents[2]
 

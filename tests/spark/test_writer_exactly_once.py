@@ -26,8 +26,8 @@ from exactly.client.twopc import TwoPhaseClient
 from exactly.spark.preflight import ColumnLayout
 from exactly.spark.writer import ExactlyCommitMessage, ExactlyStreamWriter
 from exactly.spark.writer_options import writer_options
+from exactly.verify.processes import BrokerProcess
 from tests.cli.helpers import run_cli
-from tests.interop.broker import BrokerProcess
 from tests.spark.kafka_io import create_topic, read_committed, read_records
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

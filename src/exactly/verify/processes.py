@@ -1,4 +1,8 @@
-"""Run the real `exactly serve` process for integration tests."""
+"""The real `exactly serve` process, for the integration tests and the verification harness.
+
+`BrokerProcess` runs it on a fixed port (so that it can be killed -9, paused with SIGSTOP and restarted
+on the same address) with its output appended to `broker-<port>.log` beside the data directory.
+"""
 
 from __future__ import annotations
 
@@ -98,6 +102,20 @@ class BrokerProcess:
                 self.proc.wait(10)
                 raise
         return self.proc.returncode
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, answers nothing, its connections stay open."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def restart(self) -> BrokerProcess:
         self.stop()
