@@ -1,6 +1,7 @@
 """The history of a verification run: what every client process did and saw, one JSON object a line.
 
-Every worker process appends to its own file `<run dir>/history/<proc>.jsonl`; the checker reads them all
+Every worker process (one incarnation of one worker) appends to its own file
+`<run dir>/history/<proc>.<inc>.jsonl` (`HistoryWriter.for_process`); the checker reads them all
 and orders the records by `t` (CLOCK_MONOTONIC nanoseconds, one clock for every process of the machine).
 
 An operation is two lines with the same `proc` and `id`: an `invoke` line written (and flushed) before
@@ -167,6 +168,10 @@ class HistoryWriter:
         self.inc = inc
         self._ids = itertools.count(1)
         self._file: IO[str] = path.open("a", encoding="utf-8")
+
+    @classmethod
+    def for_process(cls, run_dir: Path, proc: str, inc: int = 0) -> HistoryWriter:
+        return cls(run_dir / "history" / f"{proc}.{inc}.jsonl", proc, inc)
 
     def invoke(self, f: str, value: Any = None, **fields: Any) -> Op:
         op = Op(next(self._ids), self.proc, self.inc, OpType.INVOKE, f, now_ns(), value, **fields)
