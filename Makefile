@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run serve test test-under-load lint typecheck pytest gen gen-check bench clean
+.PHONY: run serve test test-under-load lint typecheck pytest gen gen-check bench verify clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ gen-check: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m exactly.bench.codec
+
+# the verification harness: `make verify DURATION=3600 SEED=7` (defaults: 600 s, a seed from the clock)
+DURATION ?= 600
+SEED ?= $(shell date +%s | tail -c 6)
+verify: $(STAMP)
+	$(BIN)/exactly verify run --duration $(DURATION) --seed $(SEED) --out verify-runs/seed-$(SEED)-$(shell date +%Y%m%d%H%M%S)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from exactly import __version__
-from exactly.cli import bench, log_dirs, log_dump, topics
+from exactly.cli import bench, log_dirs, log_dump, topics, verify
 from exactly.cli import consume as consume_cmd
 from exactly.cli import demo as demo_cmd
 from exactly.cli import produce as produce_cmd
@@ -54,6 +54,10 @@ Demo (needs the spark extra and Java 17):
 
 Benchmarks:
   exactly bench broker|codec|storage|txn  figures next to the machine's own bounds
+
+Verification (a real broker and real clients under seeded faults, then an invariant checker):
+  exactly verify run [--duration S] [--seed N] [--workloads queue,copier,bank,zombie,idem]
+                     [--faults broker,client,disk,proxy] [--out DIR]
 
 Offline:
   exactly log dump PATH...              batches of a .log segment or partition directory (like
@@ -128,6 +132,7 @@ app.command("demo")(demo_cmd.demo)
 app.add_typer(log_dump.app, name="log")
 app.add_typer(log_dirs.app, name="log-dirs")
 app.add_typer(bench.app, name="bench")
+app.add_typer(verify.app, name="verify")
 app.add_typer(groups_app, name="groups")
 app.add_typer(txn_app, name="txn")
 

@@ -1,0 +1,245 @@
+"""The nemesis: a seeded schedule of faults against the broker, its disk, the network and the clients.
+
+Every `interval` (uniform in [min, max] seconds, with a quiet period after each fault) it picks one fault
+family among those enabled and applies one fault of it; each is recorded as a `fault` op by proc `runner`
+(value `{"kind": ..., "seconds": ..., ...}`), and every broker restart as a `restart` op with its recovery
+seconds (from the restart to the port accepting connections).
+
+| kind              | what                                                                          |
+|-------------------|-------------------------------------------------------------------------------|
+| broker-kill       | SIGKILL, restart after 0-5 s                                                  |
+| broker-pause      | SIGSTOP 1-10 s (sometimes past the transaction timeout), SIGCONT              |
+| broker-restart    | SIGTERM (clean shutdown), restart                                             |
+| client-kill       | SIGKILL a worker; the runner restarts it as the next incarnation              |
+| client-pause      | SIGSTOP a worker past transaction.timeout.ms, SIGCONT                         |
+| zombie            | SIGSTOP the zombie worker past its timeout, start its next incarnation (which |
+|                   | fences it), SIGCONT the old one, let it run into the fence, stop it           |
+| power-loss        | SIGKILL, cut files back to what the fsync ledger says was synced (+ garbage)  |
+| disk-damage       | SIGKILL, delete indexes / snapshots / the clean marker, stale checkpoints     |
+| disk-full         | fill the size-limited data dir, hold 2-6 s, free it                           |
+| proxy-*           | delay / hold / drop / duplicate requests of one API key, or blackhole         |
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from exactly.verify.history import OpType
+
+if TYPE_CHECKING:
+    from exactly.verify.runner import Run
+
+BROKER = ("broker-kill", "broker-pause", "broker-restart")
+CLIENT = ("client-kill", "client-pause", "zombie")
+DISK = ("power-loss", "disk-damage", "disk-full")
+PROXY = (
+    "proxy-delay",
+    "proxy-hold",
+    "proxy-drop-request",
+    "proxy-drop-response",
+    "proxy-duplicate",
+    "proxy-blackhole",
+)
+FAMILIES: dict[str, tuple[str, ...]] = {"broker": BROKER, "client": CLIENT, "disk": DISK, "proxy": PROXY}
+
+#: the API keys whose requests the proxy faults pick from
+PROXY_API_KEYS = {
+    "Produce": 0,
+    "AddPartitionsToTxn": 24,
+    "AddOffsetsToTxn": 25,
+    "EndTxn": 26,
+    "TxnOffsetCommit": 28,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    min_interval: float = 5.0
+    max_interval: float = 15.0
+    quiet: float = 3.0
+
+
+class Nemesis:
+    def __init__(self, run: Run, kinds: tuple[str, ...], seed: int, schedule: Schedule = Schedule()) -> None:
+        self.run = run
+        self.kinds = kinds
+        self.rng = random.Random(f"nemesis/{seed}")
+        self.schedule = schedule
+        self.counts: dict[str, int] = {}
+        self.seconds: dict[str, float] = {}
+        self.last = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="nemesis", daemon=True)
+
+    def start(self) -> None:
+        if self.kinds:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(120)
+
+    def _sleep(self, seconds: float) -> bool:
+        """False when the run is over."""
+        return not self._stop.wait(seconds)
+
+    def _loop(self) -> None:
+        s = self.schedule
+        while self._sleep(self.rng.uniform(s.min_interval, s.max_interval)):
+            kind = self.rng.choice(self.kinds)
+            started = time.monotonic()
+            try:
+                detail = self.apply(kind)
+            except Exception as e:  # noqa: BLE001 (a fault that could not be applied is recorded, not fatal)
+                detail = {"error": f"{type(e).__name__}: {e}"}
+            took = time.monotonic() - started
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + took
+            self.last = kind
+            self.run.history.record("fault", OpType.OK, {"kind": kind, "seconds": round(took, 3), **detail})
+            if not self._sleep(s.quiet):
+                return
+
+    def apply(self, kind: str) -> dict[str, Any]:
+        handler: Callable[[], dict[str, Any]] = getattr(self, "_" + kind.replace("-", "_"))
+        return handler()
+
+    # --- broker -------------------------------------------------------------------------------------
+
+    def _broker_kill(self) -> dict[str, Any]:
+        self.run.broker.kill()
+        down = self.rng.uniform(0, 5)
+        self._sleep(down)
+        self.run.restart_broker()
+        return {"down": round(down, 3)}
+
+    def _broker_pause(self) -> dict[str, Any]:
+        paused = self.rng.uniform(1, 10)
+        self.run.broker.pause()
+        try:
+            self._sleep(paused)
+        finally:
+            self.run.broker.resume()
+        return {"paused": round(paused, 3)}
+
+    def _broker_restart(self) -> dict[str, Any]:
+        self.run.broker.stop(60)
+        self.run.restart_broker()
+        return {}
+
+    # --- clients ------------------------------------------------------------------------------------
+
+    def _client_kill(self) -> dict[str, Any]:
+        name = self.rng.choice(self.run.worker_names(exclude=("zombie",)))
+        self.run.kill_worker(name)
+        return {"proc": name}
+
+    def _client_pause(self) -> dict[str, Any]:
+        name = self.rng.choice(self.run.worker_names(exclude=("zombie",)))
+        paused = self.run.config.txn_timeout_ms / 1000 + self.rng.uniform(1, 4)
+        self.run.pause_worker(name)
+        try:
+            self._sleep(paused)
+        finally:
+            self.run.resume_worker(name)
+        return {"proc": name, "paused": round(paused, 3)}
+
+    def _zombie(self) -> dict[str, Any]:
+        names = self.run.worker_names(only="zombie")
+        if not names:
+            return {"skipped": "no zombie worker"}
+        name = self.rng.choice(names)
+        old = self.run.pause_worker(name)
+        self._sleep(self.run.config.txn_timeout_ms / 1000 + 2)
+        self.run.start_worker(name)  # the next incarnation: it fences the paused one
+        self._sleep(3)
+        old.resume()
+        self._sleep(4)
+        old.stop()
+        return {"proc": name}
+
+    # --- disk ---------------------------------------------------------------------------------------
+
+    def _power_loss(self) -> dict[str, Any]:
+        from exactly.verify.disk import power_loss
+
+        self.run.broker.kill()
+        lost = power_loss(self.run.data_dir, self.run.ledger, self.rng)
+        self.run.restart_broker()
+        return {
+            "files_cut": lost.files_cut,
+            "bytes_removed": lost.bytes_removed,
+            "garbage_tails": lost.garbage_tails,
+            "cut": lost.cut,
+        }
+
+    def _disk_damage(self) -> dict[str, Any]:
+        from exactly.verify.disk import damage
+
+        self.run.broker.kill()
+        done = damage(self.run.data_dir, self.rng, self.run.ledger)
+        self.run.restart_broker()
+        return {"damage": [[d.kind, d.path] for d in done]}
+
+    def _disk_full(self) -> dict[str, Any]:
+        if self.run.disk_limit is None:
+            return {"skipped": "the data dir is not size-limited"}
+        held = self.rng.uniform(2, 6)
+        self.run.disk_limit.fill(leave_bytes=0)
+        try:
+            self._sleep(held)
+        finally:
+            self.run.disk_limit.free()
+        return {"held": round(held, 3)}
+
+    # --- network (the frame-aware proxy) ------------------------------------------------------------
+
+    def _proxy_rule(self, action_name: str, **fields: Any) -> dict[str, Any]:
+        from exactly.verify import proxy
+
+        action = getattr(proxy, "Action", None)
+        if action is None:
+            return {"skipped": "this proxy has no rules"}
+        api = self.rng.choice(sorted(PROXY_API_KEYS))
+        rule = proxy.Rule(action=action[action_name], api_keys=frozenset({PROXY_API_KEYS[api]}), **fields)  # type: ignore[attr-defined]
+        handle = self.run.proxy.add_rule(rule)  # type: ignore[attr-defined]
+        held = self.rng.uniform(2, 8)
+        try:
+            self._sleep(held)
+        finally:
+            self.run.proxy.remove_rule(handle)  # type: ignore[attr-defined]
+            if action_name == "HOLD":
+                self.run.proxy.release_held()  # type: ignore[attr-defined]
+        return {"api": api, "for": round(held, 3), **fields}
+
+    def _proxy_delay(self) -> dict[str, Any]:
+        return self._proxy_rule("DELAY", delay_ms=self.rng.choice((200, 1000, 3000, 6000)), probability=0.5)
+
+    def _proxy_hold(self) -> dict[str, Any]:
+        return self._proxy_rule("HOLD", limit=1)
+
+    def _proxy_drop_request(self) -> dict[str, Any]:
+        return self._proxy_rule("DROP_REQUEST", probability=0.3)
+
+    def _proxy_drop_response(self) -> dict[str, Any]:
+        return self._proxy_rule("DROP_RESPONSE", probability=0.3)
+
+    def _proxy_duplicate(self) -> dict[str, Any]:
+        return self._proxy_rule("DUPLICATE", probability=0.3)
+
+    def _proxy_blackhole(self) -> dict[str, Any]:
+        if not hasattr(self.run.proxy, "blackhole"):
+            return {"skipped": "this proxy has no blackhole"}
+        held = self.rng.uniform(2, 12)
+        self.run.proxy.blackhole(True)
+        try:
+            self._sleep(held)
+        finally:
+            self.run.proxy.blackhole(False)
+        return {"for": round(held, 3)}

@@ -1,0 +1,588 @@
+"""A verification run: the real broker behind the fault proxy, worker processes, the nemesis, a final
+phase, and the checker.
+
+    run dir/
+      data/               the broker's data directory (a size-limited tmpfs when disk-full is enabled)
+      fsync-ledger        what the broker fsynced (for the power-loss fault)
+      history/*.jsonl     one file per worker incarnation, and runner.0.jsonl (faults, samples, scans)
+      logs/               the broker's and every worker's output
+      summary.json        the figures of the table printed at the end
+
+Timeline: create topics; seed `copy-in`; start the workers; sample every partition's log start / LSO /
+HWM every 2 s; let the nemesis inject faults for `duration` seconds; then heal everything, stop the
+workers, restart the broker cleanly, re-initialise ("hijack") every transactional.id so that no
+transaction stays open, wait until LSO == HWM everywhere, record the open transactions, the groups'
+committed offsets and full scans at both isolation levels; then check the history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exactly.verify.history import (
+    HistoryWriter,
+    OpType,
+    Poll,
+    Send,
+    complete_ops,
+    encode_micro_ops,
+    history_files,
+    read_history,
+    value_for,
+)
+from exactly.verify.nemesis import FAMILIES, Nemesis, Schedule
+from exactly.verify.processes import BrokerProcess, free_port
+from exactly.verify.proxy import FaultProxy
+from exactly.verify.worker import QUEUE_TOPICS, key_of, split_key
+
+ALL_WORKLOADS = ("queue", "copier", "bank", "zombie", "idem")
+
+
+class RunError(Exception):
+    """The run could not go on (the broker did not come back, ...): one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    out: Path
+    duration: float = 60.0
+    seed: int = 1
+    workloads: tuple[str, ...] = ALL_WORKLOADS
+    faults: tuple[str, ...] = ("broker", "client", "proxy")
+    txn_timeout_ms: int = 10_000
+    partitions: int = 2
+    workers: dict[str, int] = field(
+        default_factory=lambda: {"queue": 2, "copier": 2, "bank": 2, "zombie": 1, "idem": 1}
+    )
+    copier_records: int = 5_000
+    disk_limit_bytes: int = 512 << 20
+    schedule: Schedule = field(default_factory=Schedule)
+    #: where the progress line goes (None: nowhere)
+    progress: Callable[[str], None] | None = print
+
+    @property
+    def fault_kinds(self) -> tuple[str, ...]:
+        kinds: list[str] = []
+        for name in self.faults:
+            kinds += FAMILIES.get(name, (name,))
+        if "zombie" not in self.workloads:
+            kinds = [k for k in kinds if k != "zombie"]
+        return tuple(dict.fromkeys(kinds))
+
+
+def _child_env() -> dict[str, str]:
+    import exactly
+
+    src = str(Path(exactly.__file__).resolve().parent.parent)
+    path = [src, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+class WorkerProcess:
+    """One incarnation of one worker."""
+
+    def __init__(self, run: Run, name: str, workload: str, number: int, inc: int) -> None:
+        self.name = name
+        self.workload = workload
+        self.number = number
+        self.inc = inc
+        c = run.config
+        args = [sys.executable, "-m", "exactly.verify.worker", workload, "--run-dir", str(run.run_dir)]
+        args += [
+            "--proc",
+            name,
+            "--inc",
+            str(inc),
+            "--number",
+            str(number),
+            "--bootstrap",
+            run.proxy.bootstrap,
+        ]
+        args += [
+            "--seed",
+            str(c.seed),
+            "--txn-timeout-ms",
+            str(c.txn_timeout_ms),
+            "--partitions",
+            str(c.partitions),
+        ]
+        args += ["--copiers", str(c.workers.get("copier", 1))]
+        with (run.run_dir / "logs" / f"{name}.{inc}.log").open("ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=_child_env())
+        self.paused = False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(sig)
+
+    def pause(self) -> None:
+        self.paused = True
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.paused = False
+
+    def kill(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.resume()
+        self.signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+class Run:
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.run_dir = config.out
+        self.data_dir = self.run_dir / "data"
+        self.ledger = self.run_dir / "fsync-ledger"
+        for d in (self.data_dir, self.run_dir / "logs", self.run_dir / "history"):
+            d.mkdir(parents=True, exist_ok=True)
+        self.history = HistoryWriter.for_process(self.run_dir, "runner", 0)
+        self.disk_limit: Any = None
+        if "disk-full" in config.fault_kinds:
+            from exactly.verify.disk import DiskLimit
+
+            self.disk_limit = DiskLimit(self.data_dir, config.disk_limit_bytes)
+            self.disk_limit.mount()
+        port = free_port()
+        self.proxy = FaultProxy(("127.0.0.1", port), seed=config.seed).start()
+        settings = [
+            f"advertised.listeners=127.0.0.1:{self.proxy.port}",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
+            "group.initial.rebalance.delay.ms=0",
+        ]
+        if importlib.util.find_spec("exactly.verify.disk") is not None:
+            settings.append(f"exactly.debug.fsync.ledger={self.ledger}")
+        self.broker = BrokerProcess(self.data_dir, *settings, port=port, log_level="WARNING")
+        self.broker.log_path = self.run_dir / "logs" / "broker.log"
+        self.workers: dict[str, WorkerProcess] = {}
+        self._numbers: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.restarts: list[float] = []
+        self.nemesis = Nemesis(self, config.fault_kinds, config.seed, config.schedule)
+
+    # --- keys and topics ----------------------------------------------------------------------------
+
+    def topics(self) -> dict[str, int]:
+        p = self.config.partitions
+        out: dict[str, int] = {}
+        w = self.config.workloads
+        if "queue" in w:
+            out.update(dict.fromkeys(QUEUE_TOPICS, p))
+        if "copier" in w:
+            out.update({"copy-in": p, "copy-out": p})
+        if "bank" in w:
+            out["bank"] = max(p, 3)
+        if "zombie" in w:
+            out["zombie"] = p
+        if "idem" in w:
+            out["idem"] = p
+        return out
+
+    def keys(self) -> list[str]:
+        return [key_of(t, p) for t, n in self.topics().items() for p in range(n)]
+
+    def create_topics(self) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+        admin = AdminClient({"bootstrap.servers": self.proxy.bootstrap})
+        futures = admin.create_topics([NewTopic(t, n, 1) for t, n in self.topics().items()])
+        for f in futures.values():
+            f.result(30)
+
+    def seed_copier_input(self) -> None:
+        from confluent_kafka import Producer
+
+        h = HistoryWriter.for_process(self.run_dir, "seeder", 0)
+        producer = Producer(
+            {
+                "bootstrap.servers": self.proxy.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+            }
+        )
+        for n in range(1, self.config.copier_records + 1):
+            send = Send(key_of("copy-in", n % self.config.partitions), value_for(4095, n))
+            op = h.invoke("send", encode_micro_ops([send]))
+
+            def done(err: Any, msg: Any, op: Any = op, send: Send = send) -> None:
+                if err is None:
+                    h.complete(op, OpType.OK, encode_micro_ops([Send(send.key, send.value, msg.offset())]))
+                else:
+                    h.complete(op, OpType.INFO, error=str(err))
+
+            topic, partition = split_key(send.key)
+            producer.produce(topic, value=str(send.value).encode(), partition=partition, on_delivery=done)
+            producer.poll(0)
+        if producer.flush(60):
+            raise RunError("seeding copy-in did not finish within 60 s")
+        h.close()
+
+    # --- workers ------------------------------------------------------------------------------------
+
+    def start_workers(self) -> None:
+        number = 0
+        workloads = list(self.config.workloads)
+        if "copier" in workloads:
+            workloads.append("feeder")
+        for workload in workloads:
+            for i in range(self.config.workers.get(workload, 1)):
+                name = f"{workload}-{i}"
+                self._numbers[name] = number
+                number += 1
+                self.workers[name] = WorkerProcess(self, name, workload, self._numbers[name], 0)
+
+    def worker_names(self, exclude: tuple[str, ...] = (), only: str | None = None) -> list[str]:
+        with self._lock:
+            return sorted(
+                n
+                for n, w in self.workers.items()
+                if w.workload not in exclude and (only is None or w.workload == only)
+            )
+
+    def start_worker(self, name: str) -> WorkerProcess:
+        """The next incarnation of `name` (the old one, if still alive, keeps running: the caller owns it)."""
+        with self._lock:
+            old = self.workers[name]
+            new = WorkerProcess(self, name, old.workload, old.number, old.inc + 1)
+            self.workers[name] = new
+            return new
+
+    def kill_worker(self, name: str) -> None:
+        with self._lock:
+            w = self.workers[name]
+        w.kill()
+        self.start_worker(name)
+
+    def pause_worker(self, name: str) -> WorkerProcess:
+        with self._lock:
+            w = self.workers[name]
+        w.pause()
+        return w
+
+    def resume_worker(self, name: str) -> None:
+        with self._lock:
+            w = self.workers[name]
+        w.resume()
+
+    def _supervise(self) -> None:
+        """Restart workers that exited on their own (a fenced zombie, a crash) as their next incarnation."""
+        exited: dict[str, float] = {}
+        while not self._stopping.wait(1.0):
+            for name in self.worker_names():
+                with self._lock:
+                    w = self.workers[name]
+                if w.alive() or self._stopping.is_set():
+                    continue
+                # restart after 2 s (a worker that cannot start at all must not spin)
+                since = exited.setdefault(f"{name}.{w.inc}", time.monotonic())
+                if time.monotonic() - since >= 2.0:
+                    self.start_worker(name)
+
+    # --- broker -------------------------------------------------------------------------------------
+
+    def restart_broker(self) -> float:
+        started = time.monotonic()
+        try:
+            self.broker.start(timeout=180)
+        except (RuntimeError, TimeoutError) as e:
+            raise RunError(f"the broker did not come back: {str(e).splitlines()[0]}") from None
+        seconds = time.monotonic() - started
+        self.restarts.append(seconds)
+        self.history.record("restart", OpType.OK, {"seconds": round(seconds, 3)})
+        return seconds
+
+    # --- samples and scans --------------------------------------------------------------------------
+
+    def _consumer(self, isolation: str) -> Any:
+        from confluent_kafka import Consumer
+
+        return Consumer(
+            {
+                "bootstrap.servers": self.proxy.bootstrap,
+                "group.id": "verify-runner",
+                "isolation.level": isolation,
+                "enable.auto.commit": False,
+                "socket.connection.setup.timeout.ms": 5000,
+            }
+        )
+
+    def sample_offsets(self, timeout: float = 5.0) -> dict[str, list[int]] | None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        rc, ru = self._consumer("read_committed"), self._consumer("read_uncommitted")
+        try:
+            out: dict[str, list[int]] = {}
+            for k in self.keys():
+                tp = TopicPartition(*split_key(k))
+                low, hwm = ru.get_watermark_offsets(tp, timeout)
+                _, lso = rc.get_watermark_offsets(tp, timeout)
+                out[k] = [low, lso, hwm]
+            self.history.record("offsets", OpType.OK, out)
+            return out
+        except KafkaException:
+            return None
+        finally:
+            rc.close()
+            ru.close()
+
+    def _sampler(self) -> None:
+        while not self._stopping.wait(2.0):
+            self.sample_offsets()
+
+    def scan(
+        self, isolation: str, ends: dict[str, int], timeout: float = 120.0
+    ) -> dict[str, list[tuple[int, int]]]:
+        from confluent_kafka import TopicPartition
+
+        consumer = self._consumer(isolation)
+        read: dict[str, list[tuple[int, int]]] = {k: [] for k in ends}
+        consumer.assign([TopicPartition(*split_key(k), 0) for k in ends])
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                positions = {
+                    key_of(tp.topic, tp.partition): tp.offset
+                    for tp in consumer.position([TopicPartition(*split_key(k)) for k in ends])
+                }
+                if all(positions[k] >= end for k, end in ends.items() if end > 0):
+                    return read
+                if time.monotonic() > deadline:
+                    raise RunError(f"the final {isolation} scan did not reach the end within {timeout:g} s")
+                for msg in consumer.consume(500, 0.5):
+                    if msg.error() is None:
+                        read[key_of(msg.topic(), msg.partition())].append((msg.offset(), int(msg.value())))
+        finally:
+            consumer.close()
+
+    # --- the run ------------------------------------------------------------------------------------
+
+    def transactional_ids(self) -> list[str]:
+        return [f"txn-{n}" for n in self.worker_names(exclude=("idem",))]
+
+    def heal(self) -> None:
+        self.history.record("heal", OpType.OK)
+        for method in ("clear_rules", "release_held"):
+            if hasattr(self.proxy, method):
+                getattr(self.proxy, method)()
+        if hasattr(self.proxy, "blackhole"):
+            self.proxy.blackhole(False)
+        self.proxy.enabled = False
+        self.broker.resume()
+        if self.disk_limit is not None:
+            self.disk_limit.free()
+
+    def final_phase(self) -> None:
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient
+
+        self.heal()
+        for name in self.worker_names():
+            self.workers[name].stop()
+        if self.broker.running:
+            self.broker.stop(60)
+        self.restart_broker()
+        for txid in self.transactional_ids():
+            producer = Producer({"bootstrap.servers": self.proxy.bootstrap, "transactional.id": txid})
+            producer.init_transactions(60)
+            producer.flush(0)
+        deadline = time.monotonic() + 60
+        while True:
+            sample = self.sample_offsets()
+            if sample is not None and all(lso == hwm for _, lso, hwm in sample.values()):
+                break
+            if time.monotonic() > deadline:
+                break  # the checker reports the hanging transaction
+            time.sleep(0.5)
+        self.history.record("open-txns", OpType.OK, self.open_transactions())
+        if "copier" in self.config.workloads:
+            from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+            admin = AdminClient({"bootstrap.servers": self.proxy.bootstrap})
+            tps = [TopicPartition("copy-in", p) for p in range(self.config.partitions)]
+            result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("copier", tps)])
+            listed = result["copier"].result(30)
+            offsets = {key_of(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions}
+            self.history.record("group-offsets", OpType.OK, {"copier": offsets})
+        ends = {k: hwm for k, (_, _, hwm) in (sample or {}).items()}
+        for isolation, f in (("read_committed", "final-rc"), ("read_uncommitted", "final-ru")):
+            records = self.scan(isolation, ends)
+            self.history.record(f, OpType.OK, encode_micro_ops([Poll(records)]))
+
+    def open_transactions(self) -> list[str]:
+        from kafka.admin import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self.proxy.bootstrap, request_timeout_ms=30000)
+        try:
+            listed = admin.list_transactions()
+            return sorted(
+                t.transactional_id
+                for listings in listed.values()
+                for t in listings
+                if str(getattr(t.state, "name", t.state)).lower()
+                not in ("empty", "completecommit", "completeabort", "dead")
+            )
+        finally:
+            admin.close()
+
+    def execute(self) -> dict[str, Any]:
+        c = self.config
+        started = time.monotonic()
+        self.broker.start(timeout=60)
+        threads: list[threading.Thread] = []
+        try:
+            self.create_topics()
+            if "copier" in c.workloads:
+                self.seed_copier_input()
+            self.start_workers()
+            for target in (self._sampler, self._supervise):
+                t = threading.Thread(target=target, daemon=True)
+                t.start()
+                threads.append(t)
+            self.nemesis.start()
+            progress = Progress(self, started)
+            while (elapsed := time.monotonic() - started) < c.duration:
+                time.sleep(min(5.0, c.duration - elapsed))
+                if c.progress is not None:
+                    c.progress(progress.line())
+            self.nemesis.stop()
+            self._stopping.set()
+            for t in threads:
+                t.join(30)
+            self.final_phase()
+        finally:
+            self._stopping.set()
+            self.nemesis.stop()
+            for w in list(self.workers.values()):
+                with contextlib.suppress(Exception):
+                    w.kill()
+            with contextlib.suppress(Exception):
+                self.broker.stop(60)
+            self.proxy.close()
+            self.history.close()
+            if self.disk_limit is not None:
+                with contextlib.suppress(Exception):
+                    self.disk_limit.unmount()
+        return self.summarise(time.monotonic() - started)
+
+    def summarise(self, seconds: float) -> dict[str, Any]:
+        from exactly.verify.checker import check_run
+
+        report = check_run(self.run_dir)
+        ops = list(complete_ops(read_history(history_files(self.run_dir))))
+        txns = Counter(
+            "intentional" if o.type is OpType.FAIL and o.error == "intentional" else o.type.value
+            for o in ops
+            if o.f == "txn"
+        )
+        faults = [o for o in ops if o.f == "fault"]
+        by_kind: dict[str, list[float]] = {}
+        for o in faults:
+            by_kind.setdefault(o.value["kind"], []).append(float(o.value.get("seconds", 0)))
+        restarts = [float(o.value["seconds"]) for o in ops if o.f == "restart"]
+        summary: dict[str, Any] = {
+            "seed": self.config.seed,
+            "duration_s": round(seconds, 1),
+            "workloads": list(self.config.workloads),
+            "faults_enabled": list(self.config.fault_kinds),
+            "txns": {
+                "attempted": sum(txns.values()),
+                "committed": txns["ok"],
+                "aborted_intentional": txns["intentional"],
+                "aborted_error": txns["fail"],
+                "unknown": txns["info"],
+            },
+            "sends": Counter(o.type.value for o in ops if o.f == "send"),
+            "faults": {k: {"count": len(v), "seconds": round(sum(v), 1)} for k, v in sorted(by_kind.items())},
+            "fault_errors": [o.value for o in faults if "error" in o.value][:10],
+            "restarts": {
+                "count": len(restarts),
+                "p50_s": round(statistics.median(restarts), 3) if restarts else None,
+                "max_s": round(max(restarts), 3) if restarts else None,
+            },
+            "anomalies": report.anomalies,
+            "allowed": report.allowed,
+            "stats": report.stats,
+            "ok": report.ok,
+        }
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        summary["_report"] = report
+        return summary
+
+
+class Progress:
+    """Counts the workers' completed transactions by reading the history files' new lines."""
+
+    def __init__(self, run: Run, started: float) -> None:
+        self.run = run
+        self.started = started
+        self.offsets: dict[Path, int] = {}
+        self.counts: Counter[str] = Counter()
+
+    def line(self) -> str:
+        for path in history_files(self.run.run_dir):
+            with path.open("rb") as f:
+                f.seek(self.offsets.get(path, 0))
+                data = f.read()
+            end = data.rfind(b"\n") + 1
+            self.offsets[path] = self.offsets.get(path, 0) + end
+            for raw in data[:end].splitlines():
+                if b'"f":"txn"' in raw:
+                    for t in (b'"type":"ok"', b'"type":"fail"', b'"type":"info"'):
+                        if t in raw:
+                            self.counts[t.split(b":")[1].strip(b'"').decode()] += 1
+        n = self.run.nemesis
+        elapsed = time.monotonic() - self.started
+        return (
+            f"[{elapsed:6.0f}s/{self.run.config.duration:.0f}s] txn ok {self.counts['ok']} "
+            f"fail {self.counts['fail']} info {self.counts['info']} "
+            f"| faults {sum(n.counts.values())} (last {n.last or '-'}) "
+            f"| broker restarts {len(self.run.restarts)}"
+        )
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    from exactly.verify.checker import format_report
+
+    t = summary["txns"]
+    lines = [
+        f"seed {summary['seed']}, {summary['duration_s']} s, workloads {','.join(summary['workloads'])}",
+        f"transactions: attempted {t['attempted']}, committed {t['committed']}, aborted "
+        f"{t['aborted_intentional'] + t['aborted_error']} ({t['aborted_intentional']} on purpose), "
+        f"unknown {t['unknown']}",
+        "faults:",
+        *(f"  {k:<22} {v['count']:>5} x, {v['seconds']:>8.1f} s" for k, v in summary["faults"].items()),
+        f"broker restarts: {summary['restarts']['count']}, recovery p50 {summary['restarts']['p50_s']} s, "
+        f"max {summary['restarts']['max_s']} s",
+        format_report(summary["_report"]),
+        f"reproduce: exactly verify run --seed {summary['seed']} --duration {summary['duration_s']:.0f}",
+    ]
+    return "\n".join(lines)
