@@ -64,7 +64,7 @@ class RunConfig:
     workloads: tuple[str, ...] = ALL_WORKLOADS
     faults: tuple[str, ...] = ("broker", "client", "proxy")
     txn_timeout_ms: int = 10_000
-    partitions: int = 2
+    partitions: int = 3
     workers: dict[str, int] = field(
         default_factory=lambda: {"queue": 2, "copier": 2, "bank": 2, "zombie": 1, "idem": 1}
     )
@@ -199,7 +199,7 @@ class Run:
         if "copier" in w:
             out.update({"copy-in": p, "copy-out": p})
         if "bank" in w:
-            out["bank"] = max(p, 3)
+            out["bank"] = p
         if "zombie" in w:
             out["zombie"] = p
         if "idem" in w:
@@ -402,9 +402,12 @@ class Run:
 
     def final_phase(self) -> None:
         from confluent_kafka import Producer
-        from confluent_kafka.admin import AdminClient
 
         self.heal()
+        for name in self.worker_names(only="feeder"):
+            self.workers[name].stop()
+        if "copier" in self.config.workloads:
+            self.wait_for_copiers()
         for name in self.worker_names():
             self.workers[name].stop()
         if self.broker.running:
@@ -424,18 +427,44 @@ class Run:
             time.sleep(0.5)
         self.history.record("open-txns", OpType.OK, self.open_transactions())
         if "copier" in self.config.workloads:
-            from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
-            admin = AdminClient({"bootstrap.servers": self.proxy.bootstrap})
-            tps = [TopicPartition("copy-in", p) for p in range(self.config.partitions)]
-            result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("copier", tps)])
-            listed = result["copier"].result(30)
-            offsets = {key_of(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions}
-            self.history.record("group-offsets", OpType.OK, {"copier": offsets})
+            self.history.record("group-offsets", OpType.OK, {"copier": self.copier_offsets()})
         ends = {k: hwm for k, (_, _, hwm) in (sample or {}).items()}
         for isolation, f in (("read_committed", "final-rc"), ("read_uncommitted", "final-ru")):
             records = self.scan(isolation, ends)
             self.history.record(f, OpType.OK, encode_micro_ops([Poll(records)]))
+
+    def copier_offsets(self) -> dict[str, int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.proxy.bootstrap})
+        tps = [TopicPartition("copy-in", p) for p in range(self.config.partitions)]
+        result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("copier", tps)])
+        listed = result["copier"].result(30)
+        return {key_of(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions}
+
+    def wait_for_copiers(self, timeout: float = 120.0) -> None:
+        """Until the copiers' committed offsets reach the end of `copy-in` (the feeder has stopped)."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            sample = self.sample_offsets()
+            try:
+                committed = self.copier_offsets()
+            except KafkaException:
+                committed = {}
+            if (
+                sample
+                and committed
+                and all(
+                    committed.get(k, -1) >= lso
+                    for k, (_, lso, _) in sample.items()
+                    if k.startswith("copy-in:")
+                )
+            ):
+                return
+            time.sleep(1.0)
 
     def open_transactions(self) -> list[str]:
         from kafka.admin import KafkaAdminClient

@@ -26,6 +26,7 @@ SIGTERM ends the worker after its current operation.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import signal
 import sys
@@ -149,8 +150,11 @@ class Worker:
 
     def close_producer(self) -> None:
         if self.producer is not None:
-            self.producer.purge()
-            self.producer.flush(0)
+            from confluent_kafka import KafkaException
+
+            with contextlib.suppress(KafkaException):  # a fenced producer raises here too
+                self.producer.purge()
+                self.producer.flush(0)
             self.producer = None
 
     def transaction(
