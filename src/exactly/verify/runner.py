@@ -124,6 +124,8 @@ class WorkerProcess:
         with (run.run_dir / "logs" / f"{name}.{inc}.log").open("ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=_child_env())
         self.paused = False
+        #: stopped on purpose: not to be restarted
+        self.stopping = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -147,6 +149,7 @@ class WorkerProcess:
         self.proc.wait(30)
 
     def stop(self, timeout: float = 30.0) -> None:
+        self.stopping = True
         self.resume()
         self.signal(signal.SIGTERM)
         try:
@@ -185,6 +188,7 @@ class Run:
         self._numbers: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._workers_done = threading.Event()
         self.restarts: list[float] = []
         self.nemesis = Nemesis(self, config.fault_kinds, config.seed, config.schedule)
 
@@ -296,15 +300,19 @@ class Run:
     def _supervise(self) -> None:
         """Restart workers that exited on their own (a fenced zombie, a crash) as their next incarnation."""
         exited: dict[str, float] = {}
-        while not self._stopping.wait(1.0):
+        while not self._workers_done.wait(1.0):
             for name in self.worker_names():
                 with self._lock:
                     w = self.workers[name]
-                if w.alive() or self._stopping.is_set():
+                if w.alive() or w.stopping:
                     continue
+                key = f"{name}.{w.inc}"
+                if key not in exited:
+                    exited[key] = time.monotonic()
+                    value = {"proc": name, "inc": w.inc, "code": w.proc.returncode}
+                    self.history.record("worker-exit", OpType.OK, value)
                 # restart after 2 s (a worker that cannot start at all must not spin)
-                since = exited.setdefault(f"{name}.{w.inc}", time.monotonic())
-                if time.monotonic() - since >= 2.0:
+                if time.monotonic() - exited[key] >= 2.0:
                     self.start_worker(name)
 
     # --- broker -------------------------------------------------------------------------------------
@@ -400,7 +408,7 @@ class Run:
         if self.disk_limit is not None:
             self.disk_limit.free()
 
-    def final_phase(self) -> None:
+    def final_phase(self, supervisor: threading.Thread) -> None:
         from confluent_kafka import Producer
 
         self.heal()
@@ -408,6 +416,10 @@ class Run:
             self.workers[name].stop()
         if "copier" in self.config.workloads:
             self.wait_for_copiers()
+        for name in self.worker_names():
+            self.workers[name].stopping = True
+        self._workers_done.set()
+        supervisor.join(30)
         for name in self.worker_names():
             self.workers[name].stop()
         if self.broker.running:
@@ -496,6 +508,7 @@ class Run:
                 t = threading.Thread(target=target, daemon=True)
                 t.start()
                 threads.append(t)
+            supervisor = threads[-1]
             self.nemesis.start()
             progress = Progress(self, started)
             while (elapsed := time.monotonic() - started) < c.duration:
@@ -504,11 +517,11 @@ class Run:
                     c.progress(progress.line())
             self.nemesis.stop()
             self._stopping.set()
-            for t in threads:
-                t.join(30)
-            self.final_phase()
+            threads[0].join(30)
+            self.final_phase(supervisor)
         finally:
             self._stopping.set()
+            self._workers_done.set()
             self.nemesis.stop()
             for w in list(self.workers.values()):
                 with contextlib.suppress(Exception):

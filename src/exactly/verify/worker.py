@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import random
+import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,6 +95,7 @@ class Worker:
         #: on a fatal error (fenced): re-create the producer (False for the zombie: exit, as a fenced
         #: application instance should, instead of fencing its successor in turn)
         self.reinit_on_fatal = True
+        self.watchdog = Watchdog()
 
     def next_value(self) -> int:
         self.counter += 1
@@ -157,7 +161,13 @@ class Worker:
                 self.producer.flush(0)
             self.producer = None
 
-    def transaction(
+    def transaction(self, *args: Any, **kwargs: Any) -> Op:
+        try:
+            return self._transaction(*args, **kwargs)
+        finally:
+            self.watchdog.started = None
+
+    def _transaction(
         self,
         plan: list[str],
         send_key: Callable[[], str],
@@ -178,6 +188,7 @@ class Worker:
             for kind in plan:
                 micro.append(Send(send_key(), self.next_value()) if kind == "send" else Poll())
         op = self.history.invoke("txn", encode_micro_ops(micro), txid=self.txid, extra=extra or {})
+        self.watchdog.started = time.monotonic()
         delivered: dict[int, int] = {}
         errors: list[str] = []
 
@@ -260,6 +271,27 @@ class Worker:
             self.init_producer()
             return completed
         return self.history.complete(op, OpType.FAIL, value, error=str(err or e))
+
+
+class Watchdog:
+    """A worker whose transaction has run for STUCK_S seconds (every call in it has a timeout, so it is stuck
+    in the client library) dumps its stacks and exits with 4; the runner starts its next incarnation, which
+    fences it, as an application's liveness probe would."""
+
+    STUCK_S = 120.0
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            started = self.started
+            if started is not None and time.monotonic() - started > self.STUCK_S:
+                sys.stderr.write(f"stuck for {self.STUCK_S:g} s in one transaction: exiting\n")
+                faulthandler.dump_traceback(all_threads=True)
+                os._exit(4)
 
 
 class _Abortable(Exception):
@@ -466,6 +498,7 @@ def main(argv: list[str] | None = None) -> int:
         ns.copiers,
     )
     Stop.install()
+    faulthandler.register(signal.SIGUSR1)  # the runner asks a stuck worker for its stacks
     w = Worker(args)
     code = 0
     try:
