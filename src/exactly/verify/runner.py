@@ -351,8 +351,9 @@ class Run:
             out: dict[str, list[int]] = {}
             for k in self.keys():
                 tp = TopicPartition(*split_key(k))
-                low, hwm = ru.get_watermark_offsets(tp, timeout)
-                _, lso = rc.get_watermark_offsets(tp, timeout)
+                # LSO before HWM: both only grow, so lso <= hwm holds across the two requests
+                low, lso = rc.get_watermark_offsets(tp, timeout)
+                _, hwm = ru.get_watermark_offsets(tp, timeout)
                 out[k] = [low, lso, hwm]
             self.history.record("offsets", OpType.OK, out)
             return out

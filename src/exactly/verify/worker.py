@@ -28,8 +28,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import faulthandler
-import random
 import os
+import random
 import signal
 import sys
 import threading
