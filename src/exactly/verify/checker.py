@@ -133,9 +133,9 @@ class _Voids:
 
 
 def check(ops: Sequence[Op]) -> CheckReport:
-    ops = list(complete_ops(ops)) if any(o.type is OpType.INVOKE for o in ops) else list(ops)
+    invoked_at = {(o.proc, o.inc, o.id): o.t for o in ops if o.type is OpType.INVOKE}
+    ops = list(complete_ops(ops)) if invoked_at else list(ops)
     f = _Findings()
-    invokes = {(o.proc, o.inc, o.id): o for o in ops}
     finals = {name: [o for o in ops if o.f == name] for name in ("final-rc", "final-ru")}
     frc: dict[str, dict[int, int]] = {}
     fru: dict[str, dict[int, int]] = {}
@@ -159,6 +159,7 @@ def check(ops: Sequence[Op]) -> CheckReport:
     seen: dict[tuple[str, int], tuple[int, int]] = {}  # (key, offset) -> (value, time)
     offsets_of: dict[tuple[str, int], set[int]] = defaultdict(set)  # (key, value) -> offsets
     idem_values: set[tuple[str, int]] = set()
+    diverged: set[tuple[str, int]] = set()
 
     def observe(key: str, offset: int, value: int, t: int, what: str) -> None:
         if voids.void(t, key, offset):
@@ -166,7 +167,8 @@ def check(ops: Sequence[Op]) -> CheckReport:
         prev = seen.get((key, offset))
         if prev is None:
             seen[(key, offset)] = (value, t)
-        elif prev[0] != value:
+        elif prev[0] != value and (key, offset) not in diverged:
+            diverged.add((key, offset))
             straddles = any(min(prev[1], t) < r < max(prev[1], t) for r in restarts)
             cls = "recovery-divergence" if straddles else "inconsistent-offsets"
             f.add(cls, f"{key}@{offset}: {prev[0]} and {value} ({what})")
@@ -233,8 +235,7 @@ def check(ops: Sequence[Op]) -> CheckReport:
             for key, records in p.records.items():
                 if any((key, v) in own for _, v in records):
                     f.add("precommitted-read", f"{_desc(op)} read its own write on {key}")
-        inv = invokes.get((op.proc, op.inc, op.id))
-        started = inv.t if inv is not None and inv.type is OpType.INVOKE else op.t
+        started = invoked_at.get((op.proc, op.inc, op.id), op.t)
         for ft, finc in fences.get(op.txid or "", []):
             if finc > op.inc and started > ft and (op.type is OpType.OK or any(shown)):
                 f.add("zombie-write", f"{_desc(op)} of {op.txid} after its fence by incarnation {finc}")
@@ -244,7 +245,7 @@ def check(ops: Sequence[Op]) -> CheckReport:
     _check_sends(ops, f)
     _check_g1c(txns, f)
     _check_eos(frc, f, stats)
-    _check_bank(ops, frc, invokes, f)
+    _check_bank(ops, frc, f)
     _check_offsets_commit(ops, f)
     _check_samples(ops, f)
     for op in ops:
@@ -397,13 +398,11 @@ def _check_eos(frc: dict[str, dict[int, int]], f: _Findings, stats: dict[str, fl
             f.add("eos-order", f"{k} -> copy-out: differs from index {first}")
 
 
-def _check_bank(
-    ops: Sequence[Op], frc: dict[str, dict[int, int]], invokes: dict[tuple[str, int, int], Op], f: _Findings
-) -> None:
+def _check_bank(ops: Sequence[Op], frc: dict[str, dict[int, int]], f: _Findings) -> None:
     amounts: dict[int, int] = {}
     pair: dict[int, int] = {}
     for op in ops:
-        if op.f == "txn" and op.type is OpType.INVOKE and "amounts" in op.extra:
+        if op.f == "txn" and "amounts" in op.extra:
             vals = [int(v) for v in op.extra["amounts"]]
             for v in vals:
                 amounts[v] = int(op.extra["amounts"][str(v)])
