@@ -30,11 +30,14 @@ def run(
     ] = "broker,client,disk,proxy",
     out: Annotated[Path | None, typer.Option(help="the run directory (default verify-runs/seed-N)")] = None,
     txn_timeout_ms: Annotated[int, typer.Option(help="the workers' transaction.timeout.ms")] = 10_000,
+    fault_interval: Annotated[
+        str, typer.Option(help="MIN,MAX seconds between faults (then a quiet period of MIN/2)")
+    ] = "5,15",
 ) -> None:
     """Run the workloads against a real broker under a seeded fault schedule, then check the history.
 
     Exits 0 when every invariant held (0 anomalies), 1 otherwise."""
-    from exactly.verify.nemesis import FAMILIES
+    from exactly.verify.nemesis import FAMILIES, Schedule
     from exactly.verify.runner import ALL_WORKLOADS, Run, RunConfig, RunError, format_summary
 
     with reported_errors():
@@ -48,6 +51,10 @@ def run(
         bad = [f for f in fault_names if f not in FAMILIES and f not in kinds]
         if bad:
             raise CliError(f"unknown fault {bad[0]!r} (families: {', '.join(FAMILIES)}; or a kind)", 2)
+        try:
+            low, high = (float(x) for x in fault_interval.split(","))
+        except ValueError:
+            raise CliError(f"--fault-interval wants MIN,MAX seconds, not {fault_interval!r}", 2) from None
         out_dir = out or Path("verify-runs") / f"seed-{seed}"
         if out_dir.exists() and any(out_dir.iterdir()):
             raise CliError(f"{out_dir} is not empty: give another --out", 2)
@@ -58,6 +65,7 @@ def run(
             workloads=chosen,
             faults=fault_names,
             txn_timeout_ms=txn_timeout_ms,
+            schedule=Schedule(low, high, low / 2),
         )
         typer.echo(f"exactly verify: seed {seed}, {duration:g} s, run dir {out_dir}")
         try:

@@ -14,9 +14,8 @@ seconds (from the restart to the port accepting connections).
 | client-pause      | SIGSTOP a worker past transaction.timeout.ms, SIGCONT                         |
 | zombie            | SIGSTOP the zombie worker past its timeout, start its next incarnation (which |
 |                   | fences it), SIGCONT the old one, let it run into the fence, stop it           |
-| power-loss        | SIGKILL, cut files back to what the fsync ledger says was synced (+ garbage)  |
-| disk-damage       | SIGKILL, delete indexes / snapshots / the clean marker, stale checkpoints     |
-| disk-full         | fill the size-limited data dir, hold 2-6 s, free it                           |
+| disk-damage       | SIGKILL, delete indexes / snapshots, garble a snapshot, stale or missing      |
+|                   | recovery-point checkpoint (`exactly.verify.disk`), restart                    |
 | proxy-*           | delay / hold / drop / duplicate requests of one API key, or blackhole         |
 """
 
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 
 BROKER = ("broker-kill", "broker-pause", "broker-restart")
 CLIENT = ("client-kill", "client-pause", "zombie")
-DISK = ("power-loss", "disk-damage", "disk-full")
+DISK = ("disk-damage",)
 PROXY = (
     "proxy-delay",
     "proxy-hold",
@@ -166,37 +165,13 @@ class Nemesis:
 
     # --- disk ---------------------------------------------------------------------------------------
 
-    def _power_loss(self) -> dict[str, Any]:
-        from exactly.verify.disk import power_loss
-
-        self.run.broker.kill()
-        lost = power_loss(self.run.data_dir, self.run.ledger, self.rng)
-        self.run.restart_broker()
-        return {
-            "files_cut": lost.files_cut,
-            "bytes_removed": lost.bytes_removed,
-            "garbage_tails": lost.garbage_tails,
-            "cut": lost.cut,
-        }
-
     def _disk_damage(self) -> dict[str, Any]:
         from exactly.verify.disk import damage
 
         self.run.broker.kill()
-        done = damage(self.run.data_dir, self.rng, self.run.ledger)
+        done = damage(self.run.data_dir, self.rng)
         self.run.restart_broker()
         return {"damage": [[d.kind, d.path] for d in done]}
-
-    def _disk_full(self) -> dict[str, Any]:
-        if self.run.disk_limit is None:
-            return {"skipped": "the data dir is not size-limited"}
-        held = self.rng.uniform(2, 6)
-        self.run.disk_limit.fill(leave_bytes=0)
-        try:
-            self._sleep(held)
-        finally:
-            self.run.disk_limit.free()
-        return {"held": round(held, 3)}
 
     # --- network (the frame-aware proxy) ------------------------------------------------------------
 

@@ -2,8 +2,7 @@
 phase, and the checker.
 
     run dir/
-      data/               the broker's data directory (a size-limited tmpfs when disk-full is enabled)
-      fsync-ledger        what the broker fsynced (for the power-loss fault)
+      data/               the broker's data directory
       history/*.jsonl     one file per worker incarnation, and runner.0.jsonl (faults, samples, scans)
       logs/               the broker's and every worker's output
       summary.json        the figures of the table printed at the end
@@ -18,7 +17,6 @@ committed offsets and full scans at both isolation levels; then check the histor
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -69,7 +67,6 @@ class RunConfig:
         default_factory=lambda: {"queue": 2, "copier": 2, "bank": 2, "zombie": 1, "idem": 1}
     )
     copier_records: int = 5_000
-    disk_limit_bytes: int = 512 << 20
     schedule: Schedule = field(default_factory=Schedule)
     #: where the progress line goes (None: nowhere)
     progress: Callable[[str], None] | None = print
@@ -163,16 +160,9 @@ class Run:
         self.config = config
         self.run_dir = config.out
         self.data_dir = self.run_dir / "data"
-        self.ledger = self.run_dir / "fsync-ledger"
         for d in (self.data_dir, self.run_dir / "logs", self.run_dir / "history"):
             d.mkdir(parents=True, exist_ok=True)
         self.history = HistoryWriter.for_process(self.run_dir, "runner", 0)
-        self.disk_limit: Any = None
-        if "disk-full" in config.fault_kinds:
-            from exactly.verify.disk import DiskLimit
-
-            self.disk_limit = DiskLimit(self.data_dir, config.disk_limit_bytes)
-            self.disk_limit.mount()
         port = free_port()
         self.proxy = FaultProxy(("127.0.0.1", port), seed=config.seed).start()
         settings = [
@@ -180,8 +170,6 @@ class Run:
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
             "group.initial.rebalance.delay.ms=0",
         ]
-        if importlib.util.find_spec("exactly.verify.disk") is not None:
-            settings.append(f"exactly.debug.fsync.ledger={self.ledger}")
         self.broker = BrokerProcess(self.data_dir, *settings, port=port, log_level="WARNING")
         self.broker.log_path = self.run_dir / "logs" / "broker.log"
         self.workers: dict[str, WorkerProcess] = {}
@@ -406,8 +394,6 @@ class Run:
             self.proxy.blackhole(False)
         self.proxy.enabled = False
         self.broker.resume()
-        if self.disk_limit is not None:
-            self.disk_limit.free()
 
     def final_phase(self, supervisor: threading.Thread) -> None:
         from confluent_kafka import Producer
@@ -531,9 +517,6 @@ class Run:
                 self.broker.stop(60)
             self.proxy.close()
             self.history.close()
-            if self.disk_limit is not None:
-                with contextlib.suppress(Exception):
-                    self.disk_limit.unmount()
         return self.summarise(time.monotonic() - started)
 
     def summarise(self, seconds: float) -> dict[str, Any]:
