@@ -387,11 +387,9 @@ class Run:
 
     def heal(self) -> None:
         self.history.record("heal", OpType.OK)
-        for method in ("clear_rules", "release_held"):
-            if hasattr(self.proxy, method):
-                getattr(self.proxy, method)()
-        if hasattr(self.proxy, "blackhole"):
-            self.proxy.blackhole(False)
+        self.proxy.clear_rules()
+        self.proxy.release_held()
+        self.proxy.blackhole(False)
         self.proxy.enabled = False
         self.broker.resume()
 
