@@ -520,6 +520,7 @@ class Run:
     def summarise(self, seconds: float) -> dict[str, Any]:
         from exactly.verify.checker import check_run
 
+        c = self.config
         report = check_run(self.run_dir)
         ops = list(complete_ops(read_history(history_files(self.run_dir))))
         txns = Counter(
@@ -535,6 +536,11 @@ class Run:
         summary: dict[str, Any] = {
             "seed": self.config.seed,
             "duration_s": round(seconds, 1),
+            "command": (
+                f"exactly verify run --seed {c.seed} --duration {c.duration:g} --workloads {','.join(c.workloads)} "
+                f"--faults {','.join(c.faults)} --fault-interval {c.schedule.min_interval:g},"
+                f"{c.schedule.max_interval:g} --txn-timeout-ms {c.txn_timeout_ms}"
+            ),
             "workloads": list(self.config.workloads),
             "faults_enabled": list(self.config.fault_kinds),
             "txns": {
@@ -607,6 +613,6 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"broker restarts: {summary['restarts']['count']}, recovery p50 {summary['restarts']['p50_s']} s, "
         f"max {summary['restarts']['max_s']} s",
         format_report(summary["_report"]),
-        f"reproduce: exactly verify run --seed {summary['seed']} --duration {summary['duration_s']:.0f}",
+        f"reproduce: {summary['command']}",
     ]
     return "\n".join(lines)
