@@ -74,7 +74,7 @@ def test_log_config_kafka_names_and_defaults() -> None:
 
 
 def test_a_checkpoint_that_is_not_text_is_ignored(tmp_path: Path) -> None:
-    """Found by the disk fuzzer: a flipped byte made the file invalid UTF-8 and the broker crashed at start."""
+    """Found by the disk fuzzer: a flipped byte made the file invalid UTF-8; the broker crashed at start."""
     path = tmp_path / "recovery-point-offset-checkpoint"
     write_checkpoint(path, {("t", 0): 42})
     data = bytearray(path.read_bytes())

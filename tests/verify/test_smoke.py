@@ -31,6 +31,6 @@ def test_a_short_verification_run_finds_no_anomaly(tmp_path: Path) -> None:
     assert txns["aborted_intentional"] > 0
     assert summary["stats"]["copier records in"] == summary["stats"]["copier records out"] > 0
     assert summary["restarts"]["count"] >= 2  # the seeded schedule restarts the broker (and the final phase)
-    assert sum(f["count"] for f in summary["faults"].values()) >= 8
+    assert sum(f["count"] for f in summary["faults"].values()) >= 5  # each takes 0-12 s, then 1.5 s quiet
     assert not summary["fault_errors"], summary["fault_errors"]
     assert (out / "logs" / "broker.log").exists()

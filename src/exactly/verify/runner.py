@@ -537,9 +537,10 @@ class Run:
             "seed": self.config.seed,
             "duration_s": round(seconds, 1),
             "command": (
-                f"exactly verify run --seed {c.seed} --duration {c.duration:g} --workloads {','.join(c.workloads)} "
-                f"--faults {','.join(c.faults)} --fault-interval {c.schedule.min_interval:g},"
-                f"{c.schedule.max_interval:g} --txn-timeout-ms {c.txn_timeout_ms}"
+                f"exactly verify run --seed {c.seed} --duration {c.duration:g} "
+                f"--workloads {','.join(c.workloads)} --faults {','.join(c.faults)} "
+                f"--fault-interval {c.schedule.min_interval:g},{c.schedule.max_interval:g} "
+                f"--txn-timeout-ms {c.txn_timeout_ms}"
             ),
             "workloads": list(self.config.workloads),
             "faults_enabled": list(self.config.fault_kinds),
