@@ -18,19 +18,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from exactly.demo import DemoError
+from exactly.verify.processes import child_env, free_port
 
 BROKER_START_TIMEOUT = 60.0
 
 
 class ProcessError(DemoError):
     """A child process failed to start or ended badly (one-line message)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def tail(path: Path, chars: int = 3000) -> str:
@@ -41,12 +35,8 @@ def tail(path: Path, chars: int = 3000) -> str:
 
 
 def _child_env() -> dict[str, str]:
-    """This interpreter's import path for the children (a checkout run without installing works too)."""
-    import exactly
-
-    src = str(Path(exactly.__file__).resolve().parent.parent)
-    path = [src, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PYSPARK_PYTHON": sys.executable}
+    """The children run this checkout's code; Spark's Python workers run this interpreter."""
+    return {**child_env(), "PYSPARK_PYTHON": sys.executable}
 
 
 class DemoBroker:

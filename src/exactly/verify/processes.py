@@ -23,6 +23,16 @@ def free_port() -> int:
         return port
 
 
+def child_env() -> dict[str, str]:
+    """This interpreter's environment with this checkout's `src` first on PYTHONPATH, so that a child process
+    (broker, worker, Spark driver) runs the same code, installed or not."""
+    import exactly
+
+    src = str(Path(exactly.__file__).resolve().parent.parent)
+    path = [src, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def _tail(path: Path) -> str:
     try:
         return path.read_text(errors="replace")[-5000:]

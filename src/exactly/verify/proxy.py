@@ -91,7 +91,6 @@ class FaultProxy:
         self._rules: dict[int, Rule] = {}
         self._fired: collections.Counter[int] = collections.Counter()
         self._handles = itertools.count(1)
-        self._release = threading.Event()
         self._release_generation = 0
         self._blackhole = False
         self._listener = socket.socket()

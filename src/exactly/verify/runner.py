@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -43,7 +42,7 @@ from exactly.verify.history import (
     value_for,
 )
 from exactly.verify.nemesis import FAMILIES, Nemesis, Schedule
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.verify.processes import BrokerProcess, child_env, free_port
 from exactly.verify.proxy import FaultProxy
 from exactly.verify.worker import QUEUE_TOPICS, key_of, split_key
 
@@ -81,14 +80,6 @@ class RunConfig:
         return tuple(dict.fromkeys(kinds))
 
 
-def _child_env() -> dict[str, str]:
-    import exactly
-
-    src = str(Path(exactly.__file__).resolve().parent.parent)
-    path = [src, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-
-
 class WorkerProcess:
     """One incarnation of one worker."""
 
@@ -119,7 +110,7 @@ class WorkerProcess:
         ]
         args += ["--copiers", str(c.workers.get("copier", 1))]
         with (run.run_dir / "logs" / f"{name}.{inc}.log").open("ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=_child_env())
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=child_env())
         self.paused = False
         #: stopped on purpose: not to be restarted
         self.stopping = False
