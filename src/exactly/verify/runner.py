@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exactly.verify.datadir import DataDir
 from exactly.verify.history import (
     HistoryWriter,
     OpType,
@@ -159,9 +160,10 @@ class Run:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.run_dir = config.out
-        self.data_dir = self.run_dir / "data"
-        for d in (self.data_dir, self.run_dir / "logs", self.run_dir / "history"):
+        for d in (self.run_dir / "logs", self.run_dir / "history"):
             d.mkdir(parents=True, exist_ok=True)
+        self.disk = DataDir(self.run_dir, size_limited="disk-full" in config.fault_kinds)
+        self.data_dir = self.disk.path
         self.history = HistoryWriter.for_process(self.run_dir, "runner", 0)
         port = free_port()
         self.proxy = FaultProxy(("127.0.0.1", port), seed=config.seed).start()
@@ -169,6 +171,7 @@ class Run:
             f"advertised.listeners=127.0.0.1:{self.proxy.port}",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
             "group.initial.rebalance.delay.ms=0",
+            *self.disk.settings(),
         ]
         self.broker = BrokerProcess(self.data_dir, *settings, port=port, log_level="WARNING")
         self.broker.log_path = self.run_dir / "logs" / "broker.log"
@@ -515,6 +518,7 @@ class Run:
                     w.kill()
             with contextlib.suppress(Exception):
                 self.broker.stop(60)
+            self.disk.close()
             self.proxy.close()
             self.history.close()
         return self.summarise(time.monotonic() - started)
