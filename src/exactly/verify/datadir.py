@@ -3,7 +3,7 @@
     run dir/
       disk/               a size-limited tmpfs (only when the disk-full fault is on and we are root)
         data/             the broker's data directory
-        .ballast          what `disk-full` writes to fill the file system (outside the data directory)
+        .ballast          what `disk-full` writes to fill the file system when it cannot shrink it
       data/               the broker's data directory (no tmpfs), or its copy once the tmpfs is unmounted
       fsync.ledger        the broker's fsync ledger (`exactly.debug.fsync.ledger`: one line per fsync of a
                           data file, `<path relative to the data dir>\\t<length synced>`), which `power-loss`
@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,23 @@ class DataDir:
         """Why disk-full cannot run here (None: it can)."""
         return None if self.limit is not None else "the data directory is not on a size-limited tmpfs"
 
+    def fill(self, leave: int) -> dict[str, int]:
+        """Leave about `leave` bytes free: shrink the tmpfs to what it holds + `leave` (no memory used),
+        else write a ballast file."""
+        if not hasattr(self.limit, "resize"):
+            return {"ballast": int(self.limit.fill(leave))}
+        for _ in range(5):  # the broker writes on meanwhile: a size below the use is refused
+            used = TMPFS_BYTES - int(self.limit.free_bytes())
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self.limit.resize(used + leave)
+                return {"size": used + leave}
+        return {"ballast": int(self.limit.fill(leave))}
+
+    def free(self) -> None:
+        if hasattr(self.limit, "resize"):
+            self.limit.resize(TMPFS_BYTES)
+        self.limit.free()
+
     def settings(self) -> list[str]:
         return [] if self.ledger is None else [f"exactly.debug.fsync.ledger={self.ledger}"]
 
@@ -57,7 +75,7 @@ class DataDir:
         """Copy the data out of the tmpfs (the run dir keeps it) and unmount it; the broker must be down."""
         if self.limit is None:
             return
-        self.limit.free()
+        self.free()
         with contextlib.suppress(OSError):
             shutil.copytree(self.path, self.run_dir / "data", dirs_exist_ok=True)
         self.limit.unmount()

@@ -20,7 +20,7 @@ seconds (from the restart to the port accepting connections).
 |                   | ledger; `exactly.verify.disk.power_loss`), restart; the fault op, recorded    |
 |                   | right after the cut and before the restart, carries the surviving log ends    |
 |                   | `cut` {key: offset} (the checker voids observations beyond them made before)  |
-| disk-full         | fill the data directory's tmpfs (leaving 0 B - 1 MiB), hold 2-8 s, free it;   |
+| disk-full         | shrink the data directory's tmpfs to its use + 0 B - 1 MiB, hold 2-8 s, grow  |
 |                   | the broker must refuse writes and recover without a restart (if it died, the  |
 |                   | fault records an `error` and the broker is restarted)                         |
 | proxy-*           | delay / hold / drop / duplicate requests of one API key, or blackhole         |
@@ -217,12 +217,12 @@ class Nemesis:
             return {"skipped": self.run.disk.skipped_full}
         leave = self.rng.choice((0, 4096, 1 << 20))
         held = self.rng.uniform(2, 8)
-        ballast = limit.fill(leave)
+        filled = self.run.disk.fill(leave)
         try:
             self._sleep(held)
         finally:
-            limit.free()
-        detail: dict[str, Any] = {"ballast": ballast, "left": leave, "held": round(held, 3)}
+            self.run.disk.free()
+        detail: dict[str, Any] = {**filled, "left": leave, "held": round(held, 3)}
         if not self.run.broker.running:
             code = self.run.broker.proc.returncode if self.run.broker.proc is not None else None
             detail["error"] = f"the broker exited ({code}) on a full disk"

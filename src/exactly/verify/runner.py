@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import statistics
@@ -46,9 +47,11 @@ from exactly.verify.history import (
 from exactly.verify.nemesis import FAMILIES, Nemesis, Schedule
 from exactly.verify.processes import BrokerProcess, free_port
 from exactly.verify.proxy import FaultProxy
-from exactly.verify.worker import QUEUE_TOPICS, key_of, split_key
+from exactly.verify.worker import EXIT_STUCK, QUEUE_TOPICS, key_of, split_key
 
 ALL_WORKLOADS = ("queue", "copier", "bank", "zombie", "idem")
+#: why a worker exited on its own, by exit code (the supervisor restarts it as its next incarnation)
+EXIT_CODES = {3: "fenced", EXIT_STUCK: "stuck in the client library", -9: "killed"}
 
 
 class RunError(Exception):
@@ -80,6 +83,16 @@ class RunConfig:
         if "zombie" not in self.workloads:
             kinds = [k for k in kinds if k != "zombie"]
         return tuple(dict.fromkeys(kinds))
+
+
+def _client_logger(run_dir: Path) -> logging.Logger:
+    logger = logging.getLogger(f"exactly.verify.clients.{run_dir}")
+    logger.propagate = False
+    if not logger.handlers:
+        handler = logging.FileHandler(run_dir / "logs" / "runner-clients.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+    return logger
 
 
 def _child_env() -> dict[str, str]:
@@ -167,6 +180,11 @@ class Run:
         self.history = HistoryWriter.for_process(self.run_dir, "runner", 0)
         port = free_port()
         self.proxy = FaultProxy(("127.0.0.1", port), seed=config.seed).start()
+        #: the runner's own clients (admin, seeder, sampler, scans, hijack): their log goes to a file
+        self.clients: dict[str, Any] = {
+            "bootstrap.servers": self.proxy.bootstrap,
+            "logger": _client_logger(self.run_dir),
+        }
         settings = [
             f"advertised.listeners=127.0.0.1:{self.proxy.port}",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
@@ -207,7 +225,7 @@ class Run:
     def create_topics(self) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient({"bootstrap.servers": self.proxy.bootstrap})
+        admin = AdminClient(self.clients)
         futures = admin.create_topics([NewTopic(t, n, 1) for t, n in self.topics().items()])
         for f in futures.values():
             f.result(30)
@@ -218,7 +236,7 @@ class Run:
         h = HistoryWriter.for_process(self.run_dir, "seeder", 0)
         producer = Producer(
             {
-                "bootstrap.servers": self.proxy.bootstrap,
+                **self.clients,
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 5,
@@ -326,7 +344,7 @@ class Run:
 
         return Consumer(
             {
-                "bootstrap.servers": self.proxy.bootstrap,
+                **self.clients,
                 "group.id": "verify-runner",
                 "isolation.level": isolation,
                 "enable.auto.commit": False,
@@ -416,7 +434,7 @@ class Run:
             self.broker.stop(60)
         self.restart_broker()
         for txid in self.transactional_ids():
-            producer = Producer({"bootstrap.servers": self.proxy.bootstrap, "transactional.id": txid})
+            producer = Producer({**self.clients, "transactional.id": txid})
             producer.init_transactions(60)
             producer.flush(0)
         deadline = time.monotonic() + 60
@@ -439,7 +457,7 @@ class Run:
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.proxy.bootstrap})
+        admin = AdminClient(self.clients)
         tps = [TopicPartition("copy-in", p) for p in range(self.config.partitions)]
         result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("copier", tps)])
         listed = result["copier"].result(30)
@@ -538,6 +556,7 @@ class Run:
         for o in faults:
             by_kind.setdefault(o.value["kind"], []).append(float(o.value.get("seconds", 0)))
         restarts = [float(o.value["seconds"]) for o in ops if o.f == "restart"]
+        exits = Counter(EXIT_CODES.get(o.value["code"], "other") for o in ops if o.f == "worker-exit")
         summary: dict[str, Any] = {
             "seed": self.config.seed,
             "duration_s": round(seconds, 1),
@@ -558,6 +577,7 @@ class Run:
                 "p50_s": round(statistics.median(restarts), 3) if restarts else None,
                 "max_s": round(max(restarts), 3) if restarts else None,
             },
+            "worker_exits": dict(exits),
             "anomalies": report.anomalies,
             "allowed": report.allowed,
             "stats": report.stats,
@@ -612,6 +632,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         *(f"  {k:<22} {v['count']:>5} x, {v['seconds']:>8.1f} s" for k, v in summary["faults"].items()),
         f"broker restarts: {summary['restarts']['count']}, recovery p50 {summary['restarts']['p50_s']} s, "
         f"max {summary['restarts']['max_s']} s",
+        "worker exits: "
+        + (", ".join(f"{n} {why}" for why, n in sorted(summary["worker_exits"].items())) or "none"),
         format_report(summary["_report"]),
         f"reproduce: exactly verify run --seed {summary['seed']} --duration {summary['duration_s']:.0f}",
     ]
