@@ -49,7 +49,9 @@ from exactly.verify.processes import BrokerProcess, free_port
 from exactly.verify.proxy import FaultProxy
 from exactly.verify.worker import EXIT_STUCK, QUEUE_TOPICS, key_of, split_key
 
-ALL_WORKLOADS = ("queue", "copier", "bank", "zombie", "idem")
+ALL_WORKLOADS = ("queue", "copier", "bank", "zombie", "idem", "spark")
+#: what runs unless told otherwise (spark needs a JVM and a core of its own)
+DEFAULT_WORKLOADS = ("queue", "copier", "bank", "zombie", "idem")
 #: why a worker exited on its own, by exit code (the supervisor restarts it as its next incarnation)
 EXIT_CODES = {3: "fenced", EXIT_STUCK: "stuck in the client library", -9: "killed"}
 
@@ -63,7 +65,7 @@ class RunConfig:
     out: Path
     duration: float = 60.0
     seed: int = 1
-    workloads: tuple[str, ...] = ALL_WORKLOADS
+    workloads: tuple[str, ...] = DEFAULT_WORKLOADS
     faults: tuple[str, ...] = ("broker", "client", "proxy")
     txn_timeout_ms: int = 10_000
     partitions: int = 3
@@ -217,6 +219,8 @@ class Run:
             out["zombie"] = p
         if "idem" in w:
             out["idem"] = p
+        if "spark" in w:
+            out.update({"spark-in": p, "spark-out": p})
         return out
 
     def keys(self) -> list[str]:
@@ -230,10 +234,11 @@ class Run:
         for f in futures.values():
             f.result(30)
 
-    def seed_copier_input(self) -> None:
+    def seed_input(self, topic: str, number: int) -> None:
+        """`copier_records` values into `topic` (sends of proc `seeder`, incarnation `number`)."""
         from confluent_kafka import Producer
 
-        h = HistoryWriter.for_process(self.run_dir, "seeder", 0)
+        h = HistoryWriter.for_process(self.run_dir, "seeder", number)
         producer = Producer(
             {
                 **self.clients,
@@ -243,7 +248,7 @@ class Run:
             }
         )
         for n in range(1, self.config.copier_records + 1):
-            send = Send(key_of("copy-in", n % self.config.partitions), value_for(4095, n))
+            send = Send(key_of(topic, n % self.config.partitions), value_for(4095 - number, n))
             op = h.invoke("send", encode_micro_ops([send]))
 
             def done(err: Any, msg: Any, op: Any = op, send: Send = send) -> None:
@@ -256,7 +261,7 @@ class Run:
             producer.produce(topic, value=str(send.value).encode(), partition=partition, on_delivery=done)
             producer.poll(0)
         if producer.flush(60):
-            raise RunError("seeding copy-in did not finish within 60 s")
+            raise RunError(f"seeding {topic} did not finish within 60 s")
         h.close()
 
     # --- workers ------------------------------------------------------------------------------------
@@ -266,6 +271,8 @@ class Run:
         workloads = list(self.config.workloads)
         if "copier" in workloads:
             workloads.append("feeder")
+        if "spark" in workloads:
+            workloads.append("spark-feeder")
         for workload in workloads:
             for i in range(self.config.workers.get(workload, 1)):
                 name = f"{workload}-{i}"
@@ -420,10 +427,15 @@ class Run:
         from confluent_kafka import Producer
 
         self.heal()
-        for name in self.worker_names(only="feeder"):
-            self.workers[name].stop()
+        for feeder in ("feeder", "spark-feeder"):
+            for name in self.worker_names(only=feeder):
+                self.workers[name].stop()
         if "copier" in self.config.workloads:
             self.wait_for_copiers()
+        if "spark" in self.config.workloads:
+            from exactly.verify.spark_job import wait_for_spark
+
+            wait_for_spark(self)
         for name in self.worker_names():
             self.workers[name].stopping = True
         self._workers_done.set()
@@ -496,7 +508,8 @@ class Run:
                 t.transactional_id
                 for listings in listed.values()
                 for t in listings
-                if str(getattr(t.state, "name", t.state)).lower()
+                # kafka-python's TransactionState: name COMPLETE_COMMIT, value "CompleteCommit"
+                if str(getattr(t.state, "value", t.state)).lower().replace("_", "")
                 not in ("empty", "completecommit", "completeabort", "dead")
             )
         finally:
@@ -510,7 +523,9 @@ class Run:
         try:
             self.create_topics()
             if "copier" in c.workloads:
-                self.seed_copier_input()
+                self.seed_input("copy-in", 0)
+            if "spark" in c.workloads:
+                self.seed_input("spark-in", 1)
             self.start_workers()
             for target in (self._sampler, self._supervise):
                 t = threading.Thread(target=target, daemon=True)

@@ -15,7 +15,8 @@ Workloads (verification.md §5.3; key = "<topic>:<partition>", values run-unique
 * `zombie`: the queue workload on topic `zombie`; the runner pauses it past its transaction timeout and
   starts a new incarnation with the same transactional.id, which records a `fence` op.
 * `idem`: a non-transactional idempotent producer (acks=all), one `send` op per record, ~50 a second.
-* `feeder`: the same into `copy-in`, the copiers' input, for the whole run.
+* `feeder`: the same into `copy-in`, the copiers' input, for the whole run; `spark-feeder` into `spark-in`.
+* `spark`: the Spark exactly-once pipeline spark-in -> spark-out (`exactly.verify.spark_job`).
 
 Outcomes follow §5.5: a transaction that failed before its commit and was aborted is `fail`; any error in
 `commit_transaction` (other than a retriable one, which is retried) is `info` and the producer is closed and
@@ -494,7 +495,7 @@ def run_zombie(w: Worker) -> None:
     run_queue(w, ("zombie",))
 
 
-WORKLOADS = ("queue", "copier", "bank", "zombie", "idem", "feeder")
+WORKLOADS = ("queue", "copier", "bank", "zombie", "idem", "feeder", "spark", "spark-feeder")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -537,6 +538,12 @@ def main(argv: list[str] | None = None) -> int:
             run_zombie(w)
         elif args.workload == "feeder":
             run_idem(w, "copy-in")
+        elif args.workload == "spark-feeder":
+            run_idem(w, "spark-in")
+        elif args.workload == "spark":
+            from exactly.verify.spark_job import run_spark
+
+            run_spark(w)
         else:
             run_idem(w)
     except Fenced:
