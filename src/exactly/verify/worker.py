@@ -44,6 +44,12 @@ from exactly.verify.history import HistoryWriter, Op, OpType, Poll, Send, encode
 
 QUEUE_TOPICS = ("q0", "q1")
 OP_TIMEOUT_S = 10.0
+#: librdkafka (2.10+) re-bootstraps when every broker is down - with one broker, at every broker restart -
+#: and decommissions the brokers it knew; a transactional producer whose cached group coordinator was
+#: decommissioned then hangs in send_offsets_to_transaction past its timeout (confluentinc/librdkafka#5511,
+#: #5456: every send_offsets user stalled 30-120 s after each broker restart in our runs). The workers turn
+#: re-bootstrapping off (the one broker's address never changes); the Watchdog still catches a stuck call.
+NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
 #: a worker's exit code when it found itself stuck in the client library (the Watchdog)
 EXIT_STUCK = 4
 COMMIT_RETRIES = 5
@@ -114,6 +120,7 @@ class Worker:
             "message.timeout.ms": 20000,
             "socket.connection.setup.timeout.ms": 5000,
             "reconnect.backoff.max.ms": 500,
+            **NO_REBOOTSTRAP,
         }
         if transactional:
             conf["transactional.id"] = self.txid
@@ -131,6 +138,7 @@ class Worker:
             "session.timeout.ms": 10000,
             "socket.connection.setup.timeout.ms": 5000,
             "reconnect.backoff.max.ms": 500,
+            **NO_REBOOTSTRAP,
         }
 
     def init_producer(self) -> None:
