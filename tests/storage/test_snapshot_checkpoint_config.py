@@ -71,3 +71,13 @@ def test_log_config_kafka_names_and_defaults() -> None:
     assert e.value.code == ErrorCode.INVALID_CONFIG
     with pytest.raises(KafkaError):
         LogConfig.from_properties({"no.such": "1"})
+
+
+def test_a_checkpoint_that_is_not_text_is_ignored(tmp_path: Path) -> None:
+    """Found by the disk fuzzer: a flipped byte made the file invalid UTF-8; the broker crashed at start."""
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    write_checkpoint(path, {("t", 0): 42})
+    data = bytearray(path.read_bytes())
+    data[-3] = 0xA5
+    path.write_bytes(bytes(data))
+    assert read_checkpoint(path) == {}

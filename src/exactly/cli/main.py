@@ -21,6 +21,7 @@ from exactly.cli import produce as produce_cmd
 from exactly.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, one_line
 from exactly.cli.groups import groups_app
 from exactly.cli.txn import txn_app
+from exactly.errors import ExactlyError
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="exactly: a Kafka-compatible broker.")
 
@@ -117,7 +118,11 @@ def serve(
         _fail(str(e))
     if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         _fail(f"--log-level {log_level!r}: expected DEBUG, INFO, WARNING or ERROR")
-    run(broker_config, log_level)
+    try:
+        run(broker_config, log_level)
+    except ExactlyError as e:  # e.g. a data directory it will not serve: one line, not a traceback
+        typer.echo(f"error: the broker stopped: {one_line(str(e))}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _fail(message: str) -> NoReturn:

@@ -35,6 +35,9 @@ def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
         text = path.read_text()
     except FileNotFoundError:
         return {}
+    except UnicodeDecodeError as e:
+        log.warning("ignoring malformed checkpoint %s: %s", path, e)
+        return {}
     try:
         lines = text.splitlines()
         if int(lines[0]) != VERSION:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from exactly.verify.history import OpType
+from exactly.verify.proxy import Action, Rule
 
 if TYPE_CHECKING:
     from exactly.verify.runner import Run
@@ -231,42 +232,35 @@ class Nemesis:
 
     # --- network (the frame-aware proxy) ------------------------------------------------------------
 
-    def _proxy_rule(self, action_name: str, **fields: Any) -> dict[str, Any]:
-        from exactly.verify import proxy
-
-        action = getattr(proxy, "Action", None)
-        if action is None:
-            return {"skipped": "this proxy has no rules"}
+    def _proxy_rule(self, action: Action, **fields: Any) -> dict[str, Any]:
         api = self.rng.choice(sorted(PROXY_API_KEYS))
-        rule = proxy.Rule(action=action[action_name], api_keys=frozenset({PROXY_API_KEYS[api]}), **fields)  # type: ignore[attr-defined]
-        handle = self.run.proxy.add_rule(rule)  # type: ignore[attr-defined]
+        handle = self.run.proxy.add_rule(Rule(action, frozenset({PROXY_API_KEYS[api]}), **fields))
         held = self.rng.uniform(2, 8)
         try:
             self._sleep(held)
         finally:
-            self.run.proxy.remove_rule(handle)  # type: ignore[attr-defined]
-            if action_name == "HOLD":
-                self.run.proxy.release_held()  # type: ignore[attr-defined]
-        return {"api": api, "for": round(held, 3), **fields}
+            self.run.proxy.remove_rule(handle)
+            released = self.run.proxy.release_held()
+        return {"api": api, "for": round(held, 3), "released": released, **fields}
 
     def _proxy_delay(self) -> dict[str, Any]:
-        return self._proxy_rule("DELAY", delay_ms=self.rng.choice((200, 1000, 3000, 6000)), probability=0.5)
+        return self._proxy_rule(
+            Action.DELAY, delay_ms=self.rng.choice((200, 1000, 3000, 6000)), probability=0.5
+        )
 
     def _proxy_hold(self) -> dict[str, Any]:
-        return self._proxy_rule("HOLD", limit=1)
+        return self._proxy_rule(Action.HOLD, limit=1)
 
     def _proxy_drop_request(self) -> dict[str, Any]:
-        return self._proxy_rule("DROP_REQUEST", probability=0.3)
+        return self._proxy_rule(Action.DROP_REQUEST, probability=0.3)
 
     def _proxy_drop_response(self) -> dict[str, Any]:
-        return self._proxy_rule("DROP_RESPONSE", probability=0.3)
+        return self._proxy_rule(Action.DROP_RESPONSE, probability=0.3)
 
     def _proxy_duplicate(self) -> dict[str, Any]:
-        return self._proxy_rule("DUPLICATE", probability=0.3)
+        return self._proxy_rule(Action.DUPLICATE, probability=0.3)
 
     def _proxy_blackhole(self) -> dict[str, Any]:
-        if not hasattr(self.run.proxy, "blackhole"):
-            return {"skipped": "this proxy has no blackhole"}
         held = self.rng.uniform(2, 12)
         self.run.proxy.blackhole(True)
         try:

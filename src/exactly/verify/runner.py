@@ -415,11 +415,9 @@ class Run:
 
     def heal(self) -> None:
         self.history.record("heal", OpType.OK)
-        for method in ("clear_rules", "release_held"):
-            if hasattr(self.proxy, method):
-                getattr(self.proxy, method)()
-        if hasattr(self.proxy, "blackhole"):
-            self.proxy.blackhole(False)
+        self.proxy.clear_rules()
+        self.proxy.release_held()
+        self.proxy.blackhole(False)
         self.proxy.enabled = False
         self.broker.resume()
 
@@ -559,6 +557,7 @@ class Run:
     def summarise(self, seconds: float) -> dict[str, Any]:
         from exactly.verify.checker import check_run
 
+        c = self.config
         report = check_run(self.run_dir)
         ops = list(complete_ops(read_history(history_files(self.run_dir))))
         txns = Counter(
@@ -575,6 +574,12 @@ class Run:
         summary: dict[str, Any] = {
             "seed": self.config.seed,
             "duration_s": round(seconds, 1),
+            "command": (
+                f"exactly verify run --seed {c.seed} --duration {c.duration:g} "
+                f"--workloads {','.join(c.workloads)} --faults {','.join(c.faults)} "
+                f"--fault-interval {c.schedule.min_interval:g},{c.schedule.max_interval:g} "
+                f"--txn-timeout-ms {c.txn_timeout_ms}"
+            ),
             "workloads": list(self.config.workloads),
             "faults_enabled": list(self.config.fault_kinds),
             "txns": {
@@ -650,6 +655,6 @@ def format_summary(summary: dict[str, Any]) -> str:
         "worker exits: "
         + (", ".join(f"{n} {why}" for why, n in sorted(summary["worker_exits"].items())) or "none"),
         format_report(summary["_report"]),
-        f"reproduce: exactly verify run --seed {summary['seed']} --duration {summary['duration_s']:.0f}",
+        f"reproduce: {summary['command']}",
     ]
     return "\n".join(lines)
