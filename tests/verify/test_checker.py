@@ -200,6 +200,26 @@ def test_eos_copy() -> None:
     assert found(copier([2, 1, 3])) == {"eos-order": 1}
 
 
+def test_eos_spark_pipeline() -> None:
+    """spark-out is written by the Spark sink (no sends in the history): FRC against spark-in as multisets;
+    an aborted batch's copy of a value (FRU only) beside its committed copy is no duplicate."""
+
+    def spark(out: list[tuple[int, int, bool]]) -> list[Op]:
+        h = H()
+        for v in (1, 2, 3):
+            h.op(
+                "send", OpType.OK, encode_micro_ops([Send("spark-in:0", v, h.append("spark-in:0", v, True))])
+            )
+        for partition, v, committed in out:
+            h.append(f"spark-out:{partition}", v, committed)
+        return h.finish()
+
+    assert found(spark([(1, 2, True), (0, 1, True), (0, 3, False), (0, 3, True)])) == {}
+    assert found(spark([(0, 1, True), (0, 2, True), (1, 2, True), (0, 3, True)])) == {"eos-dup": 1}
+    assert found(spark([(0, 1, True), (0, 3, True), (0, 2, False)])) == {"eos-missing": 1}
+    assert check(spark([(0, 1, True), (1, 2, True), (0, 3, True)])).stats["spark records out"] == 3
+
+
 def test_copier_resends_after_an_abort_are_not_g1a() -> None:
     h = H()
     h.append("copy-in:0", 1, True)

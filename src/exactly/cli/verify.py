@@ -20,7 +20,7 @@ def run(
     ] = 600.0,
     seed: Annotated[int | None, typer.Option(help="the seed of the fault schedule and workloads")] = None,
     workloads: Annotated[
-        str, typer.Option(help="comma-separated: queue,copier,bank,zombie,idem")
+        str, typer.Option(help="comma-separated: queue,copier,bank,zombie,idem,spark (spark: a Spark driver)")
     ] = "queue,copier,bank,zombie,idem",
     faults: Annotated[
         str,

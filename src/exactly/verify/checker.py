@@ -2,8 +2,8 @@
 
 Notation: `FRC[k]` / `FRU[k]` are the final scans of key k at read_committed / read_uncommitted (offset ->
 value); a transaction's writes are its `send` micro-ops. A write is *visible* when FRC holds it: by value, or,
-for `copy-out` (a copier re-sends the same input values after an abort, so its values are not unique per
-send), by the offset its send was acknowledged at.
+for `copy-out` and `spark-out` (a pipeline re-sends the same input values after an abort, so their values are
+not unique per send), by the offset its send was acknowledged at.
 
 | class                  | counts                                                                        |
 |------------------------|-------------------------------------------------------------------------------|
@@ -23,8 +23,9 @@ send), by the offset its send was acknowledged at.
 | nonmonotonic-send      | acks of one producer incarnation on one key whose offsets go backwards        |
 | int-nonmonotonic-send  | ... inside one transaction                                                    |
 | G1c                    | cycles of write-read dependencies between committed transactions             |
-| eos-dup, eos-missing   | copy-out vs copy-in in FRC as multisets (values copied unchanged)             |
-| eos-order              | copy-out:p not in copy-in:p's order                                           |
+| eos-dup, eos-missing   | copy-out vs copy-in (and spark-out vs spark-in) in FRC as multisets (values   |
+|                        | copied unchanged)                                                             |
+| eos-order              | copy-out:p not in copy-in:p's order (Spark tasks may interleave: not checked) |
 | bank-imbalance         | FRC of `bank` or a `bank-snapshot` whose amounts do not sum to 0, or that     |
 |                        | holds one half of a transfer                                                  |
 | offset-commit-mismatch | the copiers' committed offsets below what an `ok` copier transaction committed|
@@ -79,6 +80,10 @@ ANOMALY_CLASSES = (
 )
 ALLOWED_CLASSES = ("G0", "int-send-skip", "info-committed", "info-not-committed")
 COPY_OUT = "copy-out"
+#: exactly-once pipelines: (input topic, output topic, name, per-partition order kept); their outputs repeat
+#: input values (a retried batch re-sends them), so their values are not unique per offset
+PIPELINES = (("copy-in", COPY_OUT, "copier", True), ("spark-in", "spark-out", "spark", False))
+PIPELINE_OUTPUTS = frozenset(p[1] for p in PIPELINES)
 MAX_EXAMPLES = 5
 
 
@@ -151,7 +156,7 @@ def check(ops: Sequence[Op]) -> CheckReport:
     stats: dict[str, float] = defaultdict(float)
 
     def visible(key: str, value: int, offset: int | None) -> bool:
-        if _topic(key) == COPY_OUT:
+        if _topic(key) in PIPELINE_OUTPUTS:
             return offset is not None and frc.get(key, {}).get(offset) == value
         return value in visible_values.get(key, set())
 
@@ -172,7 +177,7 @@ def check(ops: Sequence[Op]) -> CheckReport:
             straddles = any(min(prev[1], t) < r < max(prev[1], t) for r in restarts)
             cls = "recovery-divergence" if straddles else "inconsistent-offsets"
             f.add(cls, f"{key}@{offset}: {prev[0]} and {value} ({what})")
-        if _topic(key) != COPY_OUT:
+        if _topic(key) not in PIPELINE_OUTPUTS:
             offsets_of[(key, value)].add(offset)
 
     for op in ops:
@@ -201,7 +206,11 @@ def check(ops: Sequence[Op]) -> CheckReport:
                 stats["writes acked"] += 1
                 if frc and not visible(s.key, s.value, s.offset):
                     f.add("lost-write", f"{s.key}: {s.value}@{s.offset} of {_desc(op)}")
-                if fru and _topic(s.key) != COPY_OUT and s.value not in ru_values.get(s.key, set()):
+                if (
+                    fru
+                    and _topic(s.key) not in PIPELINE_OUTPUTS
+                    and s.value not in ru_values.get(s.key, set())
+                ):
                     f.add(
                         "unseen", f"{s.key}: {s.value} of {_desc(op)} not in the final read_uncommitted scan"
                     )
@@ -223,7 +232,7 @@ def check(ops: Sequence[Op]) -> CheckReport:
         shown = [visible(s.key, s.value, s.offset) for s in sends]
         if op.type is OpType.FAIL:
             for s, v in zip(sends, shown, strict=True):
-                polled = _topic(s.key) != COPY_OUT and s.value in rc_polled.get(s.key, set())
+                polled = _topic(s.key) not in PIPELINE_OUTPUTS and s.value in rc_polled.get(s.key, set())
                 if v or polled:
                     f.add("G1a", f"{s.key}: {s.value} of aborted {_desc(op)} visible")
         if sends and any(shown) and not all(shown) and frc:
@@ -313,7 +322,7 @@ def _check_g1c(txns: Sequence[Op], f: _Findings) -> None:
     committed = [op for op in txns if op.type is OpType.OK]
     for i, op in enumerate(committed):
         for s in op.sends():
-            if _topic(s.key) != COPY_OUT:
+            if _topic(s.key) not in PIPELINE_OUTPUTS:
                 writer[(s.key, s.value)] = i
     edges: dict[int, set[int]] = defaultdict(set)
     for i, op in enumerate(committed):
@@ -373,8 +382,21 @@ def _sccs(n: int, edges: dict[int, set[int]]) -> Iterable[list[int]]:
 
 
 def _check_eos(frc: dict[str, dict[int, int]], f: _Findings, stats: dict[str, float]) -> None:
-    ins = {k: [v for _, v in sorted(r.items())] for k, r in frc.items() if _topic(k) == "copy-in"}
-    outs = {k: [v for _, v in sorted(r.items())] for k, r in frc.items() if _topic(k) == COPY_OUT}
+    for source, sink, name, ordered in PIPELINES:
+        _check_pipeline(frc, f, stats, source, sink, name, ordered)
+
+
+def _check_pipeline(
+    frc: dict[str, dict[int, int]],
+    f: _Findings,
+    stats: dict[str, float],
+    source: str,
+    sink: str,
+    name: str,
+    ordered: bool,
+) -> None:
+    ins = {k: [v for _, v in sorted(r.items())] for k, r in frc.items() if _topic(k) == source}
+    outs = {k: [v for _, v in sorted(r.items())] for k, r in frc.items() if _topic(k) == sink}
     if not ins:
         return
     counts: dict[int, int] = defaultdict(int)
@@ -384,18 +406,20 @@ def _check_eos(frc: dict[str, dict[int, int]], f: _Findings, stats: dict[str, fl
     for values in outs.values():
         for v in values:
             counts[v] -= 1
-    stats["copier records in"] = sum(len(v) for v in ins.values())
-    stats["copier records out"] = sum(len(v) for v in outs.values())
+    stats[f"{name} records in"] = sum(len(v) for v in ins.values())
+    stats[f"{name} records out"] = sum(len(v) for v in outs.values())
     for v, c in counts.items():
         if c > 0:
-            f.add("eos-missing", f"value {v} copied {c} time(s) too few")
+            f.add("eos-missing", f"{name}: value {v} copied {c} time(s) too few")
         elif c < 0:
-            f.add("eos-dup", f"value {v} copied {-c} time(s) too many")
+            f.add("eos-dup", f"{name}: value {v} copied {-c} time(s) too many")
+    if not ordered:
+        return
     for k, values in ins.items():
-        out = outs.get(f"{COPY_OUT}:{k.rpartition(':')[2]}", [])
+        out = outs.get(f"{sink}:{k.rpartition(':')[2]}", [])
         if out != values[: len(out)]:
             first = next(i for i, (a, b) in enumerate(zip(out, values, strict=False)) if a != b) if out else 0
-            f.add("eos-order", f"{k} -> copy-out: differs from index {first}")
+            f.add("eos-order", f"{k} -> {sink}: differs from index {first}")
 
 
 def _check_bank(ops: Sequence[Op], frc: dict[str, dict[int, int]], f: _Findings) -> None:

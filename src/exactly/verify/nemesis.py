@@ -16,6 +16,13 @@ seconds (from the restart to the port accepting connections).
 |                   | fences it), SIGCONT the old one, let it run into the fence, stop it           |
 | disk-damage       | SIGKILL, delete indexes / snapshots, garble a snapshot, stale or missing      |
 |                   | recovery-point checkpoint (`exactly.verify.disk`), restart                    |
+| power-loss        | SIGKILL, cut every file back towards its fsynced length (the broker's fsync   |
+|                   | ledger; `exactly.verify.disk.power_loss`), restart; the fault op, recorded    |
+|                   | right after the cut and before the restart, carries the surviving log ends    |
+|                   | `cut` {key: offset} (the checker voids observations beyond them made before)  |
+| disk-full         | shrink the data directory's tmpfs to its use + 0 B - 1 MiB, hold 2-8 s, grow  |
+|                   | the broker must refuse writes and recover without a restart (if it died, the  |
+|                   | fault records an `error` and the broker is restarted)                         |
 | proxy-*           | delay / hold / drop / duplicate requests of one API key, or blackhole         |
 """
 
@@ -36,7 +43,7 @@ if TYPE_CHECKING:
 
 BROKER = ("broker-kill", "broker-pause", "broker-restart")
 CLIENT = ("client-kill", "client-pause", "zombie")
-DISK = ("disk-damage",)
+DISK = ("disk-damage", "power-loss", "disk-full")
 PROXY = (
     "proxy-delay",
     "proxy-hold",
@@ -46,6 +53,9 @@ PROXY = (
     "proxy-blackhole",
 )
 FAMILIES: dict[str, tuple[str, ...]] = {"broker": BROKER, "client": CLIENT, "disk": DISK, "proxy": PROXY}
+
+#: in a handler's detail: the handler recorded its fault op itself
+RECORDED = "_recorded"
 
 #: the API keys whose requests the proxy faults pick from
 PROXY_API_KEYS = {
@@ -102,9 +112,13 @@ class Nemesis:
             self.counts[kind] = self.counts.get(kind, 0) + 1
             self.seconds[kind] = self.seconds.get(kind, 0.0) + took
             self.last = kind
-            self.run.history.record("fault", OpType.OK, {"kind": kind, "seconds": round(took, 3), **detail})
+            if not detail.pop(RECORDED, False):
+                self.record(kind, took, detail)
             if not self._sleep(s.quiet):
                 return
+
+    def record(self, kind: str, seconds: float, detail: dict[str, Any]) -> None:
+        self.run.history.record("fault", OpType.OK, {"kind": kind, "seconds": round(seconds, 3), **detail})
 
     def apply(self, kind: str) -> dict[str, Any]:
         handler: Callable[[], dict[str, Any]] = getattr(self, "_" + kind.replace("-", "_"))
@@ -170,9 +184,51 @@ class Nemesis:
         from exactly.verify.disk import damage
 
         self.run.broker.kill()
-        done = damage(self.run.data_dir, self.rng)
+        ledger = self.run.disk.ledger
+        if ledger is None:
+            done = damage(self.run.data_dir, self.rng)
+        else:  # with the ledger, damage may flip a byte of an unflushed tail
+            done = damage(self.run.data_dir, self.rng, ledger=ledger)  # type: ignore[call-arg,unused-ignore]
         self.run.restart_broker()
         return {"damage": [[d.kind, d.path] for d in done]}
+
+    def _power_loss(self) -> dict[str, Any]:
+        from exactly.verify import disk
+
+        ledger = self.run.disk.ledger
+        if ledger is None or not hasattr(disk, "power_loss"):
+            return {"skipped": "the broker keeps no fsync ledger"}
+        started = time.monotonic()
+        self.run.broker.kill()
+        loss = disk.power_loss(self.run.data_dir, ledger, self.rng)
+        # recorded now, before the restart: observations beyond `cut` made before this instant are void
+        detail = {
+            "cut": loss.cut,
+            "files_cut": loss.files_cut,
+            "bytes_removed": loss.bytes_removed,
+            "garbage_tails": loss.garbage_tails,
+        }
+        self.record("power-loss", time.monotonic() - started, detail)
+        self.run.restart_broker()
+        return {RECORDED: True}
+
+    def _disk_full(self) -> dict[str, Any]:
+        limit = self.run.disk.limit
+        if limit is None:
+            return {"skipped": self.run.disk.skipped_full}
+        leave = self.rng.choice((0, 4096, 1 << 20))
+        held = self.rng.uniform(2, 8)
+        filled = self.run.disk.fill(leave)
+        try:
+            self._sleep(held)
+        finally:
+            self.run.disk.free()
+        detail: dict[str, Any] = {**filled, "left": leave, "held": round(held, 3)}
+        if not self.run.broker.running:
+            code = self.run.broker.proc.returncode if self.run.broker.proc is not None else None
+            detail["error"] = f"the broker exited ({code}) on a full disk"
+            self.run.restart_broker()
+        return detail
 
     # --- network (the frame-aware proxy) ------------------------------------------------------------
 

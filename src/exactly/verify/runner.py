@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import signal
 import statistics
 import subprocess
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exactly.verify.datadir import DataDir
 from exactly.verify.history import (
     HistoryWriter,
     OpType,
@@ -44,9 +46,13 @@ from exactly.verify.history import (
 from exactly.verify.nemesis import FAMILIES, Nemesis, Schedule
 from exactly.verify.processes import BrokerProcess, child_env, free_port
 from exactly.verify.proxy import FaultProxy
-from exactly.verify.worker import QUEUE_TOPICS, key_of, split_key
+from exactly.verify.worker import EXIT_STUCK, QUEUE_TOPICS, key_of, split_key
 
-ALL_WORKLOADS = ("queue", "copier", "bank", "zombie", "idem")
+ALL_WORKLOADS = ("queue", "copier", "bank", "zombie", "idem", "spark")
+#: what runs unless told otherwise (spark needs a JVM and a core of its own)
+DEFAULT_WORKLOADS = ("queue", "copier", "bank", "zombie", "idem")
+#: why a worker exited on its own, by exit code (the supervisor restarts it as its next incarnation)
+EXIT_CODES = {3: "fenced", EXIT_STUCK: "stuck in the client library", -9: "killed"}
 
 
 class RunError(Exception):
@@ -58,7 +64,7 @@ class RunConfig:
     out: Path
     duration: float = 60.0
     seed: int = 1
-    workloads: tuple[str, ...] = ALL_WORKLOADS
+    workloads: tuple[str, ...] = DEFAULT_WORKLOADS
     faults: tuple[str, ...] = ("broker", "client", "proxy")
     txn_timeout_ms: int = 10_000
     partitions: int = 3
@@ -78,6 +84,16 @@ class RunConfig:
         if "zombie" not in self.workloads:
             kinds = [k for k in kinds if k != "zombie"]
         return tuple(dict.fromkeys(kinds))
+
+
+def _client_logger(run_dir: Path) -> logging.Logger:
+    logger = logging.getLogger(f"exactly.verify.clients.{run_dir}")
+    logger.propagate = False
+    if not logger.handlers:
+        handler = logging.FileHandler(run_dir / "logs" / "runner-clients.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+    return logger
 
 
 class WorkerProcess:
@@ -150,16 +166,23 @@ class Run:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.run_dir = config.out
-        self.data_dir = self.run_dir / "data"
-        for d in (self.data_dir, self.run_dir / "logs", self.run_dir / "history"):
+        for d in (self.run_dir / "logs", self.run_dir / "history"):
             d.mkdir(parents=True, exist_ok=True)
+        self.disk = DataDir(self.run_dir, size_limited="disk-full" in config.fault_kinds)
+        self.data_dir = self.disk.path
         self.history = HistoryWriter.for_process(self.run_dir, "runner", 0)
         port = free_port()
         self.proxy = FaultProxy(("127.0.0.1", port), seed=config.seed).start()
+        #: the runner's own clients (admin, seeder, sampler, scans, hijack): their log goes to a file
+        self.clients: dict[str, Any] = {
+            "bootstrap.servers": self.proxy.bootstrap,
+            "logger": _client_logger(self.run_dir),
+        }
         settings = [
             f"advertised.listeners=127.0.0.1:{self.proxy.port}",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
             "group.initial.rebalance.delay.ms=0",
+            *self.disk.settings(),
         ]
         self.broker = BrokerProcess(self.data_dir, *settings, port=port, log_level="WARNING")
         self.broker.log_path = self.run_dir / "logs" / "broker.log"
@@ -187,6 +210,8 @@ class Run:
             out["zombie"] = p
         if "idem" in w:
             out["idem"] = p
+        if "spark" in w:
+            out.update({"spark-in": p, "spark-out": p})
         return out
 
     def keys(self) -> list[str]:
@@ -195,25 +220,26 @@ class Run:
     def create_topics(self) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient({"bootstrap.servers": self.proxy.bootstrap})
+        admin = AdminClient(self.clients)
         futures = admin.create_topics([NewTopic(t, n, 1) for t, n in self.topics().items()])
         for f in futures.values():
             f.result(30)
 
-    def seed_copier_input(self) -> None:
+    def seed_input(self, topic: str, number: int) -> None:
+        """`copier_records` values into `topic` (sends of proc `seeder`, incarnation `number`)."""
         from confluent_kafka import Producer
 
-        h = HistoryWriter.for_process(self.run_dir, "seeder", 0)
+        h = HistoryWriter.for_process(self.run_dir, "seeder", number)
         producer = Producer(
             {
-                "bootstrap.servers": self.proxy.bootstrap,
+                **self.clients,
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 5,
             }
         )
         for n in range(1, self.config.copier_records + 1):
-            send = Send(key_of("copy-in", n % self.config.partitions), value_for(4095, n))
+            send = Send(key_of(topic, n % self.config.partitions), value_for(4095 - number, n))
             op = h.invoke("send", encode_micro_ops([send]))
 
             def done(err: Any, msg: Any, op: Any = op, send: Send = send) -> None:
@@ -226,7 +252,7 @@ class Run:
             producer.produce(topic, value=str(send.value).encode(), partition=partition, on_delivery=done)
             producer.poll(0)
         if producer.flush(60):
-            raise RunError("seeding copy-in did not finish within 60 s")
+            raise RunError(f"seeding {topic} did not finish within 60 s")
         h.close()
 
     # --- workers ------------------------------------------------------------------------------------
@@ -236,6 +262,8 @@ class Run:
         workloads = list(self.config.workloads)
         if "copier" in workloads:
             workloads.append("feeder")
+        if "spark" in workloads:
+            workloads.append("spark-feeder")
         for workload in workloads:
             for i in range(self.config.workers.get(workload, 1)):
                 name = f"{workload}-{i}"
@@ -314,7 +342,7 @@ class Run:
 
         return Consumer(
             {
-                "bootstrap.servers": self.proxy.bootstrap,
+                **self.clients,
                 "group.id": "verify-runner",
                 "isolation.level": isolation,
                 "enable.auto.commit": False,
@@ -388,10 +416,15 @@ class Run:
         from confluent_kafka import Producer
 
         self.heal()
-        for name in self.worker_names(only="feeder"):
-            self.workers[name].stop()
+        for feeder in ("feeder", "spark-feeder"):
+            for name in self.worker_names(only=feeder):
+                self.workers[name].stop()
         if "copier" in self.config.workloads:
             self.wait_for_copiers()
+        if "spark" in self.config.workloads:
+            from exactly.verify.spark_job import wait_for_spark
+
+            wait_for_spark(self)
         for name in self.worker_names():
             self.workers[name].stopping = True
         self._workers_done.set()
@@ -402,7 +435,7 @@ class Run:
             self.broker.stop(60)
         self.restart_broker()
         for txid in self.transactional_ids():
-            producer = Producer({"bootstrap.servers": self.proxy.bootstrap, "transactional.id": txid})
+            producer = Producer({**self.clients, "transactional.id": txid})
             producer.init_transactions(60)
             producer.flush(0)
         deadline = time.monotonic() + 60
@@ -425,7 +458,7 @@ class Run:
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.proxy.bootstrap})
+        admin = AdminClient(self.clients)
         tps = [TopicPartition("copy-in", p) for p in range(self.config.partitions)]
         result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("copier", tps)])
         listed = result["copier"].result(30)
@@ -464,7 +497,8 @@ class Run:
                 t.transactional_id
                 for listings in listed.values()
                 for t in listings
-                if str(getattr(t.state, "name", t.state)).lower()
+                # kafka-python's TransactionState: name COMPLETE_COMMIT, value "CompleteCommit"
+                if str(getattr(t.state, "value", t.state)).lower().replace("_", "")
                 not in ("empty", "completecommit", "completeabort", "dead")
             )
         finally:
@@ -478,7 +512,9 @@ class Run:
         try:
             self.create_topics()
             if "copier" in c.workloads:
-                self.seed_copier_input()
+                self.seed_input("copy-in", 0)
+            if "spark" in c.workloads:
+                self.seed_input("spark-in", 1)
             self.start_workers()
             for target in (self._sampler, self._supervise):
                 t = threading.Thread(target=target, daemon=True)
@@ -504,6 +540,7 @@ class Run:
                     w.kill()
             with contextlib.suppress(Exception):
                 self.broker.stop(60)
+            self.disk.close()
             self.proxy.close()
             self.history.close()
         return self.summarise(time.monotonic() - started)
@@ -524,6 +561,7 @@ class Run:
         for o in faults:
             by_kind.setdefault(o.value["kind"], []).append(float(o.value.get("seconds", 0)))
         restarts = [float(o.value["seconds"]) for o in ops if o.f == "restart"]
+        exits = Counter(EXIT_CODES.get(o.value["code"], "other") for o in ops if o.f == "worker-exit")
         summary: dict[str, Any] = {
             "seed": self.config.seed,
             "duration_s": round(seconds, 1),
@@ -550,6 +588,7 @@ class Run:
                 "p50_s": round(statistics.median(restarts), 3) if restarts else None,
                 "max_s": round(max(restarts), 3) if restarts else None,
             },
+            "worker_exits": dict(exits),
             "anomalies": report.anomalies,
             "allowed": report.allowed,
             "stats": report.stats,
@@ -604,6 +643,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         *(f"  {k:<22} {v['count']:>5} x, {v['seconds']:>8.1f} s" for k, v in summary["faults"].items()),
         f"broker restarts: {summary['restarts']['count']}, recovery p50 {summary['restarts']['p50_s']} s, "
         f"max {summary['restarts']['max_s']} s",
+        "worker exits: "
+        + (", ".join(f"{n} {why}" for why, n in sorted(summary["worker_exits"].items())) or "none"),
         format_report(summary["_report"]),
         f"reproduce: {summary['command']}",
     ]

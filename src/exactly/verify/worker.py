@@ -15,7 +15,8 @@ Workloads (verification.md §5.3; key = "<topic>:<partition>", values run-unique
 * `zombie`: the queue workload on topic `zombie`; the runner pauses it past its transaction timeout and
   starts a new incarnation with the same transactional.id, which records a `fence` op.
 * `idem`: a non-transactional idempotent producer (acks=all), one `send` op per record, ~50 a second.
-* `feeder`: the same into `copy-in`, the copiers' input, for the whole run.
+* `feeder`: the same into `copy-in`, the copiers' input, for the whole run; `spark-feeder` into `spark-in`.
+* `spark`: the Spark exactly-once pipeline spark-in -> spark-out (`exactly.verify.spark_job`).
 
 Outcomes follow §5.5: a transaction that failed before its commit and was aborted is `fail`; any error in
 `commit_transaction` (other than a retriable one, which is retried) is `info` and the producer is closed and
@@ -34,7 +35,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,14 @@ from exactly.verify.history import HistoryWriter, Op, OpType, Poll, Send, encode
 
 QUEUE_TOPICS = ("q0", "q1")
 OP_TIMEOUT_S = 10.0
+#: librdkafka (2.10+) re-bootstraps when every broker is down - with one broker, at every broker restart -
+#: and decommissions the brokers it knew; a transactional producer whose cached group coordinator was
+#: decommissioned then hangs in send_offsets_to_transaction past its timeout (confluentinc/librdkafka#5511,
+#: #5456: every send_offsets user stalled 30-120 s after each broker restart in our runs). The workers turn
+#: re-bootstrapping off (the one broker's address never changes); the Watchdog still catches a stuck call.
+NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
+#: a worker's exit code when it found itself stuck in the client library (the Watchdog)
+EXIT_STUCK = 4
 COMMIT_RETRIES = 5
 
 
@@ -111,6 +120,7 @@ class Worker:
             "message.timeout.ms": 20000,
             "socket.connection.setup.timeout.ms": 5000,
             "reconnect.backoff.max.ms": 500,
+            **NO_REBOOTSTRAP,
         }
         if transactional:
             conf["transactional.id"] = self.txid
@@ -128,6 +138,7 @@ class Worker:
             "session.timeout.ms": 10000,
             "socket.connection.setup.timeout.ms": 5000,
             "reconnect.backoff.max.ms": 500,
+            **NO_REBOOTSTRAP,
         }
 
     def init_producer(self) -> None:
@@ -142,7 +153,8 @@ class Worker:
             op = self.history.invoke("init", txid=self.txid)
             producer = Producer(self.producer_config())
             try:
-                producer.init_transactions(OP_TIMEOUT_S)
+                with self.watchdog.call("init_transactions", OP_TIMEOUT_S):
+                    producer.init_transactions(OP_TIMEOUT_S)
             except KafkaException as e:
                 self.history.complete(op, OpType.FAIL, error=str(e.args[0]))
                 producer.flush(0)
@@ -235,12 +247,14 @@ class Worker:
                 )
             positions = offsets()
             if positions is not None:
-                self.producer.send_offsets_to_transaction(positions[0], positions[1], OP_TIMEOUT_S)
+                with self.watchdog.call("send_offsets_to_transaction", OP_TIMEOUT_S):
+                    self.producer.send_offsets_to_transaction(positions[0], positions[1], OP_TIMEOUT_S)
         except (KafkaException, _Abortable) as e:
             return self._abort_after(op, done, e)
         for attempt in range(COMMIT_RETRIES):
             try:
-                self.producer.commit_transaction(OP_TIMEOUT_S)
+                with self.watchdog.call("commit_transaction", OP_TIMEOUT_S):
+                    self.producer.commit_transaction(OP_TIMEOUT_S)
                 return self.history.complete(op, OpType.OK, encode_micro_ops(done))
             except KafkaException as e:
                 err = e.args[0]
@@ -263,7 +277,8 @@ class Worker:
             self.init_producer()
             return completed
         try:
-            self.producer.abort_transaction(OP_TIMEOUT_S)
+            with self.watchdog.call("abort_transaction", OP_TIMEOUT_S):
+                self.producer.abort_transaction(OP_TIMEOUT_S)
         except KafkaException as abort_error:
             completed = self.history.complete(
                 op, OpType.INFO, value, error=f"{e}; abort: {abort_error.args[0]}"
@@ -274,24 +289,43 @@ class Worker:
 
 
 class Watchdog:
-    """A worker whose transaction has run for STUCK_S seconds (every call in it has a timeout, so it is stuck
-    in the client library) dumps its stacks and exits with 4; the runner starts its next incarnation, which
-    fences it, as an application's liveness probe would."""
+    """A worker stuck in the client library dumps its stacks and exits with 4; the runner starts its next
+    incarnation, which fences it, as an application's liveness probe would. Stuck means: one transaction
+    has run for STUCK_S seconds, or one blocking call has not returned CALL_GRACE_S seconds after its own
+    timeout (librdkafka's send_offsets_to_transaction can ignore its timeout when the group coordinator
+    went away: confluentinc/librdkafka#5456, #5511)."""
 
     STUCK_S = 120.0
+    CALL_GRACE_S = 20.0
 
     def __init__(self) -> None:
         self.started: float | None = None
+        self._call: tuple[str, float] | None = None
         threading.Thread(target=self._watch, daemon=True).start()
+
+    @contextlib.contextmanager
+    def call(self, name: str, timeout: float) -> Iterator[None]:
+        self._call = (name, time.monotonic() + timeout + self.CALL_GRACE_S)
+        try:
+            yield
+        finally:
+            self._call = None
 
     def _watch(self) -> None:
         while True:
             time.sleep(1.0)
-            started = self.started
-            if started is not None and time.monotonic() - started > self.STUCK_S:
-                sys.stderr.write(f"stuck for {self.STUCK_S:g} s in one transaction: exiting\n")
-                faulthandler.dump_traceback(all_threads=True)
-                os._exit(4)
+            now = time.monotonic()
+            started, call = self.started, self._call
+            if started is not None and now - started > self.STUCK_S:
+                self._exit(f"stuck for {self.STUCK_S:g} s in one transaction")
+            if call is not None and now > call[1]:
+                self._exit(f"{call[0]} did not return {self.CALL_GRACE_S:g} s after its timeout")
+
+    @staticmethod
+    def _exit(why: str) -> None:
+        sys.stderr.write(f"{why}: exiting\n")
+        faulthandler.dump_traceback(all_threads=True)
+        os._exit(EXIT_STUCK)
 
 
 class _Abortable(Exception):
@@ -469,7 +503,7 @@ def run_zombie(w: Worker) -> None:
     run_queue(w, ("zombie",))
 
 
-WORKLOADS = ("queue", "copier", "bank", "zombie", "idem", "feeder")
+WORKLOADS = ("queue", "copier", "bank", "zombie", "idem", "feeder", "spark", "spark-feeder")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -512,6 +546,12 @@ def main(argv: list[str] | None = None) -> int:
             run_zombie(w)
         elif args.workload == "feeder":
             run_idem(w, "copy-in")
+        elif args.workload == "spark-feeder":
+            run_idem(w, "spark-in")
+        elif args.workload == "spark":
+            from exactly.verify.spark_job import run_spark
+
+            run_spark(w)
         else:
             run_idem(w)
     except Fenced:
