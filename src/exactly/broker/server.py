@@ -21,6 +21,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from exactly.broker.config import BrokerConfig
 from exactly.broker.connection import READ_SIZE, Connection
@@ -35,6 +36,7 @@ from exactly.errors import ErrorCode, KafkaError
 from exactly.fetch.session import FetchSessionCache
 from exactly.quotas.entities import QuotaKey
 from exactly.quotas.manager import ClientQuotaManager
+from exactly.storage import files
 from exactly.storage.config import LogConfig
 from exactly.storage.log import PartitionLog
 from exactly.storage.log_manager import LogManager
@@ -50,6 +52,8 @@ class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
         self.static_config = config
         self.clock: Clock = clock or SystemClock()
+        if config.debug_fsync_ledger:
+            files.open_fsync_ledger(Path(config.debug_fsync_ledger), config.data_dir)
         self.metadata = ClusterMetadata(config.data_dir)
         try:
             self.config = config.with_dynamic(self.dynamic_configs())

@@ -47,7 +47,7 @@ def _cleanup_and_complete_swaps(directory: Path) -> None:
     names = os.listdir(directory)
     for name in names:
         if name.endswith((".tmp", files.CLEANED_SUFFIX, files.DELETED_SUFFIX)):
-            (directory / name).unlink(missing_ok=True)
+            files.unlink(directory / name, missing_ok=True)
     swaps = sorted(n for n in os.listdir(directory) if n.endswith(files.SWAP_SUFFIX))
     if not swaps:
         return
@@ -63,9 +63,9 @@ def _cleanup_and_complete_swaps(directory: Path) -> None:
             if off is None or other.endswith(files.SWAP_SUFFIX) or other.endswith(files.SNAPSHOT_SUFFIX):
                 continue
             if base <= off < seg_end:
-                (directory / other).unlink(missing_ok=True)
+                files.unlink(directory / other, missing_ok=True)
     for name in swaps:
-        os.replace(directory / name, directory / name[: -len(files.SWAP_SUFFIX)])
+        files.replace(directory / name, directory / name[: -len(files.SWAP_SUFFIX)])
     files.fsync_dir(directory)
 
 

@@ -96,7 +96,7 @@ class LogManager:
                 had_clean_shutdown=clean,
             )
         self.checkpoint()
-        marker.unlink(missing_ok=True)
+        files.unlink(marker, missing_ok=True)
         files.fsync_dir(self.data_dir)
         self._started = True
 
@@ -148,6 +148,7 @@ class LogManager:
         doomed = path.with_name(path.name + ".tmp-delete")
         os.replace(path, doomed)
         files.fsync_dir(self.data_dir)
+        files.note_deleted(path, tree=True)
         shutil.rmtree(doomed, ignore_errors=True)
 
     @property

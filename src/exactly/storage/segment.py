@@ -99,6 +99,7 @@ class LogSegment:
     def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """A new, empty segment (existing files with its name are truncated)."""
         fd = os.open(files.log_file(directory, base_offset), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        files.note_length(files.log_file(directory, base_offset), 0)
         oi = OffsetIndex(files.index_file(directory, base_offset), base_offset, config.segment_index_bytes)
         ti = TimeIndex(files.time_index_file(directory, base_offset), base_offset, config.segment_index_bytes)
         xi = TransactionIndex(files.txn_index_file(directory, base_offset), base_offset)
@@ -425,6 +426,7 @@ class LogSegment:
         truncated = self.size - valid
         if truncated > 0:
             os.ftruncate(self.fd, valid)
+            files.note_length(files.log_file(self.directory, self.base_offset), valid)
             self.size = valid
             self.flushed_size = min(self.flushed_size, valid)
         return truncated
@@ -465,7 +467,7 @@ class LogSegment:
             if self.closed:
                 return
             size = self.size
-            os.fsync(self.fd)
+            files.fsync(self.fd, files.log_file(self.directory, self.base_offset))
             if self.txn_index.has_pending or indexes:
                 self.txn_index.flush(fsync=True)
             if indexes:
@@ -495,7 +497,7 @@ class LogSegment:
         self.close()
         for path in self.paths():
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+                files.unlink(path)
 
     def paths(self) -> list[Path]:
         return [
