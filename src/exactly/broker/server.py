@@ -248,6 +248,11 @@ class Broker:
                     await loop.run_in_executor(None, work)
                 else:
                     work()
+            except OSError as e:  # a full disk: logged once by storage, retried next time
+                files.storage_error(e, getattr(work, "__name__", "periodic work"))
+            except KafkaError as e:
+                if e.code != ErrorCode.KAFKA_STORAGE_ERROR:
+                    log.exception("periodic task %s failed", getattr(work, "__name__", work))
             except Exception:
                 log.exception("periodic task %s failed", getattr(work, "__name__", work))
 

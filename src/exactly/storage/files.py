@@ -28,12 +28,22 @@ lines from several threads never interleave):
 
 The harness (exactly.verify.disk.power_loss) replays the ledger to know which bytes a power loss may take.
 With the setting unset `_ledger` is None and each hook costs one global lookup.
+
+Write failures (ENOSPC, EDQUOT, EIO: any OSError from a write or fsync of a data file) become a KafkaError
+KAFKA_STORAGE_ERROR through `storage_error`, which logs one WARNING when the broker goes from writing to
+failing (not one per request); `storage_ok` logs once when writes succeed again.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 from pathlib import Path
+
+from exactly.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -160,6 +170,33 @@ def replace(src: Path | str, dst: Path | str) -> None:
         ledger.write(ledger.name(dst), "from", ledger.name(src))
 
 
+_failing = False
+
+
+def storage_error(e: OSError, what: str) -> KafkaError:
+    """The error a write of `what` that raised `e` answers with; the first since the last success logs."""
+    global _failing
+    if not _failing:
+        _failing = True
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            log.warning(
+                "disk full: cannot write %s (%s); writes get KAFKA_STORAGE_ERROR until space returns",
+                what,
+                e.strerror,
+            )
+        else:
+            log.warning("storage error: cannot write %s (%s); writes get KAFKA_STORAGE_ERROR", what, e)
+    return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write {what}: {e.strerror or e}")
+
+
+def storage_ok() -> None:
+    """A data write succeeded: leave the failing state (one log line)."""
+    global _failing
+    if _failing:
+        _failing = False
+        log.warning("disk writes succeed again")
+
+
 def fsync_dir(directory: Path) -> None:
     """Make renames/creations/unlinks in `directory` durable."""
     fd = os.open(directory, os.O_RDONLY)
@@ -179,7 +216,10 @@ def write_atomically(path: Path, data: bytes) -> None:
             n = os.write(fd, view)
             view = view[n:]
         fsync(fd, tmp)
-    finally:
+    except OSError:
         os.close(fd)
+        tmp.unlink(missing_ok=True)  # a full disk must not keep a half-written temp file
+        raise
+    os.close(fd)
     replace(tmp, path)
     fsync_dir(path.parent)

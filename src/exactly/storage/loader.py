@@ -170,14 +170,22 @@ def load_log(
                 seg.delete()
             segments = [LogSegment.create(directory, log_start, config, now)]
             psm.truncate_fully_and_start_at(log_start)
-        for seg in segments:
-            seg.flush()
         leo = segments[-1].next_offset
         psm.delete_snapshots_after(leo)
         psm.update_map_end_offset(leo)
-        if psm.latest_snapshot_offset() != leo:
-            psm.take_snapshot()
         recovery_point = leo
+        try:
+            for seg in segments:
+                seg.flush()
+            if psm.latest_snapshot_offset() != leo:
+                psm.take_snapshot()
+        except OSError as e:  # a full disk: serve what was recovered, recover it again next time
+            files.storage_error(e, f"the recovered {topic}-{partition}")
+            recovery_point = start_base
+            for seg in segments:
+                if seg.base_offset >= start_base:  # the next flush writes them all again
+                    seg.indexes_durable = False
+                    seg.flushed_size = 0
     else:
         leo = segments[-1].next_offset
         snap = psm.truncate_and_reload(log_start, leo, now)

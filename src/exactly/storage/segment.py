@@ -176,9 +176,14 @@ class LogSegment:
         """Write `buffers` at the end of the file; `batches` lists (size, last_offset, max_timestamp)."""
         position = self.size
         total = sum(size for size, _, _ in batches)
-        written = os.pwritev(self.fd, buffers, position)
-        if written != total:
-            self._write_rest(buffers, written, position)
+        try:
+            written = os.pwritev(self.fd, buffers, position)
+            if written != total:
+                self._write_rest(buffers, written, position)
+        except OSError:  # e.g. ENOSPC part-way: no partial batch stays in the file
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, position)
+            raise
         interval = self.config.index_interval_bytes
         for size, last_offset, max_ts in batches:
             if self.rolling_based_timestamp is None:
