@@ -129,6 +129,8 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "exactly.debug.end.txn.pause": ("debug_end_txn_pause", _pause_step),
     # testing only: every marker job waits this long before its first marker (slow markers on demand)
     "exactly.debug.marker.delay.ms": ("debug_marker_delay_ms", _int(0, 600_000)),
+    # testing only: append every data-file fsync to this file (storage/files.py, the fsync ledger)
+    "exactly.debug.fsync.ledger": ("debug_fsync_ledger", str),
 }
 
 
@@ -171,6 +173,7 @@ class BrokerConfig:
     transaction_prepared_max_age_ms: int = 604_800_000  # 7 days; -1: never
     debug_end_txn_pause: str = ""
     debug_marker_delay_ms: int = 0
+    debug_fsync_ledger: str = ""
     log: LogConfig = field(default_factory=LogConfig)
     # the Kafka-named settings this config was built from (server.properties, --set): STATIC_BROKER_CONFIG
     properties: Mapping[str, str] = field(default_factory=dict)

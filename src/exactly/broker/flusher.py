@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from exactly.errors import KafkaError
 from exactly.storage.log import PartitionLog
 
 
@@ -20,7 +21,21 @@ class Flusher:
         self._running: dict[int, asyncio.Future[int]] = {}
 
     async def wait_durable(self, targets: list[tuple[PartitionLog, int]]) -> None:
+        """Raises the first KafkaError (KAFKA_STORAGE_ERROR when a flush failed)."""
         await asyncio.gather(*(self._durable(log, offset) for log, offset in targets))
+
+    async def wait_durable_each(self, targets: list[tuple[PartitionLog, int]]) -> list[KafkaError | None]:
+        """Like `wait_durable`, but every target's own outcome: None, or the KafkaError its flush raised."""
+        results = await asyncio.gather(
+            *(self._durable(log, offset) for log, offset in targets), return_exceptions=True
+        )
+        outcome: list[KafkaError | None] = []
+        for result in results:
+            if isinstance(result, KafkaError) or result is None:
+                outcome.append(result)
+            else:
+                raise result
+        return outcome
 
     async def _durable(self, log: PartitionLog, offset: int) -> None:
         loop = asyncio.get_running_loop()

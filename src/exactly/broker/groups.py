@@ -209,7 +209,14 @@ class GroupService:
             )
         except (KafkaError, OSError) as e:
             code = append_error(e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR)
-            log.error("cannot append to %s for group %r: %s", OFFSETS_TOPIC, result.group_id, e)
+            quiet = isinstance(e, KafkaError) and e.code == ErrorCode.KAFKA_STORAGE_ERROR  # storage logged it
+            log.log(
+                logging.DEBUG if quiet else logging.ERROR,
+                "cannot append to %s for group %r: %s",
+                OFFSETS_TOPIC,
+                result.group_id,
+                e,
+            )
             self._fail_completions(result.completions, code)
             fallback = self.coordinator.on_append_failed(result)
             self._complete(fallback.completions)

@@ -21,6 +21,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from exactly.broker.config import BrokerConfig
 from exactly.broker.connection import READ_SIZE, Connection
@@ -35,6 +36,7 @@ from exactly.errors import ErrorCode, KafkaError
 from exactly.fetch.session import FetchSessionCache
 from exactly.quotas.entities import QuotaKey
 from exactly.quotas.manager import ClientQuotaManager
+from exactly.storage import files
 from exactly.storage.config import LogConfig
 from exactly.storage.log import PartitionLog
 from exactly.storage.log_manager import LogManager
@@ -50,6 +52,8 @@ class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
         self.static_config = config
         self.clock: Clock = clock or SystemClock()
+        if config.debug_fsync_ledger:
+            files.open_fsync_ledger(Path(config.debug_fsync_ledger), config.data_dir)
         self.metadata = ClusterMetadata(config.data_dir)
         try:
             self.config = config.with_dynamic(self.dynamic_configs())
@@ -244,6 +248,11 @@ class Broker:
                     await loop.run_in_executor(None, work)
                 else:
                     work()
+            except OSError as e:  # a full disk: logged once by storage, retried next time
+                files.storage_error(e, getattr(work, "__name__", "periodic work"))
+            except KafkaError as e:
+                if e.code != ErrorCode.KAFKA_STORAGE_ERROR:
+                    log.exception("periodic task %s failed", getattr(work, "__name__", work))
             except Exception:
                 log.exception("periodic task %s failed", getattr(work, "__name__", work))
 

@@ -300,7 +300,14 @@ class TransactionService:
             self.coordinator.abort_transition(txn_id)
             self._transitioned(txn_id)
             code = append_error(e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR)
-            log.error("cannot append to %s for transactional id %r: %s", TRANSACTION_TOPIC, txn_id, e)
+            quiet = isinstance(e, KafkaError) and e.code == ErrorCode.KAFKA_STORAGE_ERROR  # storage logged it
+            log.log(
+                logging.DEBUG if quiet else logging.ERROR,
+                "cannot append to %s for transactional id %r: %s",
+                TRANSACTION_TOPIC,
+                txn_id,
+                e,
+            )
             return code
         job = self.coordinator.complete_transition(txn_id, transit)
         log.debug("%r is %s (epoch %d)", txn_id, transit.state.kafka_name, transit.producer_epoch)
@@ -399,7 +406,7 @@ class TransactionService:
             if durable:
                 try:
                     await self._broker.flusher.wait_durable(durable)
-                except OSError as e:
+                except (KafkaError, OSError) as e:
                     log.error("cannot flush markers of %r, will rewrite them: %s", job.transactional_id, e)
                     retry = remaining
             remaining = retry

@@ -35,6 +35,7 @@ import crc32c
 
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.quotas.entities import QuotaEntity
+from exactly.storage import files
 
 FILE_NAME = "__cluster_metadata.log"
 MAX_TOPIC_NAME = 249
@@ -163,7 +164,7 @@ class ClusterMetadata:
         text = json.dumps(record, sort_keys=True, separators=(",", ":"))
         line = f"{crc32c.crc32c(text.encode()):08x} {text}\n".encode()
         os.write(self._fd, line)
-        os.fsync(self._fd)
+        files.fsync(self._fd, self.path)
         self._apply(record)
 
     def _apply(self, record: dict[str, Any]) -> None:
@@ -237,7 +238,8 @@ class ClusterMetadata:
         if good != len(raw):
             with open(self.path, "r+b") as f:
                 f.truncate(good)
-                os.fsync(f.fileno())
+                files.note_length(self.path, good)
+                files.fsync(f.fileno(), self.path)
 
 
 def _metric_name(topic: str) -> str:

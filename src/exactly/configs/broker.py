@@ -226,6 +226,12 @@ _DEFS = [
         "Testing only: delay every transaction marker write this long.",
         Range(0, 600_000),
     ),
+    _ro(
+        "exactly.debug.fsync.ledger",
+        STRING,
+        "",
+        "Testing only: append '<file>\\t<length>' to this file after every fsync of a data file.",
+    ),
     *_synonym_defs(),
 ]
 

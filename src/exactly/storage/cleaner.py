@@ -220,13 +220,13 @@ def _swap_in(plog: PartitionLog, old: LogSegment, data: bytes) -> None:
     _write_fsync(cleaned_txn, b"".join(t.encode() for t in old.txn_index.entries))
     swap_log = Path(str(log_path) + files.SWAP_SUFFIX)
     swap_txn = Path(str(txn_path) + files.SWAP_SUFFIX)
-    os.replace(cleaned_txn, swap_txn)
-    os.replace(cleaned_log, swap_log)
+    files.replace(cleaned_txn, swap_txn)
+    files.replace(cleaned_log, swap_log)
     files.fsync_dir(directory)
     # Point of no return: the loader completes the swap from here on.
     old.delete()
-    os.replace(swap_txn, txn_path)
-    os.replace(swap_log, log_path)
+    files.replace(swap_txn, txn_path)
+    files.replace(swap_log, log_path)
     files.fsync_dir(directory)
     new = LogSegment.open_existing(directory, base, plog.config, plog.clock.milliseconds())
     loaded = TransactionIndex.load(txn_path, base)
@@ -243,6 +243,6 @@ def _write_fsync(path: Path, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        files.fsync(fd, path)
     finally:
         os.close(fd)

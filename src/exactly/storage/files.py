@@ -13,12 +13,37 @@ Transient suffixes: `.cleaned` (compaction output being written), `.swap` (compa
 replace its sources), `.deleted` (scheduled for removal). `<data_dir>/.exactly_cleanshutdown` marks a
 clean shutdown; `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` hold per-partition
 offsets (see checkpoint.py).
+
+fsync ledger (testing only, broker setting `exactly.debug.fsync.ledger=<path>`): every fsync of a data file
+goes through `fsync` below, which then appends one line to the ledger (one `write` on an O_APPEND fd, so
+lines from several threads never interleave):
+
+    <path relative to the data dir>\t<length>\n        the file was fsynced; its first <length> bytes are
+                                                      durable (the size taken just before the fsync)
+    <path>\t<length>\ttruncated\n                      the file was truncated (or created with O_TRUNC, 0):
+                                                      at most <length> bytes of it are durable now
+    <path>\tdeleted\n                                  the file was unlinked (a path ending in "/": a whole
+                                                      directory tree)
+    <new path>\tfrom\t<old path>\n                     a rename: the new name has what the old one had
+
+The harness (exactly.verify.disk.power_loss) replays the ledger to know which bytes a power loss may take.
+With the setting unset `_ledger` is None and each hook costs one global lookup.
+
+Write failures (ENOSPC, EDQUOT, EIO: any OSError from a write or fsync of a data file) become a KafkaError
+KAFKA_STORAGE_ERROR through `storage_error`, which logs one WARNING when the broker goes from writing to
+failing (not one per request); `storage_ok` logs once when writes succeed again.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 from pathlib import Path
+
+from exactly.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -76,6 +101,102 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(part)
 
 
+class _Ledger:
+    def __init__(self, path: Path, data_dir: Path) -> None:
+        self.data_dir = os.path.abspath(data_dir)
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def name(self, path: Path | str) -> str:
+        full = os.path.abspath(path)
+        rel = os.path.relpath(full, self.data_dir)
+        return full if rel.startswith("..") else rel
+
+    def write(self, *fields: str) -> None:
+        os.write(self.fd, ("\t".join(fields) + "\n").encode())
+
+
+_ledger: _Ledger | None = None
+
+
+def open_fsync_ledger(path: Path, data_dir: Path) -> None:
+    """Start recording fsyncs of files under `data_dir` to `path` (testing only)."""
+    global _ledger
+    close_fsync_ledger()
+    _ledger = _Ledger(path, data_dir)
+
+
+def close_fsync_ledger() -> None:
+    global _ledger
+    if _ledger is not None:
+        os.close(_ledger.fd)
+        _ledger = None
+
+
+def fsync(fd: int, path: Path | str) -> None:
+    """os.fsync of the data file `path` open as `fd`; every data-file fsync in storage comes through here."""
+    ledger = _ledger
+    if ledger is None:
+        os.fsync(fd)
+        return
+    length = os.fstat(fd).st_size
+    os.fsync(fd)
+    ledger.write(ledger.name(path), str(length))
+
+
+def note_length(path: Path | str, length: int) -> None:
+    """Record that `path` was truncated (or created) to `length` bytes."""
+    ledger = _ledger
+    if ledger is not None:
+        ledger.write(ledger.name(path), str(length), "truncated")
+
+
+def note_deleted(path: Path | str, tree: bool = False) -> None:
+    ledger = _ledger
+    if ledger is not None:
+        ledger.write(ledger.name(path) + ("/" if tree else ""), "deleted")
+
+
+def unlink(path: Path, missing_ok: bool = False) -> None:
+    """Path.unlink, recorded in the fsync ledger."""
+    path.unlink(missing_ok=missing_ok)
+    note_deleted(path)
+
+
+def replace(src: Path | str, dst: Path | str) -> None:
+    """os.replace, recorded in the fsync ledger."""
+    os.replace(src, dst)
+    ledger = _ledger
+    if ledger is not None:
+        ledger.write(ledger.name(dst), "from", ledger.name(src))
+
+
+_failing = False
+
+
+def storage_error(e: OSError, what: str) -> KafkaError:
+    """The error a write of `what` that raised `e` answers with; the first since the last success logs."""
+    global _failing
+    if not _failing:
+        _failing = True
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            log.warning(
+                "disk full: cannot write %s (%s); writes get KAFKA_STORAGE_ERROR until space returns",
+                what,
+                e.strerror,
+            )
+        else:
+            log.warning("storage error: cannot write %s (%s); writes get KAFKA_STORAGE_ERROR", what, e)
+    return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write {what}: {e.strerror or e}")
+
+
+def storage_ok() -> None:
+    """A data write succeeded: leave the failing state (one log line)."""
+    global _failing
+    if _failing:
+        _failing = False
+        log.warning("disk writes succeed again")
+
+
 def fsync_dir(directory: Path) -> None:
     """Make renames/creations/unlinks in `directory` durable."""
     fd = os.open(directory, os.O_RDONLY)
@@ -94,8 +215,11 @@ def write_atomically(path: Path, data: bytes) -> None:
         while view:
             n = os.write(fd, view)
             view = view[n:]
-        os.fsync(fd)
-    finally:
+        fsync(fd, tmp)
+    except OSError:
         os.close(fd)
-    os.replace(tmp, path)
+        tmp.unlink(missing_ok=True)  # a full disk must not keep a half-written temp file
+        raise
+    os.close(fd)
+    replace(tmp, path)
     fsync_dir(path.parent)

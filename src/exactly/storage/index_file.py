@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from exactly.storage import files
+
 
 class IndexFile:
     def __init__(self, path: Path) -> None:
@@ -18,7 +20,7 @@ class IndexFile:
             self._fd = -1
 
     def rename_to(self, path: Path) -> None:
-        os.replace(self.path, path)
+        files.replace(self.path, path)
         self.path = path
 
     def _open(self) -> int:
@@ -28,3 +30,4 @@ class IndexFile:
 
     def _truncate_file(self, size: int) -> None:
         os.ftruncate(self._open(), size)
+        files.note_length(self.path, size)

@@ -47,7 +47,7 @@ def _cleanup_and_complete_swaps(directory: Path) -> None:
     names = os.listdir(directory)
     for name in names:
         if name.endswith((".tmp", files.CLEANED_SUFFIX, files.DELETED_SUFFIX)):
-            (directory / name).unlink(missing_ok=True)
+            files.unlink(directory / name, missing_ok=True)
     swaps = sorted(n for n in os.listdir(directory) if n.endswith(files.SWAP_SUFFIX))
     if not swaps:
         return
@@ -63,9 +63,9 @@ def _cleanup_and_complete_swaps(directory: Path) -> None:
             if off is None or other.endswith(files.SWAP_SUFFIX) or other.endswith(files.SNAPSHOT_SUFFIX):
                 continue
             if base <= off < seg_end:
-                (directory / other).unlink(missing_ok=True)
+                files.unlink(directory / other, missing_ok=True)
     for name in swaps:
-        os.replace(directory / name, directory / name[: -len(files.SWAP_SUFFIX)])
+        files.replace(directory / name, directory / name[: -len(files.SWAP_SUFFIX)])
     files.fsync_dir(directory)
 
 
@@ -170,14 +170,22 @@ def load_log(
                 seg.delete()
             segments = [LogSegment.create(directory, log_start, config, now)]
             psm.truncate_fully_and_start_at(log_start)
-        for seg in segments:
-            seg.flush()
         leo = segments[-1].next_offset
         psm.delete_snapshots_after(leo)
         psm.update_map_end_offset(leo)
-        if psm.latest_snapshot_offset() != leo:
-            psm.take_snapshot()
         recovery_point = leo
+        try:
+            for seg in segments:
+                seg.flush()
+            if psm.latest_snapshot_offset() != leo:
+                psm.take_snapshot()
+        except OSError as e:  # a full disk: serve what was recovered, recover it again next time
+            files.storage_error(e, f"the recovered {topic}-{partition}")
+            recovery_point = start_base
+            for seg in segments:
+                if seg.base_offset >= start_base:  # the next flush writes them all again
+                    seg.indexes_durable = False
+                    seg.flushed_size = 0
     else:
         leo = segments[-1].next_offset
         snap = psm.truncate_and_reload(log_start, leo, now)

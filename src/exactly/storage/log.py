@@ -47,6 +47,7 @@ from exactly.clock import Clock
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
 from exactly.records.batch import RecordBatch, TimestampType, iter_batches
 from exactly.records.control import EndTxnMarker, build_end_txn_marker_batch, parse_end_txn_marker
+from exactly.storage import files
 from exactly.storage.config import LogConfig
 from exactly.storage.producer_state import (
     AppendOrigin,
@@ -318,9 +319,12 @@ class PartitionLog:
             total_size += info.size
             count += info.records_count
 
-        # 2. Roll if needed, then write.
+        # 2. Roll if needed, then write (a failed write leaves the log as it was: KAFKA_STORAGE_ERROR).
         first_info = infos[0]
-        segment = self._maybe_roll(total_size, first_info.max_timestamp, next_offset - 1, now)
+        try:
+            segment = self._maybe_roll(total_size, first_info.max_timestamp, next_offset - 1, now)
+        except OSError as e:
+            raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
         log_append_time = -1
         buffers: list[bytes | memoryview] = []
         batch_meta: list[tuple[int, int, int]] = []
@@ -337,7 +341,11 @@ class PartitionLog:
                 buffers.append(_PATCH.pack(base, info.size - 12, leader_epoch))
                 buffers.append(view[pos + 16 : end])
                 batch_meta.append((info.size, last, info.max_timestamp))
-        segment.append(buffers, batch_meta)
+        try:
+            segment.append(buffers, batch_meta)
+        except OSError as e:
+            raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
+        files.storage_ok()
 
         # 3. Apply producer state and transactions.
         self._log_end_offset = next_offset
@@ -544,10 +552,13 @@ class PartitionLog:
             leo = self._log_end_offset
             segments = list(self._segments)
             active = segments[-1]
-            for seg in segments[:-1]:
-                if seg.flushed_size < seg.size or not seg.indexes_durable:
-                    seg.flush()
-            active.flush(indexes=False)
+            try:
+                for seg in segments[:-1]:
+                    if seg.flushed_size < seg.size or not seg.indexes_durable:
+                        seg.flush()
+                active.flush(indexes=False)
+            except OSError as e:
+                raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
             if leo > self._recovery_point:
                 self._recovery_point = leo
             self._unflushed_messages = 0

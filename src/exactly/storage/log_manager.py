@@ -95,17 +95,25 @@ class LogManager:
                 log_start_offset=starts.get(tp, 0),
                 had_clean_shutdown=clean,
             )
-        self.checkpoint()
-        marker.unlink(missing_ok=True)
+        try:
+            self.checkpoint()
+        except OSError as e:  # a full disk: the old checkpoints stay (only more recovery next time)
+            files.storage_error(e, "the checkpoints")
+        files.unlink(marker, missing_ok=True)
         files.fsync_dir(self.data_dir)
         self._started = True
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, checkpoint, write the clean-shutdown marker."""
-        for plog in self._logs.values():
-            plog.close()
-        self.checkpoint()
-        files.write_atomically(self.data_dir / files.CLEAN_SHUTDOWN_FILE, b"")
+        try:
+            for plog in self._logs.values():
+                plog.close()
+            self.checkpoint()
+            files.write_atomically(self.data_dir / files.CLEAN_SHUTDOWN_FILE, b"")
+        except (OSError, KafkaError) as e:  # a full disk: stop as after a crash (recovery at next start)
+            log.warning("shutting down without the clean-shutdown marker: %s", e)
+            for plog in self._logs.values():
+                plog.close_without_flush()
         self._logs.clear()
         self._started = False
 
@@ -148,6 +156,7 @@ class LogManager:
         doomed = path.with_name(path.name + ".tmp-delete")
         os.replace(path, doomed)
         files.fsync_dir(self.data_dir)
+        files.note_deleted(path, tree=True)
         shutil.rmtree(doomed, ignore_errors=True)
 
     @property

@@ -21,6 +21,7 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
+from exactly.storage import files
 from exactly.storage.index_file import IndexFile
 
 ENTRY_SIZE = 8
@@ -132,7 +133,7 @@ class OffsetIndex(IndexFile):
             os.pwrite(fd, both.tobytes(), self._flushed_entries * ENTRY_SIZE)
             self._flushed_entries = n
         if fsync:
-            os.fsync(fd)
+            files.fsync(fd, self.path)
 
 
 def _strictly_increasing(values: array[int]) -> bool:

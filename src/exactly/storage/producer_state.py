@@ -477,7 +477,7 @@ class ProducerStateManager:
     def _delete_snapshot(self, offset: int) -> None:
         assert self.directory is not None
         with contextlib.suppress(FileNotFoundError):
-            files.snapshot_file(self.directory, offset).unlink()
+            files.unlink(files.snapshot_file(self.directory, offset))
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> int | None:
         """Drop out-of-range snapshots and load the newest valid one at or below the log end.

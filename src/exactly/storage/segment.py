@@ -99,6 +99,7 @@ class LogSegment:
     def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """A new, empty segment (existing files with its name are truncated)."""
         fd = os.open(files.log_file(directory, base_offset), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        files.note_length(files.log_file(directory, base_offset), 0)
         oi = OffsetIndex(files.index_file(directory, base_offset), base_offset, config.segment_index_bytes)
         ti = TimeIndex(files.time_index_file(directory, base_offset), base_offset, config.segment_index_bytes)
         xi = TransactionIndex(files.txn_index_file(directory, base_offset), base_offset)
@@ -175,9 +176,14 @@ class LogSegment:
         """Write `buffers` at the end of the file; `batches` lists (size, last_offset, max_timestamp)."""
         position = self.size
         total = sum(size for size, _, _ in batches)
-        written = os.pwritev(self.fd, buffers, position)
-        if written != total:
-            self._write_rest(buffers, written, position)
+        try:
+            written = os.pwritev(self.fd, buffers, position)
+            if written != total:
+                self._write_rest(buffers, written, position)
+        except OSError:  # e.g. ENOSPC part-way: no partial batch stays in the file
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, position)
+            raise
         interval = self.config.index_interval_bytes
         for size, last_offset, max_ts in batches:
             if self.rolling_based_timestamp is None:
@@ -425,6 +431,7 @@ class LogSegment:
         truncated = self.size - valid
         if truncated > 0:
             os.ftruncate(self.fd, valid)
+            files.note_length(files.log_file(self.directory, self.base_offset), valid)
             self.size = valid
             self.flushed_size = min(self.flushed_size, valid)
         return truncated
@@ -465,7 +472,7 @@ class LogSegment:
             if self.closed:
                 return
             size = self.size
-            os.fsync(self.fd)
+            files.fsync(self.fd, files.log_file(self.directory, self.base_offset))
             if self.txn_index.has_pending or indexes:
                 self.txn_index.flush(fsync=True)
             if indexes:
@@ -495,7 +502,7 @@ class LogSegment:
         self.close()
         for path in self.paths():
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+                files.unlink(path)
 
     def paths(self) -> list[Path]:
         return [

@@ -21,6 +21,7 @@ import struct
 from bisect import bisect_left
 from pathlib import Path
 
+from exactly.storage import files
 from exactly.storage.index_file import IndexFile
 
 ENTRY_SIZE = 12
@@ -96,13 +97,13 @@ class TimeIndex(IndexFile):
             del self._timestamps[keep:]
             if self._flushed_entries > keep:
                 self._flushed_entries = keep
-                os.ftruncate(self._open(), keep * ENTRY_SIZE)
+                self._truncate_file(keep * ENTRY_SIZE)
 
     def reset(self) -> None:
         self._offsets.clear()
         self._timestamps.clear()
         self._flushed_entries = 0
-        os.ftruncate(self._open(), 0)
+        self._truncate_file(0)
 
     def flush(self, fsync: bool) -> None:
         fd = self._open()
@@ -119,4 +120,4 @@ class TimeIndex(IndexFile):
             os.pwrite(fd, data, self._flushed_entries * ENTRY_SIZE)
             self._flushed_entries = n
         if fsync:
-            os.fsync(fd)
+            files.fsync(fd, self.path)

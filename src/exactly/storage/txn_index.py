@@ -28,6 +28,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from exactly.storage import files
 from exactly.storage.index_file import IndexFile
 
 ENTRY_SIZE = 34
@@ -116,12 +117,12 @@ class TransactionIndex(IndexFile):
             del self._entries[keep:]
             if self._flushed_entries > keep:
                 self._flushed_entries = keep
-                os.ftruncate(self._open(), keep * ENTRY_SIZE)
+                self._truncate_file(keep * ENTRY_SIZE)
 
     def reset(self) -> None:
         self._entries.clear()
         self._flushed_entries = 0
-        os.ftruncate(self._open(), 0)
+        self._truncate_file(0)
 
     def flush(self, fsync: bool) -> None:
         fd = self._open()
@@ -131,7 +132,7 @@ class TransactionIndex(IndexFile):
             os.pwrite(fd, data, self._flushed_entries * ENTRY_SIZE)
             self._flushed_entries = n
         if fsync:
-            os.fsync(fd)
+            files.fsync(fd, self.path)
 
 
 def is_aborted(producer_id: int, offset: int, aborted: list[AbortedTxn]) -> bool:

@@ -66,6 +66,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     acks = request.acks
     txn_id = request.transactional_id
     durable: list[tuple[PartitionLog, int]] = []
+    durable_at: list[tuple[list[PartitionProduceResponse], int]] = []  # where each durable's answer is
     topics: list[TopicProduceResponse] = []
     for topic in request.topic_data:
         partitions: list[PartitionProduceResponse] = []
@@ -120,6 +121,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 broker.data_appended()
             if acks == -1 and appended.flush_required:
                 durable.append((log, appended.last_offset + 1))
+                durable_at.append((partitions, len(partitions)))
             partitions.append(
                 PartitionProduceResponse(
                     data.index,
@@ -131,7 +133,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             )
         topics.append(TopicProduceResponse(topic.name, topic.topic_id, partitions))
     if durable:
-        await broker.flusher.wait_durable(durable)
+        failures = await broker.flusher.wait_durable_each(durable)
+        for (answers, i), failure in zip(durable_at, failures, strict=True):
+            if failure is not None:  # appended but not durable: not acknowledged (the client retries)
+                answers[i] = _error(answers[i].index, failure.code, str(failure))
     throttle_ms = broker.produce_quotas.record_and_get_throttle_ms(
         ctx.header.client_id, ctx.size, broker.clock.monotonic_ms()
     )

@@ -26,7 +26,7 @@ from exactly.storage.log import PartitionLog
 @handler(ApiKey.WRITE_TXN_MARKERS)
 async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     service = ctx.broker.transactions
-    durable: list[tuple[PartitionLog, int]] = []
+    durable: list[tuple[PartitionLog, int, WritableTxnMarkerPartitionResult]] = []
     results: list[WritableTxnMarkerResult] = []
     for marker in request.markers:
         topics: list[WritableTxnMarkerTopicResult] = []
@@ -43,13 +43,16 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
                         marker.transaction_result,
                         marker.coordinator_epoch,
                     )
-                    if plog.config.ack_waits_for_fsync:
-                        durable.append((plog, plog.log_end_offset))
                 except KafkaError as e:
                     code = e.code
                 partitions.append(WritableTxnMarkerPartitionResult(index, code))
+                if code == ErrorCode.NONE and plog.config.ack_waits_for_fsync:
+                    durable.append((plog, plog.log_end_offset, partitions[-1]))
             topics.append(WritableTxnMarkerTopicResult(topic.name, partitions))
         results.append(WritableTxnMarkerResult(marker.producer_id, topics))
     if durable:
-        await ctx.broker.flusher.wait_durable(durable)
+        failures = await ctx.broker.flusher.wait_durable_each([(plog, end) for plog, end, _ in durable])
+        for (_, _, where), failure in zip(durable, failures, strict=True):
+            if failure is not None:
+                where.error_code = failure.code
     return WriteTxnMarkersResponse(results)
