@@ -9,8 +9,7 @@
                           data file, `<path relative to the data dir>\\t<length synced>`), which `power-loss`
                           replays; outside the tmpfs so that a full disk cannot stop it
 
-The ledger and the tmpfs are used only when the broker and `exactly.verify.disk` support them (both come
-with the disk-fault work); without them the power-loss and disk-full faults record themselves as skipped.
+The tmpfs needs root and `mount`; without it the disk-full fault records itself as skipped.
 """
 
 from __future__ import annotations
@@ -19,26 +18,19 @@ import contextlib
 import os
 import shutil
 import subprocess
-from dataclasses import fields
 from pathlib import Path
-from typing import Any
+
+from exactly.verify.disk import DiskLimit
 
 #: the tmpfs's size limit: a bound, not a reservation (an hour of the default workloads writes ~200 MiB)
 TMPFS_BYTES = 2 << 30
 
 
-def fsync_ledger_supported() -> bool:
-    """Whether the broker has the `exactly.debug.fsync.ledger` setting."""
-    from exactly.broker.config import BrokerConfig
-
-    return any(f.name == "debug_fsync_ledger" for f in fields(BrokerConfig))
-
-
 class DataDir:
     def __init__(self, run_dir: Path, size_limited: bool) -> None:
         self.run_dir = run_dir
-        self.limit: Any = None  # exactly.verify.disk.DiskLimit when mounted
-        self.ledger: Path | None = run_dir / "fsync.ledger" if fsync_ledger_supported() else None
+        self.limit: DiskLimit | None = None
+        self.ledger = run_dir / "fsync.ledger"
         self.path = run_dir / "data"
         if size_limited:
             self.limit = _mount(run_dir / "disk")
@@ -54,22 +46,21 @@ class DataDir:
     def fill(self, leave: int) -> dict[str, int]:
         """Leave about `leave` bytes free: shrink the tmpfs to what it holds + `leave` (no memory used),
         else write a ballast file."""
-        if not hasattr(self.limit, "resize"):
-            return {"ballast": int(self.limit.fill(leave))}
+        assert self.limit is not None
         for _ in range(5):  # the broker writes on meanwhile: a size below the use is refused
-            used = TMPFS_BYTES - int(self.limit.free_bytes())
+            used = TMPFS_BYTES - self.limit.free_bytes()
             with contextlib.suppress(subprocess.CalledProcessError):
                 self.limit.resize(used + leave)
                 return {"size": used + leave}
-        return {"ballast": int(self.limit.fill(leave))}
+        return {"ballast": self.limit.fill(leave)}
 
     def free(self) -> None:
-        if hasattr(self.limit, "resize"):
-            self.limit.resize(TMPFS_BYTES)
+        assert self.limit is not None
+        self.limit.resize(TMPFS_BYTES)
         self.limit.free()
 
     def settings(self) -> list[str]:
-        return [] if self.ledger is None else [f"exactly.debug.fsync.ledger={self.ledger}"]
+        return [f"exactly.debug.fsync.ledger={self.ledger}"]
 
     def close(self) -> None:
         """Copy the data out of the tmpfs (the run dir keeps it) and unmount it; the broker must be down."""
@@ -82,11 +73,7 @@ class DataDir:
         self.limit = None
 
 
-def _mount(directory: Path) -> Any:
-    try:
-        from exactly.verify.disk import DiskLimit  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
+def _mount(directory: Path) -> DiskLimit | None:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return None
     limit = DiskLimit(directory, TMPFS_BYTES)

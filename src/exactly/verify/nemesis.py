@@ -184,23 +184,16 @@ class Nemesis:
         from exactly.verify.disk import damage
 
         self.run.broker.kill()
-        ledger = self.run.disk.ledger
-        if ledger is None:
-            done = damage(self.run.data_dir, self.rng)
-        else:  # with the ledger, damage may flip a byte of an unflushed tail
-            done = damage(self.run.data_dir, self.rng, ledger=ledger)  # type: ignore[call-arg,unused-ignore]
+        done = damage(self.run.data_dir, self.rng, ledger=self.run.disk.ledger)
         self.run.restart_broker()
         return {"damage": [[d.kind, d.path] for d in done]}
 
     def _power_loss(self) -> dict[str, Any]:
-        from exactly.verify import disk
+        from exactly.verify.disk import power_loss
 
-        ledger = self.run.disk.ledger
-        if ledger is None or not hasattr(disk, "power_loss"):
-            return {"skipped": "the broker keeps no fsync ledger"}
         started = time.monotonic()
         self.run.broker.kill()
-        loss = disk.power_loss(self.run.data_dir, ledger, self.rng)
+        loss = power_loss(self.run.data_dir, self.run.disk.ledger, self.rng)
         # recorded now, before the restart: observations beyond `cut` made before this instant are void
         detail = {
             "cut": loss.cut,
