@@ -41,8 +41,9 @@ gen: $(STAMP)
 gen-check: $(STAMP)
 	$(BIN)/python -m tools.gen_protocol --check
 
+# every benchmark in one run (about 12 minutes on 2 cores): bench/REPORT.md, bench/raw/*.csv, bench/*.png
 bench: $(STAMP)
-	$(BIN)/python -m exactly.bench.codec
+	$(BIN)/exactly bench report --out bench
 
 # the verification harness: `make verify DURATION=3600 SEED=7` (defaults: 600 s, a seed from the clock)
 DURATION ?= 600

@@ -23,7 +23,9 @@ import statistics
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +85,36 @@ def raw_loopback_mb_s(total: int = 1 << 30, chunk: int = 1 << 20) -> float:
     return received / elapsed / 1e6
 
 
-def _producer_process(bootstrap: str, records: int, index: int, queue: Any) -> None:
+@dataclass(frozen=True, slots=True)
+class ProduceRun:
+    """One produce run of `produce`: its figures and raw samples."""
+
+    records: int  # delivered
+    seconds: float  # first process started .. last producer flushed
+    latencies: tuple[float, ...]  # delivery latency (s) of every 100th record of each producer
+    windows: tuple[tuple[int, int], ...]  # (wall-clock second, bytes delivered in it), all producers
+
+    @property
+    def mb_s(self) -> float:
+        return self.records * RECORD_SIZE / self.seconds / 1e6
+
+    @property
+    def records_s(self) -> float:
+        return self.records / self.seconds
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeRun:
+    records: int
+    value_bytes: int
+    seconds: float
+
+    @property
+    def mb_s(self) -> float:
+        return self.value_bytes / self.seconds / 1e6
+
+
+def _producer_process(bootstrap: str, records: int, index: int, queue: Any, topic: str = TOPIC) -> None:
     from confluent_kafka import Producer
 
     producer = Producer(
@@ -98,10 +129,21 @@ def _producer_process(bootstrap: str, records: int, index: int, queue: Any) -> N
     )
     value = os.urandom(RECORD_SIZE)
     latencies: list[float] = []
+    windows: Counter[int] = Counter()  # wall-clock second -> bytes delivered in it
 
     def delivered(err: Any, msg: Any) -> None:
         if err is not None:
             raise RuntimeError(str(err))
+        windows[int(time.time())] += RECORD_SIZE
+
+    def timed(sent: float) -> Callable[[Any, Any], None]:
+        record = _record_latency(latencies, sent)
+
+        def both(err: Any, msg: Any) -> None:
+            record(err, msg)
+            windows[int(time.time())] += RECORD_SIZE
+
+        return both
 
     start = time.perf_counter()
     for i in range(records):
@@ -109,10 +151,10 @@ def _producer_process(bootstrap: str, records: int, index: int, queue: Any) -> N
         while True:
             try:
                 producer.produce(
-                    TOPIC,
+                    topic,
                     value,
                     partition=(i + index) % PARTITIONS,
-                    on_delivery=_record_latency(latencies, sent) if i % 100 == 0 else delivered,
+                    on_delivery=timed(sent) if i % 100 == 0 else delivered,
                 )
                 break
             except BufferError:
@@ -121,14 +163,17 @@ def _producer_process(bootstrap: str, records: int, index: int, queue: Any) -> N
             producer.poll(0)
     remaining = producer.flush(120)
     elapsed = time.perf_counter() - start
-    queue.put((records - remaining, elapsed, latencies))
+    queue.put((records - remaining, elapsed, latencies, dict(windows)))
 
 
-def produce(bootstrap: str, records: int, producers: int) -> tuple[float, float, list[float]]:
+def produce(bootstrap: str, records: int, producers: int, topic: str = TOPIC) -> ProduceRun:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     per = records // producers
-    procs = [ctx.Process(target=_producer_process, args=(bootstrap, per, i, queue)) for i in range(producers)]
+    procs = [
+        ctx.Process(target=_producer_process, args=(bootstrap, per, i, queue, topic))
+        for i in range(producers)
+    ]
     start = time.perf_counter()
     for p in procs:
         p.start()
@@ -136,12 +181,18 @@ def produce(bootstrap: str, records: int, producers: int) -> tuple[float, float,
     elapsed = time.perf_counter() - start
     for p in procs:
         p.join()
-    delivered = sum(r[0] for r in results)
-    latencies = [lat for r in results for lat in r[2]]
-    return delivered * RECORD_SIZE / elapsed / 1e6, delivered / elapsed, latencies
+    windows: Counter[int] = Counter()
+    for r in results:
+        windows.update(r[3])
+    return ProduceRun(
+        records=sum(r[0] for r in results),
+        seconds=elapsed,
+        latencies=tuple(lat for r in results for lat in r[2]),
+        windows=tuple(sorted(windows.items())),
+    )
 
 
-def paced_latency(bootstrap: str, mb_per_s: float, seconds: float) -> list[float]:
+def paced_latency(bootstrap: str, mb_per_s: float, seconds: float, topic: str = TOPIC) -> list[float]:
     """Produce at a fixed offered load and return every record's delivery latency (seconds)."""
     from confluent_kafka import Producer
 
@@ -150,7 +201,7 @@ def paced_latency(bootstrap: str, mb_per_s: float, seconds: float) -> list[float
     )
     value = os.urandom(RECORD_SIZE)
     # Warm up: the producer id and connections are acquired before the clock starts.
-    producer.produce(TOPIC, value, partition=0)
+    producer.produce(topic, value, partition=0)
     producer.flush(30)
     rate = mb_per_s * 1e6 / RECORD_SIZE
     latencies: list[float] = []
@@ -163,7 +214,7 @@ def paced_latency(bootstrap: str, mb_per_s: float, seconds: float) -> list[float
             continue
         sent = time.perf_counter()
         producer.produce(
-            TOPIC,
+            topic,
             value,
             partition=i % PARTITIONS,
             on_delivery=_record_latency(latencies, sent),
@@ -182,7 +233,9 @@ def _record_latency(latencies: list[float], sent: float) -> Callable[[Any, Any],
     return delivered
 
 
-def _consumer_process(bootstrap: str, partitions: list[int], expected: int, queue: Any) -> None:
+def _consumer_process(
+    bootstrap: str, partitions: list[int], expected: int, queue: Any, topic: str = TOPIC
+) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -194,7 +247,7 @@ def _consumer_process(bootstrap: str, partitions: list[int], expected: int, queu
             "max.partition.fetch.bytes": 10_485_760,
         }
     )
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in partitions])
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     got = 0
     nbytes = 0
     start = time.perf_counter()
@@ -210,14 +263,14 @@ def _consumer_process(bootstrap: str, partitions: list[int], expected: int, queu
     consumer.close()
 
 
-def consume(bootstrap: str, expected: int, consumers: int) -> tuple[float, int]:
+def consume(bootstrap: str, expected: int, consumers: int, topic: str = TOPIC) -> ConsumeRun:
     """MB/s reading everything back with `consumers` processes, each assigned its share of partitions."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     shares = [list(range(PARTITIONS))[i::consumers] for i in range(consumers)]
     per = [expected * len(share) // PARTITIONS for share in shares]
     procs = [
-        ctx.Process(target=_consumer_process, args=(bootstrap, share, n, queue))
+        ctx.Process(target=_consumer_process, args=(bootstrap, share, n, queue, topic))
         for share, n in zip(shares, per, strict=True)
     ]
     start = time.perf_counter()
@@ -227,7 +280,7 @@ def consume(bootstrap: str, expected: int, consumers: int) -> tuple[float, int]:
     elapsed = time.perf_counter() - start
     for p in procs:
         p.join()
-    return sum(r[1] for r in results) / elapsed / 1e6, sum(r[0] for r in results)
+    return ConsumeRun(sum(r[0] for r in results), sum(r[1] for r in results), elapsed)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -288,15 +341,19 @@ def main(argv: list[str] | None = None) -> None:
                 f"produce at 20 MB/s offered: p50 {percentile(paced, 0.5) * 1e3:.2f} ms  "
                 f"p99 {percentile(paced, 0.99) * 1e3:.2f} ms  ({len(paced)} records)"
             )
-            mb_s, rec_s, lat = produce(bootstrap, args.records, args.producers)
+            run = produce(bootstrap, args.records, args.producers)
+            lat = list(run.latencies)
             p50, p99 = percentile(lat, 0.5) * 1e3, percentile(lat, 0.99) * 1e3
             print(
-                f"produce: {mb_s:8.1f} MB/s {rec_s:10.0f} records/s ({args.producers} producers, 1 KiB,"
+                f"produce: {run.mb_s:8.1f} MB/s {run.records_s:10.0f} records/s "
+                f"({args.producers} producers, 1 KiB,"
                 f" acks=all, fsync before ack)  latency p50 {p50:.1f} ms p99 {p99:.1f} ms"
             )
             total = args.records // args.producers * args.producers + len(paced)
-            consumed_mb_s, consumed = consume(bootstrap, total, args.consumers)
-            print(f"consume: {consumed_mb_s:8.1f} MB/s ({consumed} records, {args.consumers} consumers)")
+            consumed = consume(bootstrap, total, args.consumers)
+            print(
+                f"consume: {consumed.mb_s:8.1f} MB/s ({consumed.records} records, {args.consumers} consumers)"
+            )
             if proc is not None:
                 print(f"broker peak RSS: {_peak_rss_mb(proc.pid):.0f} MB")
         finally:

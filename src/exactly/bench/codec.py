@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from exactly.protocol.api import decode_request, encode_request, encode_response
 from exactly.protocol.messages import ApiKey
@@ -32,7 +33,12 @@ def _batch(size: int) -> bytes:
 
 
 def _time_per_call(fn: Callable[[], object], repeat: int = 15, min_time: float = 0.2) -> float:
-    """Median CPU seconds per call over `repeat` runs, each long enough to be measured.
+    """Median CPU seconds per call over `repeat` runs, each long enough to be measured."""
+    return statistics.median(_samples_per_call(fn, repeat, min_time))
+
+
+def _samples_per_call(fn: Callable[[], object], repeat: int = 15, min_time: float = 0.2) -> list[float]:
+    """CPU seconds per call of each of `repeat` runs, each long enough to be measured.
 
     CPU time of this thread (`time.thread_time`), not wall time: on a shared 2-core machine the wall clock
     also counts the time other processes held the core.
@@ -52,10 +58,41 @@ def _time_per_call(fn: Callable[[], object], repeat: int = 15, min_time: float =
         for _ in range(n):
             fn()
         runs.append((time.thread_time() - start) / n)
-    return statistics.median(runs)
+    return runs
+
+
+@dataclass(frozen=True, slots=True)
+class CodecResult:
+    """CPU seconds per call of each run."""
+
+    produce_decode: tuple[float, ...]  # Produce v9, 6 partitions x 64 KiB
+    fetch_encode: tuple[float, ...]  # Fetch v12, 6 partitions x 1 MiB
+    crc: tuple[tuple[int, tuple[float, ...]], ...]  # (batch bytes, seconds per verify)
+
+    @staticmethod
+    def mb_s(batch_bytes: int, seconds: float) -> float:
+        return batch_bytes / seconds / 1e6
+
+
+def measure(repeat: int = 15, min_time: float = 0.2) -> CodecResult:
+    crc = []
+    for size in (64 * 1024, 1024 * 1024):
+        batch = _batch(size)
+        view = RecordBatch(batch)
+        view.verify_crc()
+        crc.append((len(batch), tuple(_samples_per_call(view.verify_crc, repeat, min_time))))
+    return CodecResult(
+        produce_decode=tuple(_samples_per_call(_produce_decode_call(), repeat, min_time)),
+        fetch_encode=tuple(_samples_per_call(_fetch_encode_call(), repeat, min_time)),
+        crc=tuple(crc),
+    )
 
 
 def produce_decode_us() -> float:
+    return _time_per_call(_produce_decode_call()) * 1e6
+
+
+def _produce_decode_call() -> Callable[[], object]:
     batch = _batch(64 * 1024)
     request = ProduceRequest(
         transactional_id=None,
@@ -68,10 +105,14 @@ def produce_decode_us() -> float:
     frame = encode_request(ApiKey.PRODUCE, 9, 1, "bench", request)[4:]
     _, decoded = decode_request(frame)
     assert decoded == request
-    return _time_per_call(lambda: decode_request(frame)) * 1e6
+    return lambda: decode_request(frame)
 
 
 def fetch_encode_us() -> float:
+    return _time_per_call(_fetch_encode_call()) * 1e6
+
+
+def _fetch_encode_call() -> Callable[[], object]:
     records = b"r" * (1024 * 1024)
     body = FetchResponse(
         throttle_time_ms=0,
@@ -99,7 +140,7 @@ def fetch_encode_us() -> float:
     header, _ = decode_request(encode_request(ApiKey.FETCH, 12, 1, "bench", _fetch_request())[4:])
     chunks = encode_response(header, body)
     assert sum(1 for c in chunks if c is records) == 6, "records must be passed through, not copied"
-    return _time_per_call(lambda: encode_response(header, body)) * 1e6
+    return lambda: encode_response(header, body)
 
 
 def _fetch_request() -> object:

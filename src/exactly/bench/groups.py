@@ -422,12 +422,81 @@ def _load_time(directory: Path, records: int, distinct_keys: int) -> tuple[float
 # --- main ---------------------------------------------------------------------------------------------
 
 
-def _summary(values: list[float]) -> str:
+@dataclass(frozen=True, slots=True)
+class LoadRun:
+    label: str
+    records: int
+    seconds: float
+    offsets: int  # offsets kept after the replay
+    size_mb: float  # of the log replayed
+    rss_grown_mb: float
+
+
+@dataclass(frozen=True, slots=True)
+class GroupsResult:
+    """The raw samples of one run (seconds)."""
+
+    heartbeat_ms: int
+    protocol_rebalances: tuple[tuple[int, tuple[float, ...]], ...]  # (members, latencies)
+    client_rebalances: tuple[tuple[int, tuple[float, ...]], ...]
+    committers: int
+    commit_requests_s: float
+    commit_latencies: tuple[float, ...]  # every 10th request of each committer
+    loads: tuple[LoadRun, ...]
+
+
+def _summary(values: list[float] | tuple[float, ...]) -> str:
     ms = sorted(v * 1000 for v in values)
     return f"median {statistics.median(ms):.0f} ms, min {ms[0]:.0f}, max {ms[-1]:.0f} ({len(ms)} rebalances)"
 
 
-def main(argv: list[str] | None = None) -> None:
+def measure(
+    members: list[int],
+    rounds: int,
+    heartbeat_ms: int,
+    committers: int,
+    commit_seconds: float,
+    load_records: int,
+    skip_clients: bool,
+) -> GroupsResult:
+    """Run the three measurements (prints nothing)."""
+    protocol: list[tuple[int, tuple[float, ...]]] = []
+    clients: list[tuple[int, tuple[float, ...]]] = []
+    loads: list[LoadRun] = []
+    with tempfile.TemporaryDirectory(prefix="exactly-bench-groups-") as tmp:
+        broker = Broker(Path(tmp) / "data")
+        try:
+            _create_topic(broker.bootstrap)
+            for n in members:
+                latencies = asyncio.run(_protocol_rebalances(broker.port, n, rounds, heartbeat_ms))
+                protocol.append((n, tuple(latencies)))
+            if not skip_clients:
+                for n in members:
+                    clients.append((n, tuple(_client_rebalances(broker.bootstrap, n, rounds, heartbeat_ms))))
+            rate, commit_latencies = _commit_throughput(broker.port, committers, commit_seconds)
+        finally:
+            broker.stop()
+        for label, distinct in (
+            ("distinct keys", load_records),
+            ("each key 100x", max(1, load_records // 100)),
+        ):
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            directory = Path(tmp) / f"load-{distinct}"
+            elapsed, offsets, size_mb = _load_time(directory, load_records, distinct)
+            grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) / 1024
+            loads.append(LoadRun(label, load_records, elapsed, offsets, size_mb, grown))
+    return GroupsResult(
+        heartbeat_ms=heartbeat_ms,
+        protocol_rebalances=tuple(protocol),
+        client_rebalances=tuple(clients),
+        committers=committers,
+        commit_requests_s=rate,
+        commit_latencies=tuple(commit_latencies),
+        loads=tuple(loads),
+    )
+
+
+def main(argv: list[str] | None = None) -> GroupsResult:
     parser = argparse.ArgumentParser(
         prog="python -m exactly.bench.groups", description=__doc__.split("\n")[0]
     )
@@ -441,42 +510,34 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     print(f"exactly group coordinator benchmark (python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
-    with tempfile.TemporaryDirectory(prefix="exactly-bench-groups-") as tmp:
-        broker = Broker(Path(tmp) / "data")
-        try:
-            _create_topic(broker.bootstrap)
-            print(
-                f"\n1. rebalance latency: a member joins a stable group (heartbeats: {args.heartbeat_ms} ms)"
-            )
-            for n in args.members:
-                latencies = asyncio.run(_protocol_rebalances(broker.port, n, args.rounds, args.heartbeat_ms))
-                print(f"   protocol members, {n:>2} + 1: {_summary(latencies)}")
-            if not args.skip_clients:
-                for n in args.members:
-                    latencies = _client_rebalances(broker.bootstrap, n, args.rounds, args.heartbeat_ms)
-                    print(f"   confluent-kafka,  {n:>2} + 1: {_summary(latencies)}")
-            print(f"\n2. OffsetCommit: {args.committers} committers, one request in flight each, fsync, ack")
-            rate, latencies = _commit_throughput(broker.port, args.committers, args.commit_seconds)
-            ms = sorted(v * 1000 for v in latencies)
-            print(
-                f"   {rate:,.0f} requests/s; latency p50 {statistics.median(ms):.2f} ms, "
-                f"p99 {ms[int(len(ms) * 0.99)]:.2f} ms"
-            )
-        finally:
-            broker.stop()
-        print(f"\n3. coordinator load time ({args.load_records:,} OffsetCommit records, 100 per batch)")
-        for label, distinct in (
-            ("distinct keys", args.load_records),
-            ("each key 100x", max(1, args.load_records // 100)),
-        ):
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            directory = Path(tmp) / f"load-{distinct}"
-            elapsed, offsets, size_mb = _load_time(directory, args.load_records, distinct)
-            grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) / 1024
-            print(
-                f"   {label}: {elapsed:.2f} s ({args.load_records / elapsed:,.0f} records/s, "
-                f"{size_mb:.0f} MB of log, {offsets:,} offsets kept, peak RSS +{grown:.0f} MB)"
-            )
+    result = measure(
+        args.members,
+        args.rounds,
+        args.heartbeat_ms,
+        args.committers,
+        args.commit_seconds,
+        args.load_records,
+        args.skip_clients,
+    )
+    print(f"\n1. rebalance latency: a member joins a stable group (heartbeats: {args.heartbeat_ms} ms)")
+    for n, latencies in result.protocol_rebalances:
+        print(f"   protocol members, {n:>2} + 1: {_summary(latencies)}")
+    for n, latencies in result.client_rebalances:
+        print(f"   confluent-kafka,  {n:>2} + 1: {_summary(latencies)}")
+    print(f"\n2. OffsetCommit: {args.committers} committers, one request in flight each, fsync, ack")
+    ms = sorted(v * 1000 for v in result.commit_latencies)
+    print(
+        f"   {result.commit_requests_s:,.0f} requests/s; latency p50 {statistics.median(ms):.2f} ms, "
+        f"p99 {ms[int(len(ms) * 0.99)]:.2f} ms"
+    )
+    print(f"\n3. coordinator load time ({args.load_records:,} OffsetCommit records, 100 per batch)")
+    for load in result.loads:
+        print(
+            f"   {load.label}: {load.seconds:.2f} s ({load.records / load.seconds:,.0f} records/s, "
+            f"{load.size_mb:.0f} MB of log, {load.offsets:,} offsets kept, "
+            f"peak RSS +{load.rss_grown_mb:.0f} MB)"
+        )
+    return result
 
 
 if __name__ == "__main__":

@@ -192,7 +192,10 @@ def _latency_consumer(
     consumer.close()
 
 
-def commit_to_visible(spark: Any, bootstrap: str, work: Path, seconds: float) -> dict[str, float]:
+def commit_to_visible(
+    spark: Any, bootstrap: str, work: Path, seconds: float
+) -> tuple[dict[str, float], tuple[float, ...]]:
+    """The figures and every measured record's delay (ms)."""
     from pyspark.sql.functions import count, window
     from pyspark.sql.functions import max as max_
     from pyspark.sql.functions import min as min_
@@ -258,12 +261,13 @@ def commit_to_visible(spark: Any, bootstrap: str, work: Path, seconds: float) ->
             missing += 1
         else:
             delays.append((seen - commit_time) * 1000)
-    return {
+    figures = {
         "latency_records": float(len(measured)),
         "latency_missing": float(missing),
         "latency_p50_ms": percentile(delays, 0.50),
         "latency_p99_ms": percentile(delays, 0.99),
     }
+    return figures, tuple(delays)
 
 
 def _visible_at(index: int, arrivals: list[tuple[int, int, int, float]]) -> float | None:
@@ -296,7 +300,22 @@ def _spark_session() -> Any:
     return spark
 
 
+@dataclass(frozen=True, slots=True)
+class SparkRun:
+    """Every figure of one run and the samples behind them."""
+
+    figures: dict[str, float]
+    streams: tuple[StreamRound, ...]
+    spark_reads: tuple[ReadRate, ...]
+    consumer_reads: tuple[ReadRate, ...]
+    latency_ms: tuple[float, ...]  # commit -> aggregate visible, one per measured record
+
+
 def run(size_mib: float, rounds: int, seconds: float, read_runs: int, work: Path) -> dict[str, float]:
+    return run_samples(size_mib, rounds, seconds, read_runs, work).figures
+
+
+def run_samples(size_mib: float, rounds: int, seconds: float, read_runs: int, work: Path) -> SparkRun:
     records = max(1, int(size_mib * 1024 * 1024) // RECORD_BYTES)
     broker = BrokerProcess(work)
     spark = None
@@ -338,7 +357,7 @@ def run(size_mib: float, rounds: int, seconds: float, read_runs: int, work: Path
         if short:
             raise RuntimeError(f"a read returned {short[0]} records, not {records}")
 
-        latency = commit_to_visible(spark, broker.bootstrap, work, seconds)
+        latency, delays = commit_to_visible(spark, broker.bootstrap, work, seconds)
     finally:
         if spark is not None:
             spark.stop()
@@ -363,7 +382,13 @@ def run(size_mib: float, rounds: int, seconds: float, read_runs: int, work: Path
         **latency,
     }
     _print_table(report, rounds, seconds, read_runs)
-    return report
+    return SparkRun(
+        report,
+        tuple(streams[EXACTLY_ONCE] + streams[AT_LEAST_ONCE]),
+        tuple(spark_reads),
+        tuple(consumer_reads),
+        delays,
+    )
 
 
 def _print_table(report: dict[str, float], rounds: int, seconds: float, read_runs: int) -> None:

@@ -23,6 +23,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from exactly.clock import SystemClock
@@ -72,19 +73,44 @@ def timed(fn: Callable[[], float], runs: int) -> float:
     return statistics.median(fn() for _ in range(runs))
 
 
-def bench_appends(root: Path, total_mib: int, runs: int) -> None:
-    print(f"append throughput, median of {runs} runs (MB/s = 10^6 bytes/s)")
-    print(f"{'batch':>8} {'fsync':>6} {'MiB/run':>8} {'raw':>10} {'log':>10} {'log/raw':>8}")
+@dataclass(frozen=True, slots=True)
+class AppendCase:
+    """One append plan: `runs` timings of a raw write and of the log's appends of the same bytes."""
+
+    batch_bytes: int
+    fsync: bool
+    total_bytes: int  # written per run
+    raw_seconds: tuple[float, ...]
+    log_seconds: tuple[float, ...]
+
+    @property
+    def raw_mb_s(self) -> float:
+        return self.total_bytes / statistics.median(self.raw_seconds) / 1e6
+
+    @property
+    def log_mb_s(self) -> float:
+        return self.total_bytes / statistics.median(self.log_seconds) / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRecovery:
+    log_bytes: int
+    read_seconds: tuple[float, ...]  # reading the whole log in 1 MiB fetches, per run
+    unclean_seconds: tuple[float, ...]  # recovery without the clean-shutdown marker, per run
+    clean_seconds: tuple[float, ...]
+
+
+def measure_appends(root: Path, total_mib: int, runs: int) -> tuple[AppendCase, ...]:
     plans = [
         (MiB, False, total_mib),
         (MiB, True, total_mib),
         (16 * 1024, False, total_mib // 2),
         (16 * 1024, True, max(1, total_mib // 16)),
     ]
+    cases = []
     for batch_bytes, fsync, mib in plans:
         batch = make_batch(batch_bytes)
         count = max(1, mib * MiB // len(batch))
-        total = count * len(batch)
         raw_times, log_times = [], []
         for i in range(runs):
             raw_path = root / f"raw-{i}"
@@ -93,11 +119,18 @@ def bench_appends(root: Path, total_mib: int, runs: int) -> None:
             log_dir = root / f"log-{i}"
             log_times.append(log_append(log_dir, batch, count, fsync))
             shutil.rmtree(log_dir)
-        raw = total / statistics.median(raw_times) / 1e6
-        lg = total / statistics.median(log_times) / 1e6
-        label = f"{batch_bytes // 1024} KiB"
-        mode = "on" if fsync else "off"
-        print(f"{label:>8} {mode:>6} {total / MiB:8.0f} {raw:10.1f} {lg:10.1f} {lg / raw:8.2f}")
+        cases.append(AppendCase(batch_bytes, fsync, count * len(batch), tuple(raw_times), tuple(log_times)))
+    return tuple(cases)
+
+
+def bench_appends(root: Path, total_mib: int, runs: int) -> None:
+    print(f"append throughput, median of {runs} runs (MB/s = 10^6 bytes/s)")
+    print(f"{'batch':>8} {'fsync':>6} {'MiB/run':>8} {'raw':>10} {'log':>10} {'log/raw':>8}")
+    for case in measure_appends(root, total_mib, runs):
+        raw, lg = case.raw_mb_s, case.log_mb_s
+        label = f"{case.batch_bytes // 1024} KiB"
+        mode = "on" if case.fsync else "off"
+        print(f"{label:>8} {mode:>6} {case.total_bytes / MiB:8.0f} {raw:10.1f} {lg:10.1f} {lg / raw:8.2f}")
 
 
 def build_log(directory: Path, mib: int) -> PartitionLog:
@@ -109,7 +142,7 @@ def build_log(directory: Path, mib: int) -> PartitionLog:
     return plog
 
 
-def bench_reads_and_recovery(root: Path, mib: int, runs: int) -> None:
+def measure_reads_and_recovery(root: Path, mib: int, runs: int) -> ReadRecovery:
     directory = root / "bench-0"
     plog = build_log(directory, mib)
     size = plog.size_in_bytes
@@ -123,10 +156,6 @@ def bench_reads_and_recovery(root: Path, mib: int, runs: int) -> None:
             got += len(info.records)
             offset = info.next_offset
         reads.append(time.perf_counter() - start)
-    print(
-        f"read throughput from page cache ({size / MiB:.0f} MiB, 1 MiB fetches): "
-        f"{size / statistics.median(reads) / 1e9:.2f} GB/s"
-    )
     plog.flush()
     leo = plog.log_end_offset
     unclean, clean = [], []
@@ -145,9 +174,21 @@ def bench_reads_and_recovery(root: Path, mib: int, runs: int) -> None:
         clean.append(time.perf_counter() - start)
         assert again.log_end_offset == leo
         again.close_without_flush()
+    shutil.rmtree(directory, ignore_errors=True)
+    return ReadRecovery(size, tuple(reads), tuple(unclean), tuple(clean))
+
+
+def bench_reads_and_recovery(root: Path, mib: int, runs: int) -> None:
+    result = measure_reads_and_recovery(root, mib, runs)
+    size = result.log_bytes
     print(
-        f"recovery of {size / MiB:.0f} MiB: no clean-shutdown marker {statistics.median(unclean):.2f} s, "
-        f"clean {statistics.median(clean) * 1000:.1f} ms"
+        f"read throughput from page cache ({size / MiB:.0f} MiB, 1 MiB fetches): "
+        f"{size / statistics.median(result.read_seconds) / 1e9:.2f} GB/s"
+    )
+    print(
+        f"recovery of {size / MiB:.0f} MiB: no clean-shutdown marker "
+        f"{statistics.median(result.unclean_seconds):.2f} s, "
+        f"clean {statistics.median(result.clean_seconds) * 1000:.1f} ms"
     )
 
 

@@ -693,7 +693,29 @@ def _runs(values: list[float], unit: str = "") -> str:
     return "runs " + ", ".join(f"{v:.2f}{unit}" for v in values)
 
 
+@dataclass(frozen=True, slots=True)
+class TxnSamples:
+    """The raw samples behind the figures of one `exactly bench txn` run (seconds unless named)."""
+
+    idempotent_rounds_records_s: tuple[float, ...]
+    transactional_rounds_records_s: tuple[float, ...]
+    commit: tuple[tuple[float, ...], ...]  # per latency run: commit_transaction() of each transaction
+    transaction: tuple[tuple[float, ...], ...]  # per latency run: begin .. commit returned
+    end_txn: tuple[tuple[float, ...], ...]  # per latency run: commit_transaction() after flush()
+    visibility: tuple[tuple[float, ...], ...]  # per visibility run
+    ids_commits_s: tuple[float, ...]  # per ids run
+    ids_end_txn: tuple[tuple[float, ...], ...]  # per ids run
+    ids_transaction: tuple[tuple[float, ...], ...]  # per ids run
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    report, _samples = measure(argv)
+    print(json.dumps(report))
+    return report
+
+
+def measure(argv: list[str] | None = None) -> tuple[dict[str, Any], TxnSamples]:
+    """Run the benchmark (prints its table); returns every figure and the raw samples."""
     parser = argparse.ArgumentParser(description="exactly transactions benchmark")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each throughput round")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds of each mode")
@@ -713,17 +735,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="exactly-bench-txn-") as tmp:
         broker = BrokerProcess(Path(tmp))
         try:
-            report = _bench(broker, args)
+            return _bench(broker, args)
         except BaseException:
             sys.stderr.write(broker.log_path.read_text(errors="replace")[-4000:])
             raise
         finally:
             broker.stop()
-    print(json.dumps(report))
-    return report
 
 
-def _bench(broker: BrokerProcess, args: argparse.Namespace) -> dict[str, Any]:
+def _bench(broker: BrokerProcess, args: argparse.Namespace) -> tuple[dict[str, Any], TxnSamples]:
     bootstrap = broker.bootstrap
     _create_topics(bootstrap)
     print(
@@ -803,9 +823,11 @@ def _bench(broker: BrokerProcess, args: argparse.Namespace) -> dict[str, Any]:
     # 3. visibility
     vis_p50: list[float] = []
     vis_p99: list[float] = []
+    vis_runs: list[tuple[float, ...]] = []
     missing = 0
     for k in range(args.runs):
         delays, lost = visibility(bootstrap, args.visibility_commits, args.fetch_wait_ms, str(k))
+        vis_runs.append(tuple(delays))
         vis_p50.append(_ms(delays, 0.5))
         vis_p99.append(_ms(delays, 0.99))
         missing += lost
@@ -865,7 +887,18 @@ def _bench(broker: BrokerProcess, args: argparse.Namespace) -> dict[str, Any]:
         f"{lifetime_peak:.0f} MB"
     )
 
-    return {
+    samples = TxnSamples(
+        idempotent_rounds_records_s=tuple(idem_rounds),
+        transactional_rounds_records_s=tuple(txn_rounds),
+        commit=tuple(tuple(run["commit"]) for run in lat_runs),
+        transaction=tuple(tuple(run["transaction"]) for run in lat_runs),
+        end_txn=tuple(tuple(run["end_txn"]) for run in lat_runs),
+        visibility=tuple(vis_runs),
+        ids_commits_s=tuple(ids_rates),
+        ids_end_txn=tuple(tuple(f["end_txn"]) for f in ids_runs),
+        ids_transaction=tuple(tuple(f["transaction"]) for f in ids_runs),
+    )
+    report = {
         "producers": args.producers,
         "round_seconds": args.seconds,
         "idempotent_mb_s": idem * mb,
@@ -910,6 +943,7 @@ def _bench(broker: BrokerProcess, args: argparse.Namespace) -> dict[str, Any]:
         "broker_peak_rss_lifetime_mb": max(lifetime_peak, ids_peak),
         "runs": args.runs,
     }
+    return report, samples
 
 
 if __name__ == "__main__":

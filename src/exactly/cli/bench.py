@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -97,3 +98,29 @@ def spark(
             str(read_runs),
         ]
     )
+
+
+@app.command()
+def report(
+    out: Annotated[Path, typer.Option(help="directory of REPORT.md, raw/*.csv and the PNG plots")] = Path(
+        "bench"
+    ),
+    quick: Annotated[bool, typer.Option(help="tiny sizes (about 2 minutes), no Spark")] = False,
+    peer_bootstrap: Annotated[
+        str | None, typer.Option(help="also run the client benchmark against this running peer broker")
+    ] = None,
+    only: Annotated[str | None, typer.Option(help="comma-separated sections (default: all)")] = None,
+) -> None:
+    """Every benchmark in one run: REPORT.md with figures, machine bounds, ratios, plots, raw CSVs."""
+    from exactly.bench import report as bench
+
+    argv = ["--out", str(out)]
+    if quick:
+        argv.append("--quick")
+    if peer_bootstrap:
+        argv += ["--peer-bootstrap", peer_bootstrap]
+    if only:
+        argv += ["--only", only]
+    code = bench.main(argv)
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,148 @@
+"""The benchmark report's building blocks: raw samples (CSV), figures computed from them, sections.
+
+A `Sheet` collects the raw samples of one benchmark and writes them to `raw/<name>.csv`:
+
+    series,run,index,value,unit
+    fsync_4k_ms,0,0,0.2031,ms
+
+one row per sample: `series` names what was measured, `run` is the round or run it belongs to (0 when
+there is one), `index` the sample's position in that run (for a time series, the second since the run
+began), `value` the sample in `unit`. Every `Figure` of the report names its sheet, its series and the
+statistic it is (`p50`, `median of runs' p50`, `median`, ...), so it can be recomputed from the CSV with
+`percentile` / `statistics.median` below.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from exactly.bench.broker import percentile
+
+__all__ = ["Figure", "Section", "SectionStatus", "Sheet", "fmt", "percentile", "read_sheet"]
+
+CSV_HEADER = ("series", "run", "index", "value", "unit")
+
+
+class Sheet:
+    """The raw samples of one benchmark (a collector, filled while the benchmark runs)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.rows: list[tuple[str, int, int, float, str]] = []
+
+    @property
+    def file(self) -> str:
+        return f"raw/{self.name}.csv"
+
+    def add(self, series: str, values: Iterable[float], unit: str, run: int = 0) -> list[float]:
+        """Add the samples of one run; returns them (as stored)."""
+        out = [float(v) for v in values]
+        self.rows.extend((series, run, i, v, unit) for i, v in enumerate(out))
+        return out
+
+    def add_indexed(self, series: str, pairs: Iterable[tuple[int, float]], unit: str, run: int = 0) -> None:
+        self.rows.extend((series, run, int(i), float(v), unit) for i, v in pairs)
+
+    def values(self, series: str, run: int | None = None) -> list[float]:
+        return [r[3] for r in self.rows if r[0] == series and (run is None or r[1] == run)]
+
+    def runs(self, series: str) -> list[list[float]]:
+        by_run: dict[int, list[float]] = defaultdict(list)
+        for r in self.rows:
+            if r[0] == series:
+                by_run[r[1]].append(r[3])
+        return [by_run[k] for k in sorted(by_run)]
+
+    def write(self, out: Path) -> Path:
+        path = out / self.file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(CSV_HEADER)
+            for series, run, index, value, unit in self.rows:
+                writer.writerow((series, run, index, repr(value), unit))
+        return path
+
+    # --- statistics that figures are made of (each says how it was computed) ---
+
+    def median(self, series: str) -> tuple[float, str]:
+        return _median(self.values(series)), f"median of `{series}`"
+
+    def pct(self, series: str, q: float) -> tuple[float, str]:
+        return percentile(self.values(series), q), f"{_qname(q)} of all `{series}`"
+
+    def median_of_runs(self, series: str, q: float) -> tuple[float, str]:
+        per_run = [percentile(v, q) for v in self.runs(series)]
+        return _median(per_run), f"median over runs of each run's {_qname(q)} of `{series}`"
+
+
+def read_sheet(path: Path) -> dict[str, list[tuple[int, int, float]]]:
+    """A CSV written by `Sheet.write`: series -> [(run, index, value)]."""
+    out: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        for row in reader:
+            out[row["series"]].append((int(row["run"]), int(row["index"]), float(row["value"])))
+    return dict(out)
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else math.nan
+
+
+def _qname(q: float) -> str:
+    return f"p{q * 100:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    key: str  # unique in the report, e.g. "broker.produce_mb_s"
+    label: str
+    value: float
+    unit: str
+    how: str  # the statistic and the series it was computed from
+    sheet: str  # the CSV, relative to the report
+    versus: str = ""  # ratio against a bound or a peer, already formatted
+
+
+class SectionStatus(Enum):
+    DONE = "done"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    key: str
+    title: str
+    status: SectionStatus
+    seconds: float
+    command: str  # what the section ran, with its parameters
+    figures: tuple[Figure, ...] = ()
+    notes: tuple[str, ...] = ()
+    sheets: tuple[str, ...] = field(default=())
+
+
+def fmt(value: float) -> str:
+    """Four significant digits at most (the report's numbers; the CSV keeps full precision)."""
+    if math.isnan(value):
+        return "n/a"
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        return f"{value:,.0f}"
+    if magnitude >= 100:
+        return f"{value:.1f}"
+    if magnitude >= 10:
+        return f"{value:.2f}"
+    if magnitude >= 1:
+        return f"{value:.3f}"
+    return f"{value:.4g}"

@@ -1,0 +1,138 @@
+"""The sizes of `exactly bench report`'s two runs, and the helpers its figures are made with.
+
+`FULL` is `make bench` (about 12 minutes on 2 shared cores); `QUICK` is `--quick` (well under 2 minutes:
+Spark skipped, every other benchmark tiny), which the test runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from exactly.bench.figures import Figure, Sheet
+
+MB = 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    fsyncs: int
+    seq_write_mib: int
+    loopback_mib: int
+    bound_rounds: int
+    codec_repeat: int
+    codec_min_time: float
+    storage_total_mib: int
+    storage_recovery_mib: int
+    storage_runs: int
+    broker_records: int  # per round
+    broker_rounds: int
+    broker_producers: int
+    broker_consumers: int
+    paced_mb_s: float
+    paced_seconds: float
+    txn_argv: tuple[str, ...]
+    group_members: tuple[int, ...]
+    group_rounds: int
+    group_committers: int
+    group_commit_seconds: float
+    group_load_records: int
+    group_skip_clients: bool
+    spark: bool
+    spark_size_mib: float
+    spark_rounds: int
+    spark_seconds: float
+
+
+FULL_TXN_ARGV = (
+    "--seconds", "5", "--rounds", "3", "--producers", "1", "--warmup-seconds", "3",
+    "--commits", "300", "--visibility-commits", "150", "--runs", "3", "--ids", "1000",
+    "--ids-processes", "4", "--ids-seconds", "5",
+)  # fmt: skip
+
+QUICK_TXN_ARGV = (
+    "--seconds", "1", "--rounds", "1", "--producers", "1", "--warmup-seconds", "0",
+    "--commits", "30", "--visibility-commits", "10", "--runs", "2", "--ids", "20",
+    "--ids-processes", "1", "--ids-seconds", "1",
+)  # fmt: skip
+
+FULL = Plan(
+    fsyncs=1000,
+    seq_write_mib=128,
+    loopback_mib=1024,
+    bound_rounds=3,
+    codec_repeat=15,
+    codec_min_time=0.2,
+    storage_total_mib=64,
+    storage_recovery_mib=512,
+    storage_runs=3,
+    broker_records=300_000,
+    broker_rounds=3,
+    broker_producers=2,
+    broker_consumers=3,
+    paced_mb_s=20.0,
+    paced_seconds=10.0,
+    txn_argv=FULL_TXN_ARGV,
+    group_members=(3, 10),
+    group_rounds=3,
+    group_committers=10,
+    group_commit_seconds=5.0,
+    group_load_records=200_000,
+    group_skip_clients=False,
+    spark=True,
+    spark_size_mib=256.0,
+    spark_rounds=2,
+    spark_seconds=10.0,
+)
+
+QUICK = Plan(
+    fsyncs=200,
+    seq_write_mib=16,
+    loopback_mib=128,
+    bound_rounds=3,
+    codec_repeat=5,
+    codec_min_time=0.02,
+    storage_total_mib=8,
+    storage_recovery_mib=16,
+    storage_runs=1,
+    broker_records=20_000,
+    broker_rounds=2,
+    broker_producers=1,
+    broker_consumers=1,
+    paced_mb_s=5.0,
+    paced_seconds=2.0,
+    txn_argv=QUICK_TXN_ARGV,
+    group_members=(3,),
+    group_rounds=2,
+    group_committers=4,
+    group_commit_seconds=2.0,
+    group_load_records=10_000,
+    group_skip_clients=True,
+    spark=False,
+    spark_size_mib=0.0,
+    spark_rounds=0,
+    spark_seconds=0.0,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundFigures:
+    """The machine's bounds the other sections compare with (NaN when not measured)."""
+
+    fsync_p50_ms: float = math.nan
+    fsync_p99_ms: float = math.nan
+    seq_write_mb_s: float = math.nan
+    loopback_mb_s: float = math.nan
+
+
+def figure(
+    key: str, label: str, stat: tuple[float, str], unit: str, sheet: Sheet, versus: str = ""
+) -> Figure:
+    return Figure(key, label, stat[0], unit, stat[1], sheet.file, versus)
+
+
+def times(value: float, bound: float, name: str) -> str:
+    """`value / bound` as "0.123 x name" (blank when the bound is missing)."""
+    if math.isnan(value) or math.isnan(bound) or bound == 0:
+        return ""
+    return f"{value / bound:.3g} x {name}"

@@ -1,0 +1,405 @@
+"""`exactly bench report` (`make bench`): every benchmark in one run, one report beside its raw samples.
+
+    exactly bench report [--out bench] [--quick] [--peer-bootstrap HOST:PORT] [--only a,b,...]
+
+Writes, under --out:
+
+    REPORT.md          the figures, the machine's bounds measured in the same run, ratios, peers, plots
+    raw/<name>.csv     the raw samples of each benchmark (format: exactly.bench.figures)
+    throughput.png     produce MB/s per 1-s window, one line per round
+    latency.png        p50/p90/p99/p99.9 of each latency benchmark
+    commit_cdf.png     transaction commit latency CDF against the fsync p50/p99
+
+Sections, in order (each timed; a failing benchmark is reported as FAILED and the command exits 1
+after writing the report): bounds, codec, storage, broker, txn, groups, spark, peers. The full run
+takes about 12 minutes on 2 shared cores, --quick about 2 (Spark skipped, every other benchmark tiny).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from exactly.bench import plan as plans
+from exactly.bench import suite
+from exactly.bench.figures import Figure, Section, SectionStatus, Sheet, fmt, percentile
+from exactly.bench.machine import Machine, describe_machine, git_commit
+from exactly.bench.peers import KafkaPeer, find_peers
+
+SECTIONS = ("bounds", "codec", "storage", "broker", "txn", "groups", "spark", "peers")
+TITLES = {
+    "bounds": "Machine bounds",
+    "codec": "Protocol codec",
+    "storage": "Storage engine",
+    "broker": "Broker: produce and consume",
+    "txn": "Transactions",
+    "groups": "Consumer groups",
+    "spark": "Spark",
+    "peers": "Peer brokers",
+}
+PLOTS = {
+    "throughput": "throughput.png",
+    "latency": "latency.png",
+    "commit_cdf": "commit_cdf.png",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    out: Path
+    quick: bool
+    peer_bootstrap: str | None
+    only: tuple[str, ...]
+
+    @property
+    def command(self) -> str:
+        parts = ["exactly bench report", f"--out {self.out}"]
+        if self.quick:
+            parts.append("--quick")
+        if self.peer_bootstrap:
+            parts.append(f"--peer-bootstrap {self.peer_bootstrap}")
+        if self.only != SECTIONS:
+            parts.append("--only " + ",".join(self.only))
+        return " ".join(parts)
+
+
+class Run:
+    """The state of one report run: sheets, sections, the bounds found so far."""
+
+    def __init__(self, options: Options, work: Path) -> None:
+        self.options = options
+        self.plan = plans.QUICK if options.quick else plans.FULL
+        self.work = work
+        self.sheets: dict[str, Sheet] = {}
+        self.sections: list[Section] = []
+        self.bounds = plans.BoundFigures()
+
+    def sheet(self, name: str) -> Sheet:
+        return self.sheets.setdefault(name, Sheet(name))
+
+    def section(
+        self, key: str, command: str, body: Callable[[Sheet], tuple[list[Figure], list[str]]]
+    ) -> None:
+        if key not in self.options.only:
+            self.sections.append(
+                Section(key, TITLES[key], SectionStatus.SKIPPED, 0.0, command, notes=("not in --only",))
+            )
+            return
+        print(f"\n=== {TITLES[key]}: {command}", flush=True)
+        started = time.monotonic()
+        sheet = self.sheet(key)
+        try:
+            figures, notes = body(sheet)
+            status = SectionStatus.DONE
+        except Exception as e:  # noqa: BLE001 (reported as FAILED; the command exits 1 at the end)
+            traceback.print_exc()
+            figures, notes = [], [f"FAILED: {type(e).__name__}: {e}"]
+            status = SectionStatus.FAILED
+        seconds = time.monotonic() - started
+        print(f"=== {TITLES[key]}: {status.value} in {seconds:.0f} s", flush=True)
+        sheets = (sheet.file,) if sheet.rows else ()
+        self.sections.append(
+            Section(key, TITLES[key], status, seconds, command, tuple(figures), tuple(notes), sheets)
+        )
+
+    def skip(self, key: str, command: str, why: str) -> None:
+        self.sections.append(Section(key, TITLES[key], SectionStatus.SKIPPED, 0.0, command, notes=(why,)))
+
+
+def run_all(run: Run) -> None:
+    plan, work = run.plan, run.work
+
+    def bounds(sheet: Sheet) -> tuple[list[Figure], list[str]]:
+        figures, run.bounds, notes = suite.run_bounds(plan, work, sheet)
+        return figures, notes
+
+    run.section("bounds", "exactly.bench.machine.measure_bounds", bounds)
+    run.section(
+        "codec",
+        f"exactly.bench.codec.measure(repeat={plan.codec_repeat}, min_time={plan.codec_min_time})",
+        lambda sheet: (suite.run_codec(plan, sheet), ["CPU time of this thread per call, median over runs."]),
+    )
+    run.section(
+        "storage",
+        f"exactly.bench.storage measure_appends(total_mib={plan.storage_total_mib}) + "
+        f"measure_reads_and_recovery(mib={plan.storage_recovery_mib}), runs={plan.storage_runs}",
+        lambda sheet: (suite.run_storage(plan, sheet, run.bounds), []),
+    )
+    run.section(
+        "broker",
+        f"exactly.bench.broker paced_latency({plan.paced_mb_s:g} MB/s, {plan.paced_seconds:g} s) + "
+        f"{plan.broker_rounds} x produce({plan.broker_records}, producers={plan.broker_producers}) "
+        f"+ consume(consumers={plan.broker_consumers})",
+        lambda sheet: suite.run_broker(plan, work, sheet, run.bounds),
+    )
+    run.section(
+        "txn",
+        "exactly bench txn " + " ".join(plan.txn_argv),
+        lambda sheet: (suite.run_txn(plan, sheet, run.bounds), []),
+    )
+    run.section(
+        "groups",
+        f"exactly.bench.groups.measure(members={list(plan.group_members)}, rounds={plan.group_rounds}, "
+        f"committers={plan.group_committers}, commit_seconds={plan.group_commit_seconds:g}, "
+        f"load_records={plan.group_load_records}, skip_clients={plan.group_skip_clients})",
+        lambda sheet: (suite.run_groups(plan, sheet, run.bounds), []),
+    )
+    spark_command = (
+        f"exactly bench spark --size-mib {plan.spark_size_mib:g} --rounds {plan.spark_rounds} "
+        f"--seconds {plan.spark_seconds:g} --read-runs 1"
+    )
+    missing = suite.spark_available()
+    if not plan.spark:
+        run.skip("spark", spark_command, "skipped: --quick (the full run measures it: about 3 minutes)")
+    elif missing is not None and "spark" in run.options.only:
+        run.skip("spark", spark_command, f"skipped: {missing}")
+    else:
+        run.section("spark", spark_command, lambda sheet: (suite.run_spark(plan, sheet, run.bounds), []))
+    run.section(
+        "peers", "find_peers() on PATH; the broker section's client benchmark", lambda s: peers(run, s)
+    )
+
+
+def peers(run: Run, sheet: Sheet) -> tuple[list[Figure], list[str]]:
+    """Run the broker section's client benchmark against every peer that can be reached."""
+    from exactly.bench.peers import PEER_BINARIES
+
+    found = find_peers()
+    notes: list[str] = []
+    figures: list[Figure] = []
+    targets: list[tuple[str, str, KafkaPeer | None]] = []
+    if not found and run.options.peer_bootstrap is None:
+        looked = ", ".join(f"`{b}`" for b, _ in PEER_BINARIES)
+        return [], [f"no peer broker found on PATH (looked for {looked}); no --peer-bootstrap given."]
+    for peer in found:
+        if peer.can_start:
+            directory = run.work / f"peer-{len(targets)}"
+            directory.mkdir(parents=True)
+            targets.append((peer.product, "", KafkaPeer(peer, directory)))
+        else:
+            notes.append(
+                f"found {peer.product} at `{peer.binary}`: the report cannot start it; run it and pass "
+                "`--peer-bootstrap HOST:PORT`."
+            )
+    if run.options.peer_bootstrap:
+        targets.append((f"peer at {run.options.peer_bootstrap}", run.options.peer_bootstrap, None))
+    ours = {f.key.removeprefix("broker."): f for s in run.sections if s.key == "broker" for f in s.figures}
+    for number, (product, bootstrap, process) in enumerate(targets):
+        peer_sheet = run.sheet(f"peer{number}")
+        try:
+            if process is not None:
+                bootstrap = process.start().bootstrap
+            theirs = suite.client_benchmark(run.plan, bootstrap, peer_sheet, run.bounds, f"peer{number}")
+        finally:
+            if process is not None:
+                process.stop()
+        for figure in theirs:
+            mine = ours.get(figure.key.split(".", 1)[1])
+            versus = plans.times(mine.value, figure.value, f"{product} (exactly / peer)") if mine else ""
+            figures.append(replace(figure, label=f"{product}: {figure.label}", versus=versus))
+        notes.append(f"{product}: the broker section's client benchmark, same parameters, same run.")
+    return figures, notes
+
+
+# --- plots and the markdown ---------------------------------------------------------------------------------
+
+
+def _plot_inputs(run: Run) -> dict[str, str]:
+    """Draw the plots that have data; returns plot name -> what it was drawn from."""
+    from exactly.bench import plots
+
+    out = run.options.out
+    made: dict[str, str] = {}
+    broker = run.sheets.get("broker")
+    windows = broker.runs("produce_window_mb_s") if broker else []
+    if broker is not None and windows:
+        rows = [r for r in broker.rows if r[0] == "produce_window_mb_s"]
+        rounds = [[(i, v) for s, r, i, v, _ in rows if r == n] for n in sorted({r[1] for r in rows})]
+        plots.throughput_plot(out / PLOTS["throughput"], rounds, "exactly: produce MB/s per 1-s window")
+        made["throughput"] = "`raw/broker.csv` series `produce_window_mb_s` (run = round, index = second)"
+    latencies = []
+    for label, name, series in suite.latency_series():
+        sheet = run.sheets.get(name)
+        values = sheet.values(series) if sheet else []
+        if values:
+            latencies.append((label, values))
+    if latencies:
+        plots.latency_plot(out / PLOTS["latency"], latencies, "latency percentiles (all runs pooled)")
+        made["latency"] = "the series of the Latency percentiles table"
+    txn = run.sheets.get("txn")
+    if txn is not None and txn.values("commit_ms") and not math.isnan(run.bounds.fsync_p50_ms):
+        commits = [
+            ("commit_transaction()", txn.values("commit_ms")),
+            ("commit_transaction() after flush() (EndTxn)", txn.values("end_txn_ms")),
+        ]
+        plots.commit_cdf_plot(
+            out / PLOTS["commit_cdf"],
+            commits,
+            run.bounds.fsync_p50_ms,
+            run.bounds.fsync_p99_ms,
+            "one-record transaction commit latency vs the fsync bound",
+        )
+        made["commit_cdf"] = (
+            "`raw/txn.csv` series `commit_ms`, `end_txn_ms`; lines: `raw/bounds.csv` `fsync_4k_ms` p50/p99"
+        )
+    return made
+
+
+def _figure_table(figures: tuple[Figure, ...] | list[Figure]) -> list[str]:
+    lines = [
+        "| id | figure | value | unit | vs bound / peer | computed from |",
+        "|---|---|---:|---|---|---|",
+    ]
+    for f in figures:
+        lines.append(
+            f"| `{f.key}` | {f.label} | {fmt(f.value)} | {f.unit} | {f.versus} | `{f.sheet}`: {f.how} |"
+        )
+    return lines
+
+
+def render(
+    run: Run,
+    machine: Machine,
+    load: tuple[tuple[float, ...], tuple[float, ...]],
+    meta: dict[str, str],
+    plots_made: dict[str, str],
+) -> str:
+    o = run.options
+    lines = [
+        "# exactly: benchmark report",
+        "",
+        f"Produced by `{o.command}` (`make bench` runs `exactly bench report --out bench`) on "
+        f"{meta['started']} from commit `{meta['commit']}` in {meta['seconds']} s."
+        + (" **--quick run: tiny sizes, for the test; not the published figures.**" if o.quick else ""),
+        "",
+        "Every figure names the CSV under `raw/` it was computed from, the series and the statistic "
+        "(CSV columns `series,run,index,value,unit`, one row per sample; percentiles are nearest-rank: "
+        "`sorted(values)[min(n - 1, int(q * n))]`; medians are `statistics.median`). Ratios compare a "
+        "figure with the machine's own bounds measured at the start of the same run. The machine is "
+        "shared with other work: see the load average; noisy figures are medians over rounds.",
+        "",
+        "## Summary",
+        "",
+    ]
+    headline = [f for s in run.sections for f in s.figures if f.key in HEADLINE]
+    lines += _figure_table(headline) if headline else ["(no figures: every section failed or was skipped)"]
+    lines += ["", "## Machine", ""]
+    lines += [
+        f"- CPU: {machine.cpu_model}, {machine.cores} cores; memory {machine.memory_gib:.1f} GiB",
+        f"- kernel: {machine.kernel}",
+        f"- load average (1, 5, 15 min) at start: {', '.join(f'{x:.2f}' for x in load[0])}; "
+        f"at end: {', '.join(f'{x:.2f}' for x in load[1])}",
+        f"- Python {machine.python}; java: {machine.java}",
+        "- client libraries: " + ", ".join(f"{n} {v}" for n, v in machine.libraries),
+    ]
+    for section in run.sections:
+        lines += ["", f"## {section.title}", ""]
+        took = f" in {section.seconds:.0f} s" if section.status is not SectionStatus.SKIPPED else ""
+        lines.append(
+            f"{section.status.value}{took}; `{section.command}`"
+            + (f"; raw samples: {', '.join(f'`{s}`' for s in section.sheets)}" if section.sheets else "")
+        )
+        lines.append("")
+        lines += [f"{note}" for note in section.notes]
+        if section.notes:
+            lines.append("")
+        if section.figures:
+            lines += _figure_table(section.figures)
+    lines += ["", "## Latency percentiles", ""]
+    lines += [
+        "| benchmark | samples | p50 ms | p90 ms | p99 ms | p99.9 ms | computed from |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for label, name, series in suite.latency_series():
+        sheet = run.sheets.get(name)
+        values = sheet.values(series) if sheet else []
+        if sheet is not None and values:
+            cells = " | ".join(fmt(percentile(values, q)) for q in (0.5, 0.9, 0.99, 0.999))
+            lines.append(f"| {label} | {len(values)} | {cells} | `{sheet.file}` `{series}`, all runs |")
+    lines += ["", "## Plots", ""]
+    for name, file in PLOTS.items():
+        if name in plots_made:
+            lines += [f"![{name}]({file})", "", f"`{file}`: from {plots_made[name]}.", ""]
+        else:
+            lines += [f"`{file}`: not drawn (no samples).", ""]
+    lines += ["## Raw data", ""]
+    for sheet in run.sheets.values():
+        if sheet.rows:
+            names = sorted({r[0] for r in sheet.rows})
+            lines.append(
+                f"- `{sheet.file}`: {len(sheet.rows)} rows; series " + ", ".join(f"`{n}`" for n in names)
+            )
+    lines.append("")
+    return "\n".join(lines)
+
+
+HEADLINE = {
+    "bounds.fsync_p50_ms",
+    "bounds.seq_write_fsync_mb_s",
+    "bounds.loopback_mb_s",
+    "broker.produce_mb_s",
+    "broker.paced_latency_p50_ms",
+    "broker.consume_mb_s",
+    "txn.transactional_mb_s",
+    "txn.commit_p50_ms",
+    "txn.commit_p99_ms",
+    "txn.ids_commits_s",
+    "groups.offset_commit_requests_s",
+    "storage.append_1024k_fsync_on_mb_s",
+    "spark.stream_exactly_once_records_s",
+}
+
+
+def report(options: Options) -> int:
+    started = datetime.now(UTC)
+    begin = time.monotonic()
+    load_start = os.getloadavg()
+    machine = describe_machine()
+    out = options.out
+    (out / "raw").mkdir(parents=True, exist_ok=True)
+    for stale in [*(out / "raw").glob("*.csv"), *(out / p for p in PLOTS.values())]:
+        stale.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="exactly-bench-report-") as tmp:
+        run = Run(options, Path(tmp))
+        run_all(run)
+    for sheet in run.sheets.values():
+        if sheet.rows:
+            sheet.write(out)
+    plots_made = _plot_inputs(run)
+    meta = {
+        "started": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(Path(__file__).parent),
+        "seconds": f"{time.monotonic() - begin:.0f}",
+    }
+    text = render(run, machine, (load_start, os.getloadavg()), meta, plots_made)
+    (out / "REPORT.md").write_text(text)
+    failed = [s.title for s in run.sections if s.status is SectionStatus.FAILED]
+    print(f"\nwrote {out / 'REPORT.md'} in {meta['seconds']} s" + (f"; FAILED: {failed}" if failed else ""))
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="exactly bench report", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("bench"))
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (about 2 minutes), no Spark")
+    parser.add_argument("--peer-bootstrap", default=None, help="also benchmark a running peer broker")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections to run")
+    args = parser.parse_args(argv)
+    only = tuple(s for s in args.only.split(",") if s)
+    unknown = set(only) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
+    return report(Options(args.out, args.quick, args.peer_bootstrap, only))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

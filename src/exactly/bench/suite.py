@@ -1,0 +1,515 @@
+"""The benchmarks of `exactly bench report`, each turned into figures (with ratios) and raw samples.
+
+Each `run_*` calls the benchmark module's own measuring functions (nothing is measured twice over),
+puts every raw sample into the benchmark's `Sheet` (`raw/<name>.csv`) and returns the figures computed
+from those rows, so a figure and its CSV cannot disagree. The sizes are in `exactly.bench.plan`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from exactly.bench import broker as broker_bench
+from exactly.bench.figures import Figure, Sheet, percentile
+from exactly.bench.plan import MB, BoundFigures, Plan, figure, times
+
+# --- machine bounds ----------------------------------------------------------------------------------------
+
+
+def run_bounds(plan: Plan, work: Path, sheet: Sheet) -> tuple[list[Figure], BoundFigures, list[str]]:
+    from exactly.bench.machine import measure_bounds
+
+    bounds = measure_bounds(
+        work, plan.fsyncs, plan.seq_write_mib << 20, plan.loopback_mib << 20, plan.bound_rounds
+    )
+    sheet.add("fsync_4k_ms", (s * 1e3 for s in bounds.fsync_seconds), "ms")
+    sheet.add("seq_write_fsync_mb_s", bounds.seq_write_mb_s, "MB/s")
+    sheet.add("loopback_mb_s", bounds.loopback_mb_s, "MB/s")
+    p50, p99 = sheet.pct("fsync_4k_ms", 0.5), sheet.pct("fsync_4k_ms", 0.99)
+    seq, loop = sheet.median("seq_write_fsync_mb_s"), sheet.median("loopback_mb_s")
+    figures = [
+        figure("bounds.fsync_p50_ms", "write 4 KiB + fsync, p50", p50, "ms", sheet),
+        figure("bounds.fsync_p99_ms", "write 4 KiB + fsync, p99", p99, "ms", sheet),
+        figure(
+            "bounds.fsyncs_per_s",
+            "fsyncs/s one after the other (1000 / p50)",
+            (1e3 / p50[0], "1000 / fsync p50"),
+            "1/s",
+            sheet,
+        ),
+        figure("bounds.seq_write_fsync_mb_s", "sequential write, fsync per 384 KiB", seq, "MB/s", sheet),
+        figure("bounds.loopback_mb_s", "loopback TCP copy (1 MiB sends)", loop, "MB/s", sheet),
+    ]
+    notes = [
+        f"Measured in `{bounds.directory}` ({bounds.filesystem}): the filesystem of the brokers' data "
+        f"directories. {len(bounds.fsync_seconds)} fsyncs; {plan.bound_rounds} rounds of "
+        f"{plan.seq_write_mib} MiB sequential write and {plan.loopback_mib} MiB loopback copy.",
+    ]
+    return figures, BoundFigures(p50[0], p99[0], seq[0], loop[0]), notes
+
+
+# --- codec and storage (in this process) -----------------------------------------------------------------
+
+
+def run_codec(plan: Plan, sheet: Sheet) -> list[Figure]:
+    from exactly.bench import codec
+
+    result = codec.measure(plan.codec_repeat, plan.codec_min_time)
+    sheet.add("produce_decode_us", (s * 1e6 for s in result.produce_decode), "us")
+    sheet.add("fetch_encode_us", (s * 1e6 for s in result.fetch_encode), "us")
+    figures = [
+        figure(
+            "codec.produce_decode_us",
+            "Produce v9 decode, 6 x 64 KiB (target <= 15)",
+            sheet.median("produce_decode_us"),
+            "us CPU",
+            sheet,
+        ),
+        figure(
+            "codec.fetch_encode_us",
+            "Fetch v12 encode, 6 x 1 MiB (target <= 20)",
+            sheet.median("fetch_encode_us"),
+            "us CPU",
+            sheet,
+        ),
+    ]
+    for nominal, (size, samples) in zip(("64k", "1m"), result.crc, strict=True):
+        series = f"crc_{nominal}_mb_s"
+        sheet.add(series, (size / s / MB for s in samples), "MB/s")
+        label = f"CRC-32C verify, {size:,} B batches (target >= 1000)"
+        figures.append(figure(f"codec.{series}", label, sheet.median(series), "MB/s", sheet))
+    return figures
+
+
+def run_storage(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
+    from exactly.bench import storage
+
+    figures = []
+    root = Path(tempfile.mkdtemp(prefix="exactly-bench-storage-"))
+    try:
+        cases = storage.measure_appends(root, plan.storage_total_mib, plan.storage_runs)
+        reads = storage.measure_reads_and_recovery(root, plan.storage_recovery_mib, plan.storage_runs)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    for case in cases:
+        name = f"append_{case.batch_bytes // 1024}k_fsync_{'on' if case.fsync else 'off'}"
+        sheet.add(f"{name}_raw_mb_s", (case.total_bytes / s / MB for s in case.raw_seconds), "MB/s")
+        sheet.add(f"{name}_log_mb_s", (case.total_bytes / s / MB for s in case.log_seconds), "MB/s")
+        log, raw = sheet.median(f"{name}_log_mb_s"), sheet.median(f"{name}_raw_mb_s")
+        versus = times(log[0], raw[0], "raw write, same run")
+        if case.fsync and case.batch_bytes >= 1 << 20:
+            versus += "; " + times(log[0], bounds.seq_write_mb_s, "seq-write bound")
+        label = (
+            f"PartitionLog append, {case.batch_bytes // 1024} KiB batches, "
+            f"{'fsync after each' if case.fsync else 'no fsync'}"
+        )
+        figures.append(figure(f"storage.{name}_mb_s", label, log, "MB/s", sheet, versus))
+    size = reads.log_bytes
+    sheet.add("read_gb_s", (size / s / 1e9 for s in reads.read_seconds), "GB/s")
+    sheet.add("recovery_unclean_s", reads.unclean_seconds, "s")
+    sheet.add("recovery_clean_ms", (s * 1e3 for s in reads.clean_seconds), "ms")
+    mib = size / (1 << 20)
+    figures += [
+        figure(
+            "storage.read_gb_s",
+            f"read {mib:.0f} MiB from page cache, 1 MiB fetches",
+            sheet.median("read_gb_s"),
+            "GB/s",
+            sheet,
+        ),
+        figure(
+            "storage.recovery_unclean_s",
+            f"recovery of {mib:.0f} MiB, no clean-shutdown marker",
+            sheet.median("recovery_unclean_s"),
+            "s",
+            sheet,
+        ),
+        figure(
+            "storage.recovery_clean_ms",
+            f"start-up of {mib:.0f} MiB after a clean shutdown",
+            sheet.median("recovery_clean_ms"),
+            "ms",
+            sheet,
+        ),
+    ]
+    return figures
+
+
+# --- broker produce/consume (ours and any peer) -------------------------------------------------------------
+
+
+def client_benchmark(
+    plan: Plan, bootstrap: str, sheet: Sheet, bounds: BoundFigures, prefix: str
+) -> list[Figure]:
+    """Paced latency, then `broker_rounds` rounds of produce + consume, each on its own topic."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = ["bench-paced"] + [f"bench-round-{r}" for r in range(plan.broker_rounds)]
+    for topic, future in admin.create_topics(
+        [NewTopic(t, broker_bench.PARTITIONS, 1) for t in topics]
+    ).items():
+        future.result(60)
+        del topic
+    # Latency first, on a quiet disk (as `exactly bench broker` does).
+    paced = broker_bench.paced_latency(bootstrap, plan.paced_mb_s, plan.paced_seconds, "bench-paced")
+    sheet.add("paced_latency_ms", (s * 1e3 for s in paced), "ms")
+    for r in range(plan.broker_rounds):
+        topic = f"bench-round-{r}"
+        run = broker_bench.produce(bootstrap, plan.broker_records, plan.broker_producers, topic)
+        sheet.add("produce_mb_s", [run.mb_s], "MB/s", run=r)
+        sheet.add("produce_records_s", [run.records_s], "records/s", run=r)
+        sheet.add("produce_latency_ms", (s * 1e3 for s in run.latencies), "ms", run=r)
+        first = run.windows[0][0] if run.windows else 0
+        sheet.add_indexed("produce_window_mb_s", ((t - first, b / MB) for t, b in run.windows), "MB/s", run=r)
+        consumed = broker_bench.consume(bootstrap, run.records, plan.broker_consumers, topic)
+        if consumed.records != run.records:
+            raise RuntimeError(f"round {r}: consumed {consumed.records} of {run.records} records")
+        sheet.add("consume_mb_s", [consumed.mb_s], "MB/s", run=r)
+    produce_mb = sheet.median("produce_mb_s")
+    consume_mb = sheet.median("consume_mb_s")
+    paced50 = sheet.pct("paced_latency_ms", 0.5)
+    k = prefix
+    return [
+        figure(
+            f"{k}.produce_mb_s",
+            f"produce, {plan.broker_producers} producer process(es), acks=all, 1 KiB",
+            produce_mb,
+            "MB/s",
+            sheet,
+            times(produce_mb[0], bounds.loopback_mb_s, "loopback")
+            + "; "
+            + times(produce_mb[0], bounds.seq_write_mb_s, "seq-write bound"),
+        ),
+        figure(
+            f"{k}.produce_records_s", "produce records/s", sheet.median("produce_records_s"), "1/s", sheet
+        ),
+        figure(
+            f"{k}.produce_latency_p50_ms",
+            "delivery latency at full load, p50",
+            sheet.pct("produce_latency_ms", 0.5),
+            "ms",
+            sheet,
+        ),
+        figure(
+            f"{k}.produce_latency_p99_ms",
+            "delivery latency at full load, p99",
+            sheet.pct("produce_latency_ms", 0.99),
+            "ms",
+            sheet,
+        ),
+        figure(
+            f"{k}.paced_latency_p50_ms",
+            f"delivery latency at {plan.paced_mb_s:g} MB/s offered, p50",
+            paced50,
+            "ms",
+            sheet,
+            times(paced50[0], bounds.fsync_p50_ms, "fsync p50"),
+        ),
+        figure(
+            f"{k}.paced_latency_p99_ms",
+            f"delivery latency at {plan.paced_mb_s:g} MB/s offered, p99",
+            sheet.pct("paced_latency_ms", 0.99),
+            "ms",
+            sheet,
+        ),
+        figure(
+            f"{k}.consume_mb_s",
+            f"consume, {plan.broker_consumers} consumer process(es)",
+            consume_mb,
+            "MB/s",
+            sheet,
+            times(consume_mb[0], bounds.loopback_mb_s, "loopback"),
+        ),
+    ]
+
+
+def run_broker(plan: Plan, work: Path, sheet: Sheet, bounds: BoundFigures) -> tuple[list[Figure], list[str]]:
+    from exactly.verify.processes import BrokerProcess
+
+    (work / "broker").mkdir(parents=True, exist_ok=True)
+    broker = BrokerProcess(work / "broker" / "data").start()
+    try:
+        figures = client_benchmark(plan, broker.bootstrap, sheet, bounds, "broker")
+        assert broker.proc is not None
+        rss = broker_bench._peak_rss_mb(broker.proc.pid)
+    finally:
+        broker.stop(60)
+    sheet.add("broker_peak_rss_mb", [rss], "MB")
+    figures.append(
+        figure(
+            "broker.peak_rss_mb", "broker peak RSS (VmHWM)", sheet.median("broker_peak_rss_mb"), "MB", sheet
+        )
+    )
+    notes = [
+        f"{plan.broker_rounds} rounds of {plan.broker_records:,} records x 1 KiB into 6 partitions "
+        "(idempotent, acks=all, linger.ms=5, fsync before ack), each round read back by its consumers; "
+        "one delivery latency sampled per 100 records. Paced: every record timed."
+    ]
+    return figures, notes
+
+
+# --- transactions, groups, spark --------------------------------------------------------------------------
+
+
+def run_txn(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
+    from exactly.bench import txn
+
+    _report, samples = txn.measure(list(plan.txn_argv))
+    sheet.add(
+        "idempotent_mb_s",
+        (r * broker_bench.RECORD_SIZE / MB for r in samples.idempotent_rounds_records_s),
+        "MB/s",
+    )
+    sheet.add(
+        "transactional_mb_s",
+        (r * broker_bench.RECORD_SIZE / MB for r in samples.transactional_rounds_records_s),
+        "MB/s",
+    )
+    for name, runs in (
+        ("commit_ms", samples.commit),
+        ("transaction_ms", samples.transaction),
+        ("end_txn_ms", samples.end_txn),
+        ("visibility_ms", samples.visibility),
+        ("ids_end_txn_ms", samples.ids_end_txn),
+        ("ids_transaction_ms", samples.ids_transaction),
+    ):
+        for r, values in enumerate(runs):
+            sheet.add(name, (s * 1e3 for s in values), "ms", run=r)
+    sheet.add("ids_commits_s", samples.ids_commits_s, "1/s")
+    idem, tx = sheet.median("idempotent_mb_s"), sheet.median("transactional_mb_s")
+    commit50 = sheet.median_of_runs("commit_ms", 0.5)
+    end50 = sheet.median_of_runs("end_txn_ms", 0.5)
+    one = sheet.values("transaction_ms")
+    serial = (1e3 / statistics.fmean(one) if one else math.nan, "1000 / mean of all `transaction_ms`")
+    ids = sheet.median("ids_commits_s")
+    fsyncs_s = 1e3 / bounds.fsync_p50_ms
+    n_ids = plan.txn_argv[plan.txn_argv.index("--ids") + 1]
+    return [
+        figure("txn.idempotent_mb_s", "idempotent produce (1 producer)", idem, "MB/s", sheet),
+        figure(
+            "txn.transactional_mb_s",
+            "transactional produce, commit every 100 ms",
+            tx,
+            "MB/s",
+            sheet,
+            times(tx[0], idem[0], "idempotent"),
+        ),
+        figure(
+            "txn.commit_p50_ms",
+            "one-record transaction: commit_transaction() p50",
+            commit50,
+            "ms",
+            sheet,
+            times(commit50[0], bounds.fsync_p50_ms, "fsync p50"),
+        ),
+        figure(
+            "txn.commit_p99_ms",
+            "one-record transaction: commit_transaction() p99",
+            sheet.median_of_runs("commit_ms", 0.99),
+            "ms",
+            sheet,
+        ),
+        figure(
+            "txn.end_txn_p50_ms",
+            "commit_transaction() after flush() (EndTxn alone) p50",
+            end50,
+            "ms",
+            sheet,
+            times(end50[0], bounds.fsync_p50_ms, "fsync p50"),
+        ),
+        figure(
+            "txn.end_txn_p99_ms",
+            "commit_transaction() after flush() (EndTxn alone) p99",
+            sheet.median_of_runs("end_txn_ms", 0.99),
+            "ms",
+            sheet,
+        ),
+        figure(
+            "txn.serial_commits_s",
+            "one producer, one-record transactions back to back",
+            serial,
+            "1/s",
+            sheet,
+            times(serial[0], fsyncs_s, "fsyncs/s bound"),
+        ),
+        figure(
+            "txn.visibility_p50_ms",
+            "commit returned -> read_committed consumer has it, p50",
+            sheet.median_of_runs("visibility_ms", 0.5),
+            "ms",
+            sheet,
+        ),
+        figure(
+            "txn.visibility_p99_ms",
+            "commit returned -> read_committed consumer has it, p99",
+            sheet.median_of_runs("visibility_ms", 0.99),
+            "ms",
+            sheet,
+        ),
+        figure(
+            "txn.ids_commits_s",
+            f"{n_ids} transactional ids committing at once",
+            ids,
+            "1/s",
+            sheet,
+            times(ids[0], fsyncs_s, "fsyncs/s bound"),
+        ),
+        figure(
+            "txn.ids_end_txn_p50_ms",
+            f"EndTxn p50 with {n_ids} ids",
+            sheet.median_of_runs("ids_end_txn_ms", 0.5),
+            "ms",
+            sheet,
+        ),
+        figure(
+            "txn.ids_end_txn_p99_ms",
+            f"EndTxn p99 with {n_ids} ids",
+            sheet.median_of_runs("ids_end_txn_ms", 0.99),
+            "ms",
+            sheet,
+        ),
+    ]
+
+
+def run_groups(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
+    from exactly.bench import groups
+
+    result = groups.measure(
+        list(plan.group_members),
+        plan.group_rounds,
+        100,
+        plan.group_committers,
+        plan.group_commit_seconds,
+        plan.group_load_records,
+        plan.group_skip_clients,
+    )
+    figures = []
+    for kind, rebalances in (("protocol", result.protocol_rebalances), ("client", result.client_rebalances)):
+        for members, latencies in rebalances:
+            series = f"rebalance_{kind}_{members}_ms"
+            sheet.add(series, (s * 1e3 for s in latencies), "ms")
+            who = "exactly's codecs" if kind == "protocol" else "confluent-kafka"
+            label = f"rebalance, {members} + 1 members ({who}, 100 ms heartbeats)"
+            figures.append(figure(f"groups.{series}", label, sheet.median(series), "ms", sheet))
+    sheet.add("offset_commit_requests_s", [result.commit_requests_s], "1/s")
+    sheet.add("offset_commit_ms", (s * 1e3 for s in result.commit_latencies), "ms")
+    p50 = sheet.pct("offset_commit_ms", 0.5)
+    figures += [
+        figure(
+            "groups.offset_commit_requests_s",
+            f"OffsetCommit, {result.committers} connections",
+            sheet.median("offset_commit_requests_s"),
+            "1/s",
+            sheet,
+        ),
+        figure(
+            "groups.offset_commit_p50_ms",
+            "OffsetCommit latency p50",
+            p50,
+            "ms",
+            sheet,
+            times(p50[0], bounds.fsync_p50_ms, "fsync p50"),
+        ),
+        figure(
+            "groups.offset_commit_p99_ms",
+            "OffsetCommit latency p99",
+            sheet.pct("offset_commit_ms", 0.99),
+            "ms",
+            sheet,
+        ),
+    ]
+    for i, load in enumerate(result.loads):
+        sheet.add("load_records_s", [load.records / load.seconds], "1/s", run=i)
+        label = f"coordinator load, {load.records:,} records, {load.label}"
+        stat = (sheet.values("load_records_s", run=i)[0], f"`load_records_s` run {i}")
+        figures.append(figure(f"groups.load_{i}_records_s", label, stat, "records/s", sheet))
+    return figures
+
+
+def spark_available() -> str | None:
+    """None when the Spark benchmark can run, else why not."""
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed (`pip install '.[spark]'`)"
+    if shutil.which("java") is None:
+        return "no java on PATH (Spark needs Java 17)"
+    return None
+
+
+def run_spark(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
+    from exactly.bench import spark
+
+    with tempfile.TemporaryDirectory(prefix="exactly-bench-spark-") as tmp:
+        result = spark.run_samples(plan.spark_size_mib, plan.spark_rounds, plan.spark_seconds, 1, Path(tmp))
+    for guarantee in (spark.EXACTLY_ONCE, spark.AT_LEAST_ONCE):
+        rounds = [r for r in result.streams if r.guarantee == guarantee]
+        name = guarantee.replace("-", "_")
+        sheet.add(f"stream_{name}_records_s", (r.records_per_s for r in rounds), "records/s")
+        sheet.add(f"stream_{name}_batch_s", (r.batch_s for r in rounds), "s")
+    sheet.add("read_spark_mb_s", (r.mb_per_s for r in result.spark_reads), "MB/s")
+    sheet.add("read_consumer_mb_s", (r.mb_per_s for r in result.consumer_reads), "MB/s")
+    sheet.add("commit_to_visible_ms", result.latency_ms, "ms")
+    eo, alo = sheet.median("stream_exactly_once_records_s"), sheet.median("stream_at_least_once_records_s")
+    sr, cr = sheet.median("read_spark_mb_s"), sheet.median("read_consumer_mb_s")
+    return [
+        figure(
+            "spark.stream_exactly_once_records_s",
+            "streaming, exactly-once sink, 1-s triggers",
+            eo,
+            "records/s",
+            sheet,
+            times(eo[0], alo[0], "at-least-once sink"),
+        ),
+        figure(
+            "spark.stream_at_least_once_records_s",
+            "streaming, at-least-once sink, 1-s triggers",
+            alo,
+            "records/s",
+            sheet,
+        ),
+        figure(
+            "spark.read_spark_mb_s",
+            "Spark batch read (local[2])",
+            sr,
+            "MB/s",
+            sheet,
+            times(sr[0], cr[0], "one consumer") + "; " + times(sr[0], bounds.loopback_mb_s, "loopback"),
+        ),
+        figure("spark.read_consumer_mb_s", "one confluent-kafka consumer, same topic", cr, "MB/s", sheet),
+        figure(
+            "spark.commit_to_visible_p50_ms",
+            "input commit -> aggregate visible, p50",
+            sheet.pct("commit_to_visible_ms", 0.5),
+            "ms",
+            sheet,
+        ),
+        figure(
+            "spark.commit_to_visible_p99_ms",
+            "input commit -> aggregate visible, p99",
+            sheet.pct("commit_to_visible_ms", 0.99),
+            "ms",
+            sheet,
+        ),
+    ]
+
+
+def latency_series() -> tuple[tuple[str, str, str], ...]:
+    """(label, sheet, series) of every latency the report's percentile table and plot show."""
+    return (
+        ("produce, paced (broker)", "broker", "paced_latency_ms"),
+        ("produce, full load (broker)", "broker", "produce_latency_ms"),
+        ("txn commit_transaction()", "txn", "commit_ms"),
+        ("txn EndTxn after flush()", "txn", "end_txn_ms"),
+        ("txn visibility", "txn", "visibility_ms"),
+        ("txn EndTxn, many ids", "txn", "ids_end_txn_ms"),
+        ("OffsetCommit (groups)", "groups", "offset_commit_ms"),
+        ("spark commit -> visible", "spark", "commit_to_visible_ms"),
+    )
+
+
+__all__ = ["BoundFigures", "Plan", "percentile"]
