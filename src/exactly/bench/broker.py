@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exactly.verify.processes import free_port
+
 RECORD_SIZE = 1024
 PARTITIONS = 6
 TOPIC = "bench"
@@ -312,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
             import subprocess
             import sys
 
-            port = _free_port()
+            port = free_port()
             bootstrap = f"127.0.0.1:{port}"
             proc = subprocess.Popen(
                 [
@@ -360,13 +362,6 @@ def main(argv: list[str] | None = None) -> None:
             if proc is not None:
                 proc.terminate()
                 proc.wait(30)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _wait_for_port(port: int, timeout: float = 20.0) -> None:

@@ -49,6 +49,7 @@ from exactly.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from exactly.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from exactly.verify.processes import free_port
 
 TOPIC = "bench-groups"
 PARTITIONS = 64
@@ -59,16 +60,9 @@ REBALANCE_IN_PROGRESS = 27
 # --- a broker in a subprocess -------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class Broker:
     def __init__(self, data_dir: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(data_dir)]
         args += ["--listen", self.bootstrap, "--set", "group.initial.rebalance.delay.ms=0"]

@@ -19,6 +19,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from exactly.verify.processes import free_port
+
 # (binary, product): what `find_peers` looks for, in this order.
 PEER_BINARIES = (
     ("kafka-server-start.sh", "Apache Kafka"),
@@ -53,21 +55,14 @@ def find_peers(path: str | None = None) -> list[Peer]:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class KafkaPeer:
     """One Apache Kafka KRaft node on a temporary directory (started by `start`, ended by `stop`)."""
 
     def __init__(self, peer: Peer, directory: Path) -> None:
         self.peer = peer
         self.directory = directory
-        self.port = _free_port()
-        self.controller_port = _free_port()
+        self.port = free_port()
+        self.controller_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

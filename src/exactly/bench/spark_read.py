@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exactly.bench.broker import _free_port, _wait_for_port
+from exactly.bench.broker import _wait_for_port
+from exactly.verify.processes import free_port
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with tempfile.TemporaryDirectory(prefix="exactly-bench-spark-") as tmp:
-        port = _free_port()
+        port = free_port()
         bootstrap = f"127.0.0.1:{port}"
         data = Path(tmp) / "data"
         proc = subprocess.Popen(

@@ -68,7 +68,8 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
-from exactly.bench.broker import PARTITIONS, RECORD_SIZE, _free_port, _peak_rss_mb, _wait_for_port, percentile
+from exactly.bench.broker import PARTITIONS, RECORD_SIZE, _peak_rss_mb, _wait_for_port, percentile
+from exactly.verify.processes import free_port
 
 TOPIC = "bench-txn"
 VISIBILITY_TOPIC = "bench-txn-visibility"
@@ -86,7 +87,7 @@ class BrokerProcess:
     """`exactly serve` on a fresh data directory; its log goes to `broker.log` next to it."""
 
     def __init__(self, directory: Path) -> None:
-        port = _free_port()
+        port = free_port()
         self.port = port
         self.bootstrap = f"127.0.0.1:{port}"
         self.log_path = directory / "broker.log"
