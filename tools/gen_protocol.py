@@ -84,6 +84,14 @@ APIS: dict[str, tuple[int, int]] = {
     "DescribeTopicPartitions": (0, 0),
     "DescribeClientQuotas": (0, 1),
     "AlterClientQuotas": (0, 1),
+    # security (issue 13): SASL, ACLs, SCRAM credentials
+    "SaslHandshake": (0, 1),
+    "SaslAuthenticate": (0, 2),
+    "CreateAcls": (1, 3),
+    "DescribeAcls": (1, 3),
+    "DeleteAcls": (1, 3),
+    "DescribeUserScramCredentials": (0, 0),
+    "AlterUserScramCredentials": (0, 0),
 }
 
 # exactly's extension APIs (docs/two-phase-commit.md), read from EXACTLY_SPEC_DIR.

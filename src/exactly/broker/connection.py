@@ -46,6 +46,7 @@ from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_
 from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+from exactly.security.principal import ANONYMOUS
 
 if TYPE_CHECKING:
     from exactly.broker.server import Broker
@@ -117,6 +118,7 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.id = connection_id
+        self.principal = ANONYMOUS  # replaced once TLS client authentication or SASL has proved who it is
         self._requests: set[asyncio.Future[Response]] = set()  # dispatched, not yet taken by the writer
         self._pending: asyncio.Queue[tuple[RequestHeader | None, asyncio.Future[Response]]] = asyncio.Queue(
             _MAX_IN_FLIGHT
@@ -273,7 +275,9 @@ class Connection:
             raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
         if header.api_version > advertised_max(key):
             raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
-        context = RequestContext(self.broker, header, self.id, self.peer, len(frame), self.mute)
+        context = RequestContext(
+            self.broker, header, self.id, self.peer, len(frame), self.mute, self.principal
+        )
         future = asyncio.ensure_future(self._run(handler, context, body))
         self._requests.add(future)
         return header, future

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from exactly.protocol.api import RequestHeader
 from exactly.protocol.messages import ApiKey
+from exactly.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from exactly.broker.server import Broker
@@ -21,6 +22,7 @@ class RequestContext:
     peer: str
     size: int = 0  # the request's bytes on the wire (header and body), what Kafka's produce quota counts
     mute: Callable[[int], None] = lambda ms: None  # stop reading the connection for `ms` (quota throttling)
+    principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as (TLS client cert, SASL)
 
     @property
     def version(self) -> int:

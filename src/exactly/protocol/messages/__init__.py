@@ -13,13 +13,17 @@ from exactly.protocol.messages import (
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     commit_batch,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_client_quotas,
     describe_cluster,
     describe_configs,
@@ -28,6 +32,7 @@ from exactly.protocol.messages import (
     describe_producers,
     describe_topic_partitions,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_txn,
     fetch,
@@ -49,6 +54,8 @@ from exactly.protocol.messages import (
     offset_for_leader_epoch,
     prepare_txn,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -69,6 +76,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -80,9 +88,13 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -92,6 +104,8 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -117,6 +131,7 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.SYNC_GROUP: sync_group,
     ApiKey.DESCRIBE_GROUPS: describe_groups,
     ApiKey.LIST_GROUPS: list_groups,
+    ApiKey.SASL_HANDSHAKE: sasl_handshake,
     ApiKey.API_VERSIONS: api_versions,
     ApiKey.CREATE_TOPICS: create_topics,
     ApiKey.DELETE_TOPICS: delete_topics,
@@ -128,9 +143,13 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.END_TXN: end_txn,
     ApiKey.WRITE_TXN_MARKERS: write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit,
+    ApiKey.DESCRIBE_ACLS: describe_acls,
+    ApiKey.CREATE_ACLS: create_acls,
+    ApiKey.DELETE_ACLS: delete_acls,
     ApiKey.DESCRIBE_CONFIGS: describe_configs,
     ApiKey.ALTER_CONFIGS: alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
+    ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
     ApiKey.CREATE_PARTITIONS: create_partitions,
     ApiKey.DELETE_GROUPS: delete_groups,
     ApiKey.ELECT_LEADERS: elect_leaders,
@@ -140,6 +159,8 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.OFFSET_DELETE: offset_delete,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster,
     ApiKey.DESCRIBE_PRODUCERS: describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
