@@ -41,7 +41,7 @@ def test_server_properties_file(tmp_path: Path) -> None:
     [
         ("num.partitions", "lots", "invalid value for num.partitions: expected an integer, got 'lots'"),
         ("num.partitions", "0", "invalid value for num.partitions: 0 is outside"),
-        ("listeners", "nowhere", "invalid value for listeners: expected HOST:PORT"),
+        ("listeners", "nowhere", "invalid value for listeners: expected NAME://HOST:PORT, got 'nowhere'"),
         ("auto.create.topics.enable", "yes", "expected true or false"),
         (
             "log.segment.bytes",

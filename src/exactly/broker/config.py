@@ -21,6 +21,15 @@ from pathlib import Path
 from exactly.configs.broker import BROKER_CONFIGS
 from exactly.configs.topic import TOPIC_CONFIGS, broker_default
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
+from exactly.security.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    Endpoint,
+    Listener,
+    SecurityProtocol,
+    parse_endpoints,
+    parse_protocol_map,
+    resolve_listeners,
+)
 from exactly.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -28,6 +37,10 @@ log = logging.getLogger(__name__)
 
 class ConfigError(ExactlyError):
     """An invalid broker configuration value."""
+
+
+DEFAULT_ENDPOINTS = (Endpoint(SecurityProtocol.PLAINTEXT.value, "127.0.0.1", 9092),)
+DEFAULT_LISTENERS = resolve_listeners(DEFAULT_ENDPOINTS, None, DEFAULT_PROTOCOL_MAP, None)
 
 
 def _int(lo: int = -(2**63), hi: int = 2**63 - 1) -> Callable[[str], int]:
@@ -64,22 +77,14 @@ def _pause_step(raw: str) -> str:
     return step
 
 
-def _host_port(raw: str) -> tuple[str, int]:
-    text = raw.strip()
-    if "://" in text:  # PLAINTEXT://host:port (the first listener)
-        text = text.split(",")[0].split("://", 1)[1]
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected HOST:PORT, got {raw!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
 # Kafka broker name -> (BrokerConfig field, parser)
 _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "node.id": ("node_id", _int(0, 2**31 - 1)),
     "broker.id": ("node_id", _int(0, 2**31 - 1)),
-    "listeners": ("listen", _host_port),
-    "advertised.listeners": ("advertise", _host_port),
+    "listeners": ("listener_endpoints", parse_endpoints),
+    "advertised.listeners": ("advertised_endpoints", parse_endpoints),
+    "listener.security.protocol.map": ("listener_protocol_map", parse_protocol_map),
+    "inter.broker.listener.name": ("inter_broker_listener_name", lambda raw: raw.strip().upper() or None),
     "log.dirs": ("data_dir", lambda raw: Path(raw.split(",")[0].strip())),
     "log.dir": ("data_dir", lambda raw: Path(raw.strip())),
     "num.partitions": ("num_partitions", _int(1, 1_000_000)),
@@ -137,8 +142,15 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     node_id: int = 0
-    listen: tuple[str, int] = ("127.0.0.1", 9092)
-    advertise: tuple[str, int] | None = None
+    # listeners, advertised.listeners, listener.security.protocol.map, inter.broker.listener.name as
+    # written; `listeners` is what they resolve to (exactly.security.listeners)
+    listener_endpoints: tuple[Endpoint, ...] = DEFAULT_ENDPOINTS
+    advertised_endpoints: tuple[Endpoint, ...] | None = None
+    listener_protocol_map: Mapping[str, SecurityProtocol] = field(
+        default_factory=lambda: DEFAULT_PROTOCOL_MAP
+    )
+    inter_broker_listener_name: str | None = None
+    listeners: tuple[Listener, ...] = DEFAULT_LISTENERS
     data_dir: Path = Path("exactly-data")
     cluster_id: str = "exactly-cluster"
     num_partitions: int = 1
@@ -179,11 +191,16 @@ class BrokerConfig:
     properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
+    def listen(self) -> tuple[str, int]:
+        """The first listener's address."""
+        first = self.listeners[0]
+        return first.host, first.port
+
+    @property
     def advertised(self) -> tuple[str, int]:
-        if self.advertise is not None:
-            return self.advertise
-        host, port = self.listen
-        return ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), port
+        """The first listener's advertised address."""
+        first = self.listeners[0]
+        return first.advertised_host, first.advertised_port
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **fixed: object) -> BrokerConfig:
@@ -200,6 +217,15 @@ class BrokerConfig:
         except KafkaError as e:
             raise ConfigError(f"invalid log config: {e.message}") from None
         values.update(fixed)
+        try:
+            values["listeners"] = resolve_listeners(
+                values.get("listener_endpoints", DEFAULT_ENDPOINTS),  # type: ignore[arg-type]
+                values.get("advertised_endpoints"),  # type: ignore[arg-type]
+                values.get("listener_protocol_map", DEFAULT_PROTOCOL_MAP),  # type: ignore[arg-type]
+                values.get("inter_broker_listener_name"),  # type: ignore[arg-type]
+            )
+        except ValueError as e:
+            raise ConfigError(f"invalid listeners: {e}") from None
         values["log"] = log_config
         values["properties"] = dict(known)
         return cls(**values)  # type: ignore[arg-type]

@@ -46,6 +46,7 @@ from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_
 from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+from exactly.security.listeners import Listener
 from exactly.security.principal import ANONYMOUS
 
 if TYPE_CHECKING:
@@ -112,12 +113,18 @@ def peer_gone(sock: Any) -> bool:
 
 class Connection:
     def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection_id: int
+        self,
+        broker: Broker,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        connection_id: int,
+        listener: Listener | None = None,
     ) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
         self.id = connection_id
+        self.listener = listener  # None: the first (tests that build a Connection by hand)
         self.principal = ANONYMOUS  # replaced once TLS client authentication or SASL has proved who it is
         self._requests: set[asyncio.Future[Response]] = set()  # dispatched, not yet taken by the writer
         self._pending: asyncio.Queue[tuple[RequestHeader | None, asyncio.Future[Response]]] = asyncio.Queue(
@@ -276,7 +283,7 @@ class Connection:
         if header.api_version > advertised_max(key):
             raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
         context = RequestContext(
-            self.broker, header, self.id, self.peer, len(frame), self.mute, self.principal
+            self.broker, header, self.id, self.peer, len(frame), self.mute, self.principal, self.listener
         )
         future = asyncio.ensure_future(self._run(handler, context, body))
         self._requests.add(future)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from exactly.protocol.api import RequestHeader
 from exactly.protocol.messages import ApiKey
+from exactly.security.listeners import Listener
 from exactly.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
@@ -23,6 +24,12 @@ class RequestContext:
     size: int = 0  # the request's bytes on the wire (header and body), what Kafka's produce quota counts
     mute: Callable[[int], None] = lambda ms: None  # stop reading the connection for `ms` (quota throttling)
     principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as (TLS client cert, SASL)
+    listener: Listener | None = None  # the listener the connection came in on (None: the first)
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """Where this client is told to find the broker (the endpoint of its own listener)."""
+        return self.broker.advertised_for(self.listener)
 
     @property
     def version(self) -> int:

@@ -17,13 +17,14 @@ logs. It takes about as long as the last fsync in progress, whatever the clients
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from exactly.broker.config import BrokerConfig
+from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.connection import READ_SIZE, Connection
 from exactly.broker.flusher import Flusher
 from exactly.broker.groups import GroupService
@@ -36,6 +37,7 @@ from exactly.errors import ErrorCode, KafkaError
 from exactly.fetch.session import FetchSessionCache
 from exactly.quotas.entities import QuotaKey
 from exactly.quotas.manager import ClientQuotaManager
+from exactly.security.listeners import Listener, SecurityProtocol
 from exactly.storage import files
 from exactly.storage.config import LogConfig
 from exactly.storage.log import PartitionLog
@@ -50,6 +52,9 @@ class Broker:
     """Everything a handler can reach, and the listening socket."""
 
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+        unbuilt = [x.name for x in config.listeners if x.protocol is not SecurityProtocol.PLAINTEXT]
+        if unbuilt:  # never serve a listener in the clear that its owner configured as secure
+            raise ConfigError(f"listeners {', '.join(unbuilt)}: only PLAINTEXT is supported so far")
         self.static_config = config
         self.clock: Clock = clock or SystemClock()
         if config.debug_fsync_ledger:
@@ -86,7 +91,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self._data_waiter: asyncio.Future[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._server: asyncio.Server | None = None
+        self._servers: dict[str, asyncio.Server] = {}  # listener name -> its server
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._ids = itertools.count(1)
         self._stopped = asyncio.Event()
@@ -94,14 +99,18 @@ class Broker:
 
     @property
     def port(self) -> int:
-        assert self._server is not None
-        port: int = self._server.sockets[0].getsockname()[1]
+        """The port of the first listener (bound: a configured port 0 is resolved)."""
+        return self.bound_port(self.config.listeners[0])
+
+    def bound_port(self, listener: Listener) -> int:
+        port: int = self._servers[listener.name].sockets[0].getsockname()[1]
         return port
 
-    @property
-    def advertised_host_port(self) -> tuple[str, int]:
-        host, port = self.config.advertised
-        return host, (port or self.port)
+    def advertised_for(self, listener: Listener | None) -> tuple[str, int]:
+        """Where clients of `listener` (None: the first) are told to connect, as Kafka answers Metadata
+        with the endpoint of the listener the request came in on."""
+        listener = listener or self.config.listeners[0]
+        return listener.advertised_host, listener.advertised_port or self.bound_port(listener)
 
     # --- partitions -------------------------------------------------------------------------------------
 
@@ -279,11 +288,29 @@ class Broker:
         ]
         self._tasks += self.groups.start()  # loads __consumer_offsets before the broker listens
         self._tasks += self.transactions.start()  # loads __transaction_state, resumes marker writing
-        host, port = self.config.listen
-        self._server = await asyncio.start_server(
-            self._accept, host, port, limit=READ_SIZE, reuse_address=True
-        )
-        log.info("exactly broker %d listening on %s:%d", self.config.node_id, host, self.port)
+        for listener in self.config.listeners:
+            self._servers[listener.name] = await asyncio.start_server(
+                functools.partial(self._accept, listener),
+                listener.host or None,
+                listener.port,
+                limit=READ_SIZE,
+                reuse_address=True,
+            )
+            log.info(
+                "exactly broker %d listening on %s://%s:%d (%s)",
+                self.config.node_id,
+                listener.name,
+                listener.host,
+                self.bound_port(listener),
+                listener.protocol.value,
+            )
+            if listener.protocol is SecurityProtocol.PLAINTEXT and not listener.loopback_only:
+                log.warning(
+                    "listener %s accepts connections from other machines without authentication: "
+                    "anyone who can reach port %d can read, write, fence and abort (use SASL_SSL or SSL)",
+                    listener.name,
+                    self.bound_port(listener),
+                )
 
     async def serve_until_stopped(self) -> None:
         await self._stopped.wait()
@@ -293,8 +320,8 @@ class Broker:
 
     async def stop(self) -> None:
         self._stopping = True
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers.values():
+            server.close()
         # Not by cancelling the connection tasks: asyncio's stream callback logs a cancelled task as an
         # error. Each `Connection.run` cancels its own requests and returns.
         for connection in list(self._connections.values()):
@@ -303,12 +330,12 @@ class Broker:
             _, late = await asyncio.wait(list(self._connections), timeout=_CLOSE_WAIT_S)
             if late:
                 log.warning("%d connections did not close within %.0f s", len(late), _CLOSE_WAIT_S)
-        if self._server is not None:
+        for name, server in self._servers.items():
             try:
                 async with asyncio.timeout(_CLOSE_WAIT_S):
-                    await self._server.wait_closed()
+                    await server.wait_closed()
             except TimeoutError:
-                log.warning("listener did not close within %.0f s", _CLOSE_WAIT_S)
+                log.warning("listener %s did not close within %.0f s", name, _CLOSE_WAIT_S)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -319,14 +346,16 @@ class Broker:
         self.metadata.close()
         log.info("exactly broker %d stopped", self.config.node_id)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(
+        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         """The stream callback of one client socket: serve it, then log one line saying why it ended."""
         if self._stopping:
             writer.transport.abort()
             return
         task = asyncio.current_task()
         assert task is not None
-        connection = Connection(self, reader, writer, next(self._ids))
+        connection = Connection(self, reader, writer, next(self._ids), listener)
         self._connections[task] = connection
         try:
             ending = await connection.run()

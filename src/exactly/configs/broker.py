@@ -72,12 +72,29 @@ def _ro(
 _DEFS = [
     _ro("node.id", INT, "-1", "The id of this broker (its replica id).", Range(0, INT_MAX)),
     _ro("broker.id", INT, "-1", "Synonym of node.id.", Range(0, INT_MAX)),
-    _ro("listeners", STRING, "PLAINTEXT://:9092", "The address the broker listens on."),
+    _ro(
+        "listeners",
+        STRING,
+        "PLAINTEXT://:9092",
+        "Where the broker listens: NAME://HOST:PORT, comma-separated.",
+    ),
     _ro(
         "advertised.listeners",
         STRING,
         None,
-        "The address clients are told to connect to (default: listeners).",
+        "The addresses clients are told to connect to, per listener name (default: listeners).",
+    ),
+    _ro(
+        "listener.security.protocol.map",
+        STRING,
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "The security protocol of each listener name: NAME:PROTOCOL, comma-separated.",
+    ),
+    _ro(
+        "inter.broker.listener.name",
+        STRING,
+        None,
+        "The listener brokers use between them (one broker: validated only).",
     ),
     _ro("log.dirs", LIST, None, "The directory of the broker's data (the first of a list)."),
     _ro("log.dir", STRING, "/tmp/kafka-logs", "The data directory when log.dirs is not set."),

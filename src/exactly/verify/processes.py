@@ -73,7 +73,8 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(self.data_dir)]
-        args += ["--listen", self.bootstrap]
+        if not any(item.startswith("listeners=") for item in self.settings):  # else `port` is the first's
+            args += ["--listen", self.bootstrap]
         for item in self.settings:
             args += ["--set", item]
         if self.log_level is not None:

@@ -17,7 +17,7 @@ from exactly.security.operations import OMITTED, ResourceType, authorized_operat
 @handler(ApiKey.DESCRIBE_CLUSTER)
 async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     broker = ctx.broker
-    host, port = broker.advertised_host_port
+    host, port = ctx.advertised
     node = broker.config.node_id
     return DescribeClusterResponse(
         cluster_id=broker.config.cluster_id,

@@ -28,6 +28,7 @@ from exactly.protocol.messages.describe_configs import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+from exactly.security.listeners import Endpoint
 
 if TYPE_CHECKING:
     from exactly.broker.server import Broker
@@ -146,13 +147,13 @@ def _broker_layers(broker: Broker) -> list[tuple[ConfigSource, Mapping[str, str]
 def _effective_specials(broker: Broker) -> dict[str, str]:
     """Broker configs whose value is what the broker runs with, whichever way it was given."""
     config = broker.static_config
-    host, port = config.listen
-    adv_host, adv_port = broker.advertised_host_port
+    listeners = [Endpoint(x.name, x.host, broker.bound_port(x)) for x in config.listeners]
+    advertised = [Endpoint(x.name, *broker.advertised_for(x)) for x in config.listeners]
     return {
         "node.id": str(config.node_id),
         "broker.id": str(config.node_id),
-        "listeners": f"PLAINTEXT://{host}:{port or adv_port}",
-        "advertised.listeners": f"PLAINTEXT://{adv_host}:{adv_port}",
+        "listeners": ",".join(map(str, listeners)),
+        "advertised.listeners": ",".join(map(str, advertised)),
         "log.dirs": str(config.data_dir),
     }
 

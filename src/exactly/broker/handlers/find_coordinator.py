@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
         except KafkaError as e:
             error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message or e.code.name
     node = broker.config.node_id
-    host, port = broker.advertised_host_port
+    host, port = ctx.advertised
     if error:
         node, host, port = -1, "", -1
     if ctx.version >= 4:

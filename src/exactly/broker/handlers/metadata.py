@@ -25,7 +25,7 @@ from exactly.security.operations import OMITTED, ResourceType, authorized_operat
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     node = broker.config.node_id
-    host, port = broker.advertised_host_port
+    host, port = ctx.advertised
     if request.topics is None or (ctx.version == 0 and not request.topics):
         topics = [_topic(t, node) for t in broker.metadata.topics.values()]
     else:
