@@ -11,13 +11,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +21,6 @@ import pytest
 
 from exactly.errors import ErrorCode
 from exactly.protocol.api import decode_request
-from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.fetch import (
     FetchPartition,
@@ -37,6 +32,7 @@ from exactly.protocol.messages.fetch import (
 from exactly.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from exactly.records.batch import iter_batches
 from exactly.verify.processes import BrokerProcess, free_port
+from exactly.verify.proxy import FaultProxy
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, running_broker
 
@@ -46,98 +42,28 @@ DEADLINE = 60.0
 ZERO = uuid.UUID(int=0)
 
 
-# --- a proxy that decodes every request -----------------------------------------------------------------
+# --- the fault proxy, with no rules, keeping the clients' Fetch requests -------------------------------
 
 
-@dataclass(frozen=True)
-class SeenRequest:
-    api_key: int
-    api_version: int
-    body: Any
-
-
-class RecordingProxy:
-    """Forwards bytes both ways between clients and the broker; decodes each request frame it forwards."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        self.upstream = upstream
-        self.seen: list[SeenRequest] = []
-        self.lock = threading.Lock()
-        self._listener = socket.socket()
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(16)
-        self.port: int = self._listener.getsockname()[1]
-        self._socks: list[socket.socket] = []
-        self._stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self) -> None:
-        self._stop.set()
-        with contextlib.suppress(OSError):
-            self._listener.close()
-        for s in list(self._socks):
-            with contextlib.suppress(OSError):
-                s.close()
-
-    def fetches(self) -> list[tuple[int, FetchRequest]]:
-        with self.lock:
-            return [(r.api_version, r.body) for r in self.seen if r.api_key == ApiKey.FETCH]
-
-    def _accept(self) -> None:
-        self._listener.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            server = socket.create_connection(self.upstream, timeout=5)
-            server.settimeout(None)
-            self._socks += [client, server]
-            threading.Thread(target=self._requests, args=(client, server), daemon=True).start()
-            threading.Thread(target=self._responses, args=(server, client), daemon=True).start()
-
-    def _requests(self, client: socket.socket, server: socket.socket) -> None:
-        decoder = FrameDecoder()
-        try:
-            while data := client.recv(1 << 16):
-                for frame in decoder.frames(data):
-                    header, body = decode_request(frame)
-                    with self.lock:
-                        self.seen.append(SeenRequest(header.api_key, header.api_version, body))
-                server.sendall(data)
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                server.shutdown(socket.SHUT_WR)
-
-    def _responses(self, server: socket.socket, client: socket.socket) -> None:
-        try:
-            while data := server.recv(1 << 16):
-                client.sendall(data)
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                client.shutdown(socket.SHUT_WR)
+def seen_fetches(proxy: FaultProxy) -> list[tuple[int, FetchRequest]]:
+    """The Fetch requests the clients sent through `proxy` so far, decoded: (version, body)."""
+    out = []
+    for frame in list(proxy.requests_seen):
+        header, body = decode_request(frame)
+        out.append((header.api_version, body))
+    return out
 
 
 @pytest.fixture
-def proxied(tmp_path: Path) -> Iterator[tuple[BrokerProcess, RecordingProxy]]:
+def proxied(tmp_path: Path) -> Iterator[tuple[BrokerProcess, FaultProxy]]:
     """A broker that advertises the proxy, so that clients send everything through it."""
     port = free_port()
-    proxy = RecordingProxy(("127.0.0.1", port))
-    try:
+    with FaultProxy(("127.0.0.1", port), seed=0) as proxy:
+        proxy.keep_requests(frozenset({ApiKey.FETCH}))
         with running_broker(
             tmp_path / "data", f"advertised.listeners=127.0.0.1:{proxy.port}", port=port
         ) as broker:
             yield broker, proxy
-    finally:
-        proxy.close()
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
@@ -238,7 +164,7 @@ def _consume_kafka_python(bootstrap: str, topic: str, isolation: str, expected: 
     return got
 
 
-def test_librdkafka_fetches_v16_by_topic_id(proxied: tuple[BrokerProcess, RecordingProxy]) -> None:
+def test_librdkafka_fetches_v16_by_topic_id(proxied: tuple[BrokerProcess, FaultProxy]) -> None:
     """librdkafka 2.16 uses Fetch v16 with topic ids (it does not implement fetch sessions: every
     request is a sessionless full fetch, epoch -1)."""
     broker, proxy = proxied
@@ -252,7 +178,7 @@ def test_librdkafka_fetches_v16_by_topic_id(proxied: tuple[BrokerProcess, Record
     everything = committed + aborted
     assert sorted(_consume_confluent(via, topic, "read_uncommitted", len(everything))) == sorted(everything)
 
-    fetches = proxy.fetches()
+    fetches = seen_fetches(proxy)
     assert fetches, "no Fetch request went through the proxy"
     assert {version for version, _ in fetches} == {16}
     assert {t.topic_id for _, r in fetches for t in r.topics} == {topic_id}
@@ -260,7 +186,7 @@ def test_librdkafka_fetches_v16_by_topic_id(proxied: tuple[BrokerProcess, Record
     assert {(r.session_id, r.session_epoch) for _, r in fetches} == {(0, -1)}
 
 
-def test_kafka_python_uses_incremental_fetch_sessions(proxied: tuple[BrokerProcess, RecordingProxy]) -> None:
+def test_kafka_python_uses_incremental_fetch_sessions(proxied: tuple[BrokerProcess, FaultProxy]) -> None:
     """kafka-python 3.0 (Fetch v12) opens a session and then sends incremental requests."""
     broker, proxy = proxied
     topic = "incremental"
@@ -273,7 +199,7 @@ def test_kafka_python_uses_incremental_fetch_sessions(proxied: tuple[BrokerProce
     got = _consume_kafka_python(via, topic, "read_uncommitted", len(everything))
     assert sorted(got) == sorted(everything)
 
-    fetches = proxy.fetches()
+    fetches = seen_fetches(proxy)
     assert {version for version, _ in fetches} == {12}
     opened = [r for _, r in fetches if r.session_epoch == 0]
     incremental = [r for _, r in fetches if r.session_id != 0 and r.session_epoch >= 1]

@@ -154,6 +154,9 @@ class FaultProxy:
         #: responses kept for the caller, see keep_responses()
         self.seen: collections.deque[Seen] = collections.deque(maxlen=1000)
         self._keep: frozenset[int] = frozenset()
+        #: request frames (after the size) kept for the caller, see keep_requests()
+        self.requests_seen: collections.deque[bytes] = collections.deque(maxlen=10_000)
+        self._keep_requests: frozenset[int] = frozenset()
         self._rules: dict[int, Rule] = {}
         self._fired: collections.Counter[int] = collections.Counter()
         self._handles = itertools.count(1)
@@ -215,6 +218,11 @@ class FaultProxy:
         """From now on keep the responses to these api keys in `seen` (the client's and replays')."""
         with self.lock:
             self._keep = api_keys
+
+    def keep_requests(self, api_keys: frozenset[int]) -> None:
+        """From now on keep the client's requests of these api keys in `requests_seen`, as they arrive."""
+        with self.lock:
+            self._keep_requests = api_keys
 
     def _rule_for(self, api_key: int) -> Rule | None:
         with self.lock:
@@ -427,6 +435,9 @@ class _Connection:
         )
         if key == API_VERSIONS and self.handshake is None:
             self.handshake = frame
+        if key in proxy._keep_requests:
+            with proxy.lock:
+                proxy.requests_seen.append(frame[4:])
         rule = proxy._rule_for(key)
         now = time.monotonic()
         action = None if rule is None else rule.action
