@@ -59,7 +59,10 @@ def _certificates(directory: Path) -> dict[str, Path]:
     return paths
 
 
-def run(records: int, producers: int, rounds: int, work: Path) -> TlsBenchResult:
+def run(
+    records: int, producers: int, rounds: int, work: Path, broker_settings: tuple[str, ...] = ()
+) -> TlsBenchResult:
+    """`broker_settings`: more `key=value` broker settings (e.g. ssl.protocol=TLSv1.2)."""
     certs = _certificates(work)
     plain_port, ssl_port = free_port(), free_port()
     settings = [
@@ -69,6 +72,7 @@ def run(records: int, producers: int, rounds: int, work: Path) -> TlsBenchResult
         "ssl.truststore.type=PEM",
         f"ssl.truststore.location={certs['ca']}",
         "ssl.client.auth=required",
+        *broker_settings,
     ]
     args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(work / "data")]
     for item in settings:
@@ -107,9 +111,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[], help="a broker setting key=value")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="exactly-bench-tls-") as tmp:
-        result = run(args.records, args.producers, args.rounds, Path(tmp))
+        result = run(args.records, args.producers, args.rounds, Path(tmp), tuple(args.set))
     pairs = zip(result.plaintext_mb_s, result.tls_mb_s, strict=True)
     rounds = ", ".join(f"{p:.0f}/{t:.0f}" for p, t in pairs)
     print(f"produce over PLAINTEXT: {result.plaintext_median:8.1f} MB/s (median of {args.rounds})")

@@ -89,7 +89,7 @@ class TlsServer:
         protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
         try:
             transport, _ = await loop.connect_accepted_socket(
-                lambda: protocol,
+                lambda: _Decrypted(protocol, self._limit),
                 client,
                 ssl=self._tls.context(loop.time()),
                 ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
@@ -111,6 +111,41 @@ class TlsServer:
             transport.abort()
             return
         await self._on_connection(reader, writer, principal)
+
+
+class _Decrypted(asyncio.BufferedProtocol):
+    """Hands decrypted bytes to a stream protocol through one reused buffer.
+
+    uvloop's TLS layer calls SSL_read once per TLS record (librdkafka sends records of about 2 KB); for a
+    plain `Protocol` each call allocates a 256 KiB bytes object and the pieces are joined, for a
+    `BufferedProtocol` the records are decrypted one after the other into this buffer and handed over in
+    one piece. (uvloop takes the buffered path only for a protocol that is not an `asyncio.Protocol`,
+    hence this adapter rather than a subclass of StreamReaderProtocol.)"""
+
+    def __init__(self, stream: asyncio.StreamReaderProtocol, size: int) -> None:
+        self._stream = stream
+        self._buffer = memoryview(bytearray(size))
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._stream.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stream.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._stream.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._stream.resume_writing()
+
+    def eof_received(self) -> bool | None:
+        return self._stream.eof_received()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._stream.data_received(self._buffer[:nbytes])  # type: ignore[arg-type]
 
 
 def _one_line(error: BaseException) -> str:
