@@ -360,3 +360,33 @@ def test_a_wildcard_ssl_listener_without_client_auth_warns(tmp_path: Path) -> No
     assert len(warnings) == 1, warnings
     assert "listener OPEN accepts connections from other machines without client auth" in warnings[0]
     assert "(ssl.client.auth=none)" in warnings[0]
+
+
+@pytest.mark.slow
+def test_a_new_key_store_is_used_without_a_restart(tmp_path: Path) -> None:
+    files = make_tls_files(tmp_path / "certs")
+    store = tmp_path / "server.pem"
+    store.write_bytes(files.server.read_bytes())
+    ssl_port, plain = free_port(), free_port()
+    settings = [
+        f"listeners=SSL://127.0.0.1:{ssl_port},PLAINTEXT://127.0.0.1:{plain}",
+        *ssl_settings(files, "none", store),
+    ]
+    with running_broker(tmp_path / "data", *settings, port=plain) as proc:
+        renewed = make_tls_files(tmp_path / "renewed")  # a new CA and a new server certificate
+        conf = {"bootstrap.servers": f"127.0.0.1:{ssl_port}", **confluent_ssl(renewed, None)}
+        with pytest.raises(KafkaException):
+            AdminClient(conf).list_topics(timeout=3)
+        store.write_bytes(renewed.server.read_bytes())
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert AdminClient(conf).list_topics(timeout=3).brokers
+                break
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+        assert f"listener SSL: reloaded {store}" in proc.full_log()
+        old = {"bootstrap.servers": f"127.0.0.1:{ssl_port}", **confluent_ssl(files, None)}
+        with pytest.raises(KafkaException):
+            AdminClient(old).list_topics(timeout=3)
