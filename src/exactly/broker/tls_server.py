@@ -45,11 +45,17 @@ class TlsServer:
     async def start(
         cls, host: str, port: int, tls: TlsListener, on_connection: OnConnection, limit: int
     ) -> TlsServer:
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family = infos[0][0] if host else socket.AF_INET
-        address = infos[0][4] if host else ("", port)
-        sock = socket.create_server(address, family=family, backlog=1024, reuse_port=False)
+        if not host:  # every interface, IPv6 too where the system can (as asyncio.start_server binds)
+            if socket.has_dualstack_ipv6():
+                sock = socket.create_server(
+                    ("", port), family=socket.AF_INET6, backlog=1024, dualstack_ipv6=True
+                )
+            else:
+                sock = socket.create_server(("", port), backlog=1024)
+        else:
+            loop = asyncio.get_running_loop()
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            sock = socket.create_server(infos[0][4], family=infos[0][0], backlog=1024)
         sock.setblocking(False)
         return cls(sock, tls, on_connection, limit)
 
