@@ -74,7 +74,7 @@ def test_describe_configs_reports_the_listeners_with_their_bound_ports(tmp_path:
 
 
 def test_a_listener_whose_protocol_is_not_built_is_refused_in_one_line(tmp_path: Path) -> None:
-    listeners = f"listeners=PLAINTEXT://127.0.0.1:{free_port()},SSL://127.0.0.1:{free_port()}"
+    listeners = f"listeners=PLAINTEXT://127.0.0.1:{free_port()},SASL_SSL://127.0.0.1:{free_port()}"
     result = subprocess.run(
         [sys.executable, "-m", "exactly", "serve", "--data-dir", str(tmp_path / "data"), "--set", listeners],
         capture_output=True,
@@ -85,5 +85,5 @@ def test_a_listener_whose_protocol_is_not_built_is_refused_in_one_line(tmp_path:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    expected = "error: the broker stopped: listeners SSL: only PLAINTEXT is supported so far"
+    expected = "error: the broker stopped: listeners SASL_SSL: SASL is not supported so far"
     assert errors == [expected], result.stderr

@@ -116,7 +116,14 @@ class ConsumeRun:
         return self.value_bytes / self.seconds / 1e6
 
 
-def _producer_process(bootstrap: str, records: int, index: int, queue: Any, topic: str = TOPIC) -> None:
+def _producer_process(
+    bootstrap: str,
+    records: int,
+    index: int,
+    queue: Any,
+    topic: str = TOPIC,
+    client_config: dict[str, str] | None = None,
+) -> None:
     from confluent_kafka import Producer
 
     producer = Producer(
@@ -127,6 +134,7 @@ def _producer_process(bootstrap: str, records: int, index: int, queue: Any, topi
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "queue.buffering.max.kbytes": 1_048_576,
+            **(client_config or {}),
         }
     )
     value = os.urandom(RECORD_SIZE)
@@ -168,12 +176,19 @@ def _producer_process(bootstrap: str, records: int, index: int, queue: Any, topi
     queue.put((records - remaining, elapsed, latencies, dict(windows)))
 
 
-def produce(bootstrap: str, records: int, producers: int, topic: str = TOPIC) -> ProduceRun:
+def produce(
+    bootstrap: str,
+    records: int,
+    producers: int,
+    topic: str = TOPIC,
+    client_config: dict[str, str] | None = None,
+) -> ProduceRun:
+    """`client_config`: more producer settings (e.g. security.protocol=SSL and its ssl.* files)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     per = records // producers
     procs = [
-        ctx.Process(target=_producer_process, args=(bootstrap, per, i, queue, topic))
+        ctx.Process(target=_producer_process, args=(bootstrap, per, i, queue, topic, client_config))
         for i in range(producers)
     ]
     start = time.perf_counter()

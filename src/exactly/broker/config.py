@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exactly.configs.broker import BROKER_CONFIGS
+from exactly.configs.broker import BROKER_CONFIGS, listener_config_base
 from exactly.configs.topic import TOPIC_CONFIGS, broker_default
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.security.listeners import (
@@ -207,11 +207,12 @@ class BrokerConfig:
         """Build from Kafka names; `fixed` are already-parsed fields (CLI flags) that win over `props`."""
         known: dict[str, str] = {}
         for name, raw in props.items():
-            if name in BROKER_CONFIGS:
+            if name in BROKER_CONFIGS or listener_config_base(name) is not None:
                 known[name] = raw
             else:
                 log.warning("ignoring unknown config %s", name)
         values = _parse_fields(known, ConfigError)
+        _check_security_values(known)
         try:
             log_config = LogConfig.from_properties(_topic_defaults(known, known))
         except KafkaError as e:
@@ -270,6 +271,19 @@ def _parse_fields(props: Mapping[str, str], error: type[ConfigError] | None) -> 
                 ) from None
             raise error(f"invalid value for {name}: {e}") from None
     return values
+
+
+def _check_security_values(props: Mapping[str, str]) -> None:
+    """The `ssl.*` values (and their `listener.name.<name>.` forms) are valid for their type; files and the
+    consistency of a listener's settings are checked when the broker builds its TLS contexts."""
+    for name, raw in props.items():
+        base = listener_config_base(name) or name
+        if not base.startswith("ssl."):
+            continue
+        try:
+            BROKER_CONFIGS[base].parse(raw)
+        except KafkaError as e:
+            raise ConfigError(e.message.replace(f"configuration {base}", f"configuration {name}")) from None
 
 
 def _topic_defaults(props: Mapping[str, str], changed: Mapping[str, str]) -> dict[str, str]:

@@ -28,6 +28,7 @@ from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.connection import READ_SIZE, Connection
 from exactly.broker.flusher import Flusher
 from exactly.broker.groups import GroupService
+from exactly.broker.tls_server import TlsServer
 from exactly.broker.transactions import TransactionService
 from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
@@ -37,7 +38,9 @@ from exactly.errors import ErrorCode, KafkaError
 from exactly.fetch.session import FetchSessionCache
 from exactly.quotas.entities import QuotaKey
 from exactly.quotas.manager import ClientQuotaManager
-from exactly.security.listeners import Listener, SecurityProtocol
+from exactly.security.listeners import Listener
+from exactly.security.principal import ANONYMOUS, KafkaPrincipal
+from exactly.security.tls import TlsConfigError, TlsListener, tls_listeners
 from exactly.storage import files
 from exactly.storage.config import LogConfig
 from exactly.storage.log import PartitionLog
@@ -52,9 +55,13 @@ class Broker:
     """Everything a handler can reach, and the listening socket."""
 
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
-        unbuilt = [x.name for x in config.listeners if x.protocol is not SecurityProtocol.PLAINTEXT]
+        unbuilt = [x.name for x in config.listeners if x.protocol.sasl]
         if unbuilt:  # never serve a listener in the clear that its owner configured as secure
-            raise ConfigError(f"listeners {', '.join(unbuilt)}: only PLAINTEXT is supported so far")
+            raise ConfigError(f"listeners {', '.join(unbuilt)}: SASL is not supported so far")
+        try:
+            self.tls: dict[str, TlsListener] = tls_listeners(config.listeners, config.properties)
+        except TlsConfigError as e:
+            raise ConfigError(str(e)) from None
         self.static_config = config
         self.clock: Clock = clock or SystemClock()
         if config.debug_fsync_ledger:
@@ -91,7 +98,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self._data_waiter: asyncio.Future[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._servers: dict[str, asyncio.Server] = {}  # listener name -> its server
+        self._servers: dict[str, asyncio.Server | TlsServer] = {}  # listener name -> its server
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._ids = itertools.count(1)
         self._stopped = asyncio.Event()
@@ -289,13 +296,7 @@ class Broker:
         self._tasks += self.groups.start()  # loads __consumer_offsets before the broker listens
         self._tasks += self.transactions.start()  # loads __transaction_state, resumes marker writing
         for listener in self.config.listeners:
-            self._servers[listener.name] = await asyncio.start_server(
-                functools.partial(self._accept, listener),
-                listener.host or None,
-                listener.port,
-                limit=READ_SIZE,
-                reuse_address=True,
-            )
+            self._servers[listener.name] = await self._listen(listener)
             log.info(
                 "exactly broker %d listening on %s://%s:%d (%s)",
                 self.config.node_id,
@@ -304,13 +305,48 @@ class Broker:
                 self.bound_port(listener),
                 listener.protocol.value,
             )
-            if listener.protocol is SecurityProtocol.PLAINTEXT and not listener.loopback_only:
-                log.warning(
-                    "listener %s accepts connections from other machines without authentication: "
-                    "anyone who can reach port %d can read, write, fence and abort (use SASL_SSL or SSL)",
-                    listener.name,
-                    self.bound_port(listener),
-                )
+            self._warn_if_unauthenticated(listener)
+
+    async def _listen(self, listener: Listener) -> asyncio.Server | TlsServer:
+        """A TLS listener's server does the handshake and names the client (exactly.broker.tls_server)."""
+        tls = self.tls.get(listener.name)
+        if tls is not None:
+
+            async def accept(
+                reader: asyncio.StreamReader, writer: asyncio.StreamWriter, principal: KafkaPrincipal
+            ) -> None:
+                await self._accept(listener, reader, writer, principal)
+
+            return await TlsServer.start(listener.host, listener.port, tls, accept, READ_SIZE)
+        return await asyncio.start_server(
+            functools.partial(self._accept, listener),
+            listener.host or None,
+            listener.port,
+            limit=READ_SIZE,
+            reuse_address=True,
+        )
+
+    def _warn_if_unauthenticated(self, listener: Listener) -> None:
+        """Kafka's view: PLAINTEXT authenticates nobody; SSL authenticates clients only with
+        ssl.client.auth=required (with `requested` or `none` a client without a certificate is ANONYMOUS);
+        SASL listeners authenticate every client."""
+        if listener.loopback_only or listener.protocol.sasl:
+            return
+        tls = self.tls.get(listener.name)
+        if tls is not None and tls.authenticates_clients:
+            return
+        how = (
+            "without authentication"
+            if tls is None
+            else f"without client authentication (ssl.client.auth={tls.settings.client_auth.value})"
+        )
+        log.warning(
+            "listener %s accepts connections from other machines %s: anyone who can reach port %d can "
+            "read, write, fence and abort (use SASL_SSL, or SSL with ssl.client.auth=required)",
+            listener.name,
+            how,
+            self.bound_port(listener),
+        )
 
     async def serve_until_stopped(self) -> None:
         await self._stopped.wait()
@@ -347,7 +383,11 @@ class Broker:
         log.info("exactly broker %d stopped", self.config.node_id)
 
     async def _accept(
-        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        listener: Listener,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        principal: KafkaPrincipal = ANONYMOUS,
     ) -> None:
         """The stream callback of one client socket: serve it, then log one line saying why it ended."""
         if self._stopping:
@@ -356,6 +396,15 @@ class Broker:
         task = asyncio.current_task()
         assert task is not None
         connection = Connection(self, reader, writer, next(self._ids), listener)
+        connection.principal = principal  # TLS: the client certificate's (exactly.broker.tls_server)
+        if principal != ANONYMOUS:
+            log.info(
+                "connection %d from %s on listener %s authenticated as %s",
+                connection.id,
+                connection.peer,
+                listener.name,
+                principal,
+            )
         self._connections[task] = connection
         try:
             ending = await connection.run()

@@ -28,6 +28,18 @@ def broker(
 
 
 @app.command()
+def tls(
+    records: Annotated[int, typer.Option(help="records per run (1 KiB each)")] = 300_000,
+    producers: Annotated[int, typer.Option(help="producer processes")] = 2,
+    rounds: Annotated[int, typer.Option(help="rounds of each listener (interleaved)")] = 3,
+) -> None:
+    """Produce throughput over mutual TLS vs plaintext, on one broker (medians, ratio; target >= 0.7)."""
+    from exactly.bench import tls as bench
+
+    bench.main(["--records", str(records), "--producers", str(producers), "--rounds", str(rounds)])
+
+
+@app.command()
 def txn(
     seconds: Annotated[float, typer.Option(help="length of each throughput round")] = 10.0,
     rounds: Annotated[int, typer.Option(help="throughput rounds of each mode (interleaved)")] = 3,

@@ -16,16 +16,19 @@ that set the same value, in priority order: `log.retention.ms`, `log.retention.m
 
 from __future__ import annotations
 
+import re
+
 from exactly.configs.definition import INT_MAX, LONG_MAX, ConfigDef, ConfigType, OneOf, Range
 from exactly.configs.topic import TOPIC_CONFIGS
 
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = (
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = (
     ConfigType.BOOLEAN,
     ConfigType.STRING,
     ConfigType.INT,
     ConfigType.LONG,
     ConfigType.DOUBLE,
     ConfigType.LIST,
+    ConfigType.PASSWORD,
 )
 
 # Broker names of topic-config synonyms whose type or default differs from the topic config's
@@ -67,6 +70,65 @@ def _ro(
     name: str, type_: ConfigType, default: str | None, doc: str, validator: Range | OneOf | None = None
 ) -> ConfigDef:
     return ConfigDef(name, type_, default, doc, validator)
+
+
+def _secret(name: str, doc: str) -> ConfigDef:
+    """A Kafka PASSWORD config: described with a null value and is_sensitive, as Kafka does."""
+    return ConfigDef(name, PASSWORD, None, doc, sensitive=True)
+
+
+# TLS (exactly.security.tls). Each may also be given per listener as listener.name.<name>.ssl.* .
+_SSL_DEFS = [
+    _ro("ssl.keystore.type", STRING, "JKS", "The key store's format: exactly reads PEM only."),
+    _ro("ssl.keystore.location", STRING, None, "A PEM file with the private key and the certificate chain."),
+    _secret("ssl.keystore.password", "The key store's password (unused by PEM key stores)."),
+    _secret("ssl.keystore.certificate.chain", "The certificate chain, inline PEM (with ssl.keystore.key)."),
+    _secret("ssl.keystore.key", "The private key, inline PEM (with ssl.keystore.certificate.chain)."),
+    _secret("ssl.key.password", "The password of an encrypted private key."),
+    _ro("ssl.truststore.type", STRING, "JKS", "The trust store's format: exactly reads PEM only."),
+    _ro("ssl.truststore.location", STRING, None, "A PEM file of the CAs client certificates are checked by."),
+    _secret("ssl.truststore.password", "The trust store's password (unused by PEM trust stores)."),
+    _secret("ssl.truststore.certificates", "The trusted CA certificates, inline PEM."),
+    _ro(
+        "ssl.enabled.protocols",
+        LIST,
+        "TLSv1.2,TLSv1.3",
+        "The TLS versions a client may use.",
+        OneOf(("TLSv1.2", "TLSv1.3")),
+    ),
+    _ro("ssl.protocol", STRING, "TLSv1.3", "The highest TLS version.", OneOf(("TLS", "TLSv1.2", "TLSv1.3"))),
+    _ro("ssl.cipher.suites", LIST, "", "The TLS 1.2 cipher suites (IANA or OpenSSL names; empty: all)."),
+    _ro(
+        "ssl.client.auth",
+        STRING,
+        "none",
+        "Whether clients must present a certificate: required, requested or none.",
+        OneOf(("required", "requested", "none")),
+    ),
+    _ro(
+        "ssl.principal.mapping.rules",
+        STRING,
+        "DEFAULT",
+        "Rules mapping a client certificate's subject DN to its principal (RULE:pattern/replacement/[LU]).",
+    ),
+    _ro(
+        "ssl.endpoint.identification.algorithm",
+        STRING,
+        "https",
+        "Client-side host name verification (accepted; a broker does not verify its clients' host names).",
+    ),
+]
+
+_LISTENER_PREFIXED = re.compile(r"^listener\.name\.([a-z0-9_.-]+?)\.((?:ssl|sasl)\..+)$")
+
+
+def listener_config_base(name: str) -> str | None:
+    """The broker config a `listener.name.<listener>.<config>` name overrides for one listener (None when
+    `name` is not of that form or names no known config)."""
+    match = _LISTENER_PREFIXED.match(name)
+    if match is None or match.group(2) not in BROKER_CONFIGS:
+        return None
+    return match.group(2)
 
 
 _DEFS = [
@@ -249,6 +311,7 @@ _DEFS = [
         "",
         "Testing only: append '<file>\\t<length>' to this file after every fsync of a data file.",
     ),
+    *_SSL_DEFS,
     *_synonym_defs(),
 ]
 

@@ -163,11 +163,17 @@ def _synonyms(
 ) -> list[DescribeConfigsSynonym]:
     """Kafka's `configSynonyms`: each layer in priority order, within it each name in priority order."""
     return [
-        DescribeConfigsSynonym(name, layer[name], source)
+        DescribeConfigsSynonym(name, None if _sensitive(name) else layer[name], source)
         for source, layer in layers
         for name in names
         if name in layer
     ]
+
+
+def _sensitive(name: str) -> bool:
+    """A PASSWORD config: Kafka never sends its value, in an entry or in a synonym."""
+    definition = BROKER_CONFIGS.get(name) or TOPIC_CONFIGS.get(name)
+    return definition is not None and definition.sensitive
 
 
 def _entry(

@@ -1,0 +1,144 @@
+"""TLS benchmark (issue 13): produce throughput over mutual TLS vs plaintext, in one run, on one broker.
+
+    python -m exactly.bench.tls [--records N] [--producers P] [--rounds R]
+    exactly bench tls ...
+
+One broker with two listeners: PLAINTEXT and SSL (ssl.client.auth=required, certificates made by `trustme`
+— a development dependency — in a temporary directory). Each round runs `exactly.bench.broker.produce`
+(P confluent-kafka producer processes, 1 KiB records, 6 partitions, acks=all, idempotent) once through
+each listener, the order alternating from round to round; the figures are the medians of the rounds and
+their ratio (target >= 0.7), and the broker process's CPU time per GB produced through each listener
+(on a 2-core machine the producers' own encryption competes with the broker for the cores, so the CPU
+figure says what TLS costs the broker itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from exactly.bench.broker import PARTITIONS, RECORD_SIZE, _wait_for_port, produce
+from exactly.verify.processes import free_port
+
+TOPIC = "bench-tls"
+
+
+@dataclass(frozen=True, slots=True)
+class TlsBenchResult:
+    plaintext_mb_s: tuple[float, ...]  # one per round
+    tls_mb_s: tuple[float, ...]
+    plaintext_cpu_s_per_gb: tuple[float, ...]  # the broker process's CPU time per GB produced
+    tls_cpu_s_per_gb: tuple[float, ...]
+
+    @property
+    def plaintext_median(self) -> float:
+        return statistics.median(self.plaintext_mb_s)
+
+    @property
+    def tls_median(self) -> float:
+        return statistics.median(self.tls_mb_s)
+
+    @property
+    def ratio(self) -> float:
+        return self.tls_median / self.plaintext_median
+
+
+def _certificates(directory: Path) -> dict[str, Path]:
+    try:
+        import trustme
+    except ImportError:
+        raise SystemExit("the TLS benchmark needs trustme (pip install '.[dev]')") from None
+    ca = trustme.CA(organization_name="exactly bench")
+    paths = {name: directory / f"{name}.pem" for name in ("ca", "server", "client_cert", "client_key")}
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(paths["server"]))
+    client = ca.issue_cert("bench@example.com", common_name="bench")
+    client.cert_chain_pems[0].write_to_path(str(paths["client_cert"]))
+    client.private_key_pem.write_to_path(str(paths["client_key"]))
+    return paths
+
+
+def run(
+    records: int, producers: int, rounds: int, work: Path, broker_settings: tuple[str, ...] = ()
+) -> TlsBenchResult:
+    """`broker_settings`: more `key=value` broker settings (e.g. ssl.protocol=TLSv1.2)."""
+    certs = _certificates(work)
+    plain_port, ssl_port = free_port(), free_port()
+    settings = [
+        f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port}",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={certs['server']}",
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={certs['ca']}",
+        "ssl.client.auth=required",
+        *broker_settings,
+    ]
+    args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(work / "data")]
+    for item in settings:
+        args += ["--set", item]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_port(plain_port)
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.cimpl import NewTopic
+
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain_port}"})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result()
+        tls_config = {
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(certs["ca"]),
+            "ssl.certificate.location": str(certs["client_cert"]),
+            "ssl.key.location": str(certs["client_key"]),
+        }
+        plain: tuple[list[float], list[float]] = ([], [])  # MB/s, CPU s/GB
+        tls: tuple[list[float], list[float]] = ([], [])
+        for i in range(rounds):
+            order = [(plain, plain_port, None), (tls, ssl_port, tls_config)]
+            for samples, port, config in order if i % 2 == 0 else order[::-1]:
+                cpu = _cpu_seconds(proc.pid)
+                result = produce(f"127.0.0.1:{port}", records, producers, TOPIC, config)
+                cpu = _cpu_seconds(proc.pid) - cpu
+                if result.records != records // producers * producers:
+                    raise RuntimeError(f"only {result.records} records delivered")
+                samples[0].append(result.mb_s)
+                samples[1].append(cpu / (result.records * RECORD_SIZE / 1e9))
+        return TlsBenchResult(tuple(plain[0]), tuple(tls[0]), tuple(plain[1]), tuple(tls[1]))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="exactly TLS benchmark")
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[], help="a broker setting key=value")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="exactly-bench-tls-") as tmp:
+        result = run(args.records, args.producers, args.rounds, Path(tmp), tuple(args.set))
+    pairs = zip(result.plaintext_mb_s, result.tls_mb_s, strict=True)
+    rounds = ", ".join(f"{p:.0f}/{t:.0f}" for p, t in pairs)
+    print(f"produce over PLAINTEXT: {result.plaintext_median:8.1f} MB/s (median of {args.rounds})")
+    print(f"produce over mutual TLS: {result.tls_median:7.1f} MB/s (median of {args.rounds})")
+    print(f"TLS / plaintext: {result.ratio:.2f} (target >= 0.7); rounds plain/TLS MB/s: {rounds}")
+    plain_cpu = statistics.median(result.plaintext_cpu_s_per_gb)
+    tls_cpu = statistics.median(result.tls_cpu_s_per_gb)
+    print(f"broker CPU per GB produced: plaintext {plain_cpu:.1f} s, mutual TLS {tls_cpu:.1f} s (medians)")
+    print(f"({args.producers} producers, 1 KiB records, {PARTITIONS} partitions, acks=all, idempotent)")
+
+
+if __name__ == "__main__":
+    main()
