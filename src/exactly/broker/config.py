@@ -21,6 +21,7 @@ from pathlib import Path
 from exactly.configs.broker import BROKER_CONFIGS, listener_config_base
 from exactly.configs.topic import TOPIC_CONFIGS, broker_default
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
+from exactly.protocol.messages import ApiKey
 from exactly.security.listeners import (
     DEFAULT_PROTOCOL_MAP,
     Endpoint,
@@ -75,6 +76,18 @@ def _pause_step(raw: str) -> str:
     if step not in PAUSE_STEPS:
         raise ValueError(f"must be one of {', '.join(s for s in PAUSE_STEPS if s)}")
     return step
+
+
+def _api_keys(raw: str) -> frozenset[int]:
+    """`CreateTopics,Metadata` -> their API keys."""
+    by_name = {key.name.replace("_", "").lower(): int(key) for key in ApiKey}
+    keys = set()
+    for name in filter(None, (part.strip() for part in raw.split(","))):
+        key = by_name.get(name.replace("_", "").lower())
+        if key is None:
+            raise ValueError(f"unknown API {name!r}")
+        keys.add(key)
+    return frozenset(keys)
 
 
 # Kafka broker name -> (BrokerConfig field, parser)
@@ -136,6 +149,10 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "exactly.debug.marker.delay.ms": ("debug_marker_delay_ms", _int(0, 600_000)),
     # testing only: append every data-file fsync to this file (storage/files.py, the fsync ledger)
     "exactly.debug.fsync.ledger": ("debug_fsync_ledger", str),
+    # testing only: the handlers of these APIs raise (connection.py answers UNKNOWN_SERVER_ERROR)
+    "exactly.debug.raise.in.api": ("debug_raise_in_api", _api_keys),
+    # testing only: exit in the middle of a create (server.py `_create_logs`), as a crash would
+    "exactly.debug.create.crash.after.partitions": ("debug_create_crash_after_partitions", _int(-1)),
 }
 
 
@@ -186,6 +203,8 @@ class BrokerConfig:
     debug_end_txn_pause: str = ""
     debug_marker_delay_ms: int = 0
     debug_fsync_ledger: str = ""
+    debug_raise_in_api: frozenset[int] = frozenset()
+    debug_create_crash_after_partitions: int = -1
     log: LogConfig = field(default_factory=LogConfig)
     # the Kafka-named settings this config was built from (server.properties, --set): STATIC_BROKER_CONFIG
     properties: Mapping[str, str] = field(default_factory=dict)

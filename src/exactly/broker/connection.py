@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import HANDLERS, advertised, advertised_max
-from exactly.errors import ErrorCode, ProtocolError
+from exactly.errors import ErrorCode, KafkaError, ProtocolError
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
+from exactly.protocol.error_response import error_response
 from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
@@ -290,10 +291,46 @@ class Connection:
         return header, future
 
     async def _run(self, handler: Any, context: RequestContext, body: Any) -> Response:
-        response = await handler(context, body)
+        try:
+            if context.header.api_key in self.broker.config.debug_raise_in_api:
+                raise RuntimeError("exactly.debug.raise.in.api")
+            response = await handler(context, body)
+        except ProtocolError:
+            raise  # malformed input the handler found: the connection closes, as Kafka does
+        except Exception as e:  # noqa: BLE001 (a bug: answered with an error, the connection stays, as in Kafka)
+            response = self._error_response(context, body, e)
         if response is None:
             return None
         return encode_response(context.header, response)
+
+    def _error_response(self, context: RequestContext, body: Any, error: Exception) -> Any:
+        """The error response to a request whose handler raised: the KafkaError's own code, otherwise
+        UNKNOWN_SERVER_ERROR; one log line (with the traceback the first time a given place fails);
+        re-raises when no response can be built (then the connection closes)."""
+        code, message = ErrorCode.UNKNOWN_SERVER_ERROR, "unexpected broker error"
+        if isinstance(error, KafkaError):
+            code, message = error.code, error.message or error.code.name
+        where = _raised_at(error)
+        first = where not in _FAILED_AT
+        _FAILED_AT.add(where)
+        log.error(
+            "%s from %s failed: %s: %s (at %s); answering %s%s",
+            context.request_name,
+            self.peer,
+            type(error).__name__,
+            error,
+            where,
+            code.name,
+            "" if first else " (traceback logged before)",
+            exc_info=error if first else None,
+        )
+        if context.header.api_key == ApiKey.PRODUCE and getattr(body, "acks", -1) == 0:
+            return None  # acks=0: the client reads no answer
+        try:
+            return error_response(ApiKey(context.header.api_key), body, code, message)
+        except Exception:
+            log.exception("no error response for %s", context.request_name)
+            raise error from None
 
     # --- writing ----------------------------------------------------------------------------------------
 
@@ -346,6 +383,18 @@ class Connection:
                     return Ending(CloseReason.PEER_LOST, str(e) or type(e).__name__)
         finally:
             self._draining = False
+
+
+_FAILED_AT: set[str] = set()  # file:line of handler failures already logged with their traceback
+
+
+def _raised_at(error: BaseException) -> str:
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
 
 
 def _describe(header: RequestHeader | None) -> str:

@@ -20,6 +20,7 @@ import asyncio
 import functools
 import itertools
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -166,11 +167,18 @@ class Broker:
             self.logs.set_topic_config(name, log_config)
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        """All or nothing: the logs first, then the metadata record that makes the topic exist. A failure
+        in between removes the logs made; a crash in between leaves logs without a topic, which start-up
+        removes (`_sync_logs_with_metadata`). Never a topic in metadata without its logs."""
         log_config = self.validate_topic_configs(configs)
-        info = self.metadata.create_topic(name, partitions, validate_topic_overrides(configs))
-        for partition in range(partitions):
-            self.logs.get_or_create_log(name, partition, log_config)
-        return info
+        overrides = validate_topic_overrides(configs)
+        self.metadata.check_new_topic(name, partitions)
+        self._create_logs(name, range(partitions), log_config)
+        try:
+            return self.metadata.create_topic(name, partitions, overrides)
+        except BaseException:
+            self._remove_logs(name, range(partitions))
+            raise
 
     async def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> None:
         """Create a coordinator's compacted internal topic on first use."""
@@ -209,11 +217,46 @@ class Broker:
         return info
 
     def add_partitions(self, name: str, total: int) -> TopicInfo:
-        info = self.metadata.add_partitions(name, total)
-        config = self._log_config(info.configs)
-        for partition in range(total):
-            self.logs.get_or_create_log(name, partition, config)
-        return info
+        """All or nothing, in the order `create_topic` uses: the new partitions' logs, then the record."""
+        current = self.metadata.check_add_partitions(name, total)
+        added = range(current.partitions, total)
+        self._create_logs(name, added, self._log_config(current.configs))
+        try:
+            return self.metadata.add_partitions(name, total)
+        except BaseException:
+            self._remove_logs(name, added)
+            raise
+
+    def _create_logs(self, name: str, partitions: range, config: LogConfig) -> None:
+        """Create the logs of `partitions` (none of which exists), or none of them: KAFKA_STORAGE_ERROR
+        when the disk or the file-descriptor budget refuses one."""
+        made: list[int] = []
+        try:
+            for partition in partitions:
+                if self.config.debug_create_crash_after_partitions == len(made) and made:
+                    log.error("exactly.debug.create.crash.after.partitions: exiting in a create")
+                    os._exit(17)
+                self.logs.get_or_create_log(name, partition, config)
+                made.append(partition)
+        except OSError as e:
+            failed = partitions[len(made)]
+            self._remove_logs(name, made)
+            self.logs.remove_partition_dir(name, failed)
+            log.warning(
+                "could not create partition %s-%d (%s); removed the %d partitions made, nothing was created",
+                name,
+                failed,
+                e,
+                len(made),
+            )
+            why = e.strerror or str(e)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create partition {failed} of {name!r}: {why}"
+            ) from None
+
+    def _remove_logs(self, name: str, partitions: range | list[int]) -> None:
+        for partition in partitions:
+            self.logs.delete_log(name, partition)
 
     def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         config = self.validate_topic_configs(configs)
@@ -222,15 +265,24 @@ class Broker:
         return info
 
     def _sync_logs_with_metadata(self) -> None:
-        """After a crash between a metadata append and the log change, finish the change."""
-        for name, info in self.metadata.topics.items():
-            for partition in range(info.partitions):
-                self.logs.get_or_create_log(name, partition, self._log_config(info.configs))
+        """Make the logs match the metadata after a crash: logs made for a create (or new partitions) whose
+        record never landed are removed, and a partition the metadata has but whose log is gone (deleted by
+        hand, or an older version's create order) is made again, each with one line saying so."""
         for (topic, partition), _ in self.logs.logs():
             existing = self.metadata.topics.get(topic)
             if existing is None or partition >= existing.partitions:
-                log.warning("deleting %s-%d: its topic no longer exists", topic, partition)
+                log.warning(
+                    "removing %s-%d: its topic or partition does not exist (a create interrupted by a crash, "
+                    "or a delete)",
+                    topic,
+                    partition,
+                )
                 self.logs.delete_log(topic, partition)
+        for name, info in self.metadata.topics.items():
+            for partition in range(info.partitions):
+                if self.log(name, partition) is None:
+                    log.warning("creating the missing log of %s-%d (the topic exists)", name, partition)
+                    self.logs.get_or_create_log(name, partition, self._log_config(info.configs))
 
     # --- fetch long-poll ---------------------------------------------------------------------------------
 

@@ -94,6 +94,14 @@ class ClusterMetadata:
     # --- changes: append, then apply -------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicInfo:
+        self.check_new_topic(name, partitions)
+        record = {"op": "create", "topic": name, "id": uuid.uuid4().hex, "partitions": partitions}
+        record["configs"] = dict(configs or {})
+        self._append(record)
+        return self.topics[name]
+
+    def check_new_topic(self, name: str, partitions: int) -> None:
+        """Raise the KafkaError `create_topic` would, without creating anything."""
         validate_topic_name(name)
         if name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
@@ -105,20 +113,21 @@ class ClusterMetadata:
             )
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
-        record = {"op": "create", "topic": name, "id": uuid.uuid4().hex, "partitions": partitions}
-        record["configs"] = dict(configs or {})
-        self._append(record)
-        return self.topics[name]
 
     def add_partitions(self, name: str, total: int) -> TopicInfo:
+        self.check_add_partitions(name, total)
+        self._append({"op": "partitions", "topic": name, "partitions": total})
+        return self.topics[name]
+
+    def check_add_partitions(self, name: str, total: int) -> TopicInfo:
+        """The topic as it is; raises the KafkaError `add_partitions` would, without changing anything."""
         topic = self._get(name)
         if total <= topic.partitions:
             raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS,
                 f"topic {name!r} has {topic.partitions} partitions; the new count {total} must be larger",
             )
-        self._append({"op": "partitions", "topic": name, "partitions": total})
-        return self.topics[name]
+        return topic
 
     def set_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         self._get(name)

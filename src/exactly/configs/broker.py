@@ -311,6 +311,18 @@ _DEFS = [
         "",
         "Testing only: append '<file>\\t<length>' to this file after every fsync of a data file.",
     ),
+    _ro(
+        "exactly.debug.raise.in.api",
+        STRING,
+        "",
+        "Testing only: the handlers of these APIs (Kafka names, comma-separated) raise, as a bug would.",
+    ),
+    _ro(
+        "exactly.debug.create.crash.after.partitions",
+        INT,
+        "-1",
+        "Testing only: the broker exits after creating this many logs of a new topic (-1: never).",
+    ),
     *_SSL_DEFS,
     *_synonym_defs(),
 ]

@@ -147,6 +147,16 @@ class LogManager:
         self._logs[(topic, partition)] = plog
         return plog
 
+    def remove_partition_dir(self, topic: str, partition: int) -> None:
+        """Remove what a failed `get_or_create_log` left of a partition that has no log (a half-made
+        directory); a partition with a log is left alone (that is `delete_log`'s job)."""
+        if (topic, partition) in self._logs:
+            return
+        path = self.data_dir / files.partition_dir_name(topic, partition)
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            files.note_deleted(path, tree=True)
+
     def delete_log(self, topic: str, partition: int) -> None:
         plog = self._logs.pop((topic, partition), None)
         if plog is None:

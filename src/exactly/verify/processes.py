@@ -7,6 +7,7 @@ on the same address) with its output appended to `broker-<port>.log` beside the 
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -58,9 +59,15 @@ class BrokerProcess:
     """`exactly serve` in a subprocess, on a fixed free port so that it can be killed and restarted."""
 
     def __init__(
-        self, data_dir: Path, *settings: str, port: int | None = None, log_level: str | None = None
+        self,
+        data_dir: Path,
+        *settings: str,
+        port: int | None = None,
+        log_level: str | None = None,
+        nofile: int | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.nofile = nofile  # the broker's RLIMIT_NOFILE (soft and hard), None: inherited
         self.port = port or free_port()
         self.settings = list(settings)
         self.log_level = log_level
@@ -80,7 +87,21 @@ class BrokerProcess:
         if self.log_level is not None:
             args += ["--log-level", self.log_level]
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child's lifetime)
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+        limit = self.nofile
+
+        def limit_files() -> None:
+            if limit is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        self.proc = subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ},
+            preexec_fn=None
+            if limit is None
+            else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)),
+        )
         log.close()
         wait_until_listening(self.proc, self.port, timeout, self.log_path)
         return self

@@ -1,0 +1,86 @@
+"""CreateTopics and CreatePartitions are all or nothing (issue 14): a create the broker cannot serve (here:
+the open-file limit runs out half-way) answers a per-topic error and leaves no trace, the broker keeps
+serving; a crash in the middle of a create is repaired at start-up, with one line saying so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from exactly.errors import ErrorCode
+from exactly.verify.processes import BrokerProcess
+from tests.interop.support import running_broker
+
+pytestmark = pytest.mark.interop
+
+NOFILE = 256  # each partition holds 4 descriptors open: a 200-partition topic cannot be made
+
+
+def partition_dirs(data_dir: Path, topic: str) -> list[str]:
+    return sorted(p.name for p in data_dir.iterdir() if p.name.rsplit("-", 1)[0] == topic)
+
+
+def create_error(admin: AdminClient, topic: NewTopic) -> KafkaException:
+    with pytest.raises(KafkaException) as info:
+        admin.create_topics([topic], operation_timeout=20)[topic.topic].result(timeout=60)
+    return info.value
+
+
+def test_a_create_that_runs_out_of_file_descriptors_leaves_no_trace(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, nofile=NOFILE).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        error = create_error(admin, NewTopic("big", 200, 1))
+        assert error.args[0].code() == ErrorCode.KAFKA_STORAGE_ERROR
+        assert "cannot create partition" in error.args[0].str()
+        assert "big" not in admin.list_topics(timeout=20).topics
+        assert partition_dirs(data, "big") == []
+        # the broker keeps serving: a topic that fits is made, and grows within the budget
+        admin.create_topics([NewTopic("small", 2, 1)])["small"].result(timeout=60)
+        with pytest.raises(KafkaException) as grown:
+            admin.create_partitions([NewPartitions("small", 200)])["small"].result(timeout=60)
+        assert grown.value.args[0].code() == ErrorCode.KAFKA_STORAGE_ERROR
+        assert len(admin.list_topics(timeout=20).topics["small"].partitions) == 2
+        assert partition_dirs(data, "small") == ["small-0", "small-1"]
+        admin.create_partitions([NewPartitions("small", 5)])["small"].result(timeout=60)
+        assert len(admin.list_topics(timeout=20).topics["small"].partitions) == 5
+        warnings = [line for line in broker.log().splitlines() if "nothing was created" in line]
+        assert len(warnings) == 2
+    finally:
+        broker.stop()
+    # and it starts again, with exactly what was created
+    broker = BrokerProcess(data, port=broker.port, nofile=NOFILE).start()
+    try:
+        topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=20).topics
+        assert "big" not in topics
+        assert len(topics["small"].partitions) == 5
+    finally:
+        broker.stop()
+
+
+def test_a_crash_in_the_middle_of_a_create_is_repaired_at_start_up(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, "exactly.debug.create.crash.after.partitions=3").start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("half", 6, 1)], operation_timeout=5)
+    assert broker.proc is not None
+    assert broker.proc.wait(30) == 17
+    assert partition_dirs(data, "half") == ["half-0", "half-1", "half-2"]
+    with running_broker(data, port=broker.port) as restarted:
+        admin = AdminClient({"bootstrap.servers": restarted.bootstrap})
+        assert "half" not in admin.list_topics(timeout=20).topics
+        assert partition_dirs(data, "half") == []
+        repaired = [
+            line for line in restarted.log().splitlines() if "a create interrupted by a crash" in line
+        ]
+        assert sorted(line.split("removing ")[1].split(":")[0] for line in repaired) == [
+            "half-0",
+            "half-1",
+            "half-2",
+        ]
+        admin.create_topics([NewTopic("half", 6, 1)])["half"].result(timeout=60)
+        assert len(admin.list_topics(timeout=20).topics["half"].partitions) == 6
