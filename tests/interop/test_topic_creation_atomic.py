@@ -16,7 +16,7 @@ from tests.interop.support import running_broker
 
 pytestmark = pytest.mark.interop
 
-NOFILE = 256  # each partition holds 4 descriptors open: a 200-partition topic cannot be made
+NOFILE = 256  # each partition holds a descriptor (its log segment): a 400-partition topic cannot be made
 
 
 def partition_dirs(data_dir: Path, topic: str) -> list[str]:
@@ -34,7 +34,7 @@ def test_a_create_that_runs_out_of_file_descriptors_leaves_no_trace(tmp_path: Pa
     broker = BrokerProcess(data, nofile=NOFILE).start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        error = create_error(admin, NewTopic("big", 200, 1))
+        error = create_error(admin, NewTopic("big", 400, 1))
         assert error.args[0].code() == ErrorCode.KAFKA_STORAGE_ERROR
         assert "cannot create partition" in error.args[0].str()
         assert "big" not in admin.list_topics(timeout=20).topics
@@ -42,7 +42,7 @@ def test_a_create_that_runs_out_of_file_descriptors_leaves_no_trace(tmp_path: Pa
         # the broker keeps serving: a topic that fits is made, and grows within the budget
         admin.create_topics([NewTopic("small", 2, 1)])["small"].result(timeout=60)
         with pytest.raises(KafkaException) as grown:
-            admin.create_partitions([NewPartitions("small", 200)])["small"].result(timeout=60)
+            admin.create_partitions([NewPartitions("small", 400)])["small"].result(timeout=60)
         assert grown.value.args[0].code() == ErrorCode.KAFKA_STORAGE_ERROR
         assert len(admin.list_topics(timeout=20).topics["small"].partitions) == 2
         assert partition_dirs(data, "small") == ["small-0", "small-1"]

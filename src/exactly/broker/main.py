@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 
 import uvloop
@@ -13,7 +14,28 @@ from exactly.broker.config import BrokerConfig
 from exactly.broker.server import Broker
 
 
+def raise_open_file_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (as Kafka's packaging advises for brokers); returns
+    (before, after). Partition logs and connections share this budget."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            return soft, soft
+        return soft, target
+    return soft, soft
+
+
 async def _serve(config: BrokerConfig) -> None:
+    before, after = raise_open_file_limit()
+    logging.getLogger("exactly.broker").info(
+        "open-file limit %d%s: each log segment holds one descriptor (indexes none at rest), each "
+        "connection one",
+        after,
+        f" (raised from {before})" if after != before else "",
+    )
     broker = Broker(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

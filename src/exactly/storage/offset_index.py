@@ -15,20 +15,26 @@ flush/close), checked when loaded and rebuilt from the `.log` whenever it is mis
 
 from __future__ import annotations
 
-import os
 import sys
 from array import array
 from bisect import bisect_right
 from pathlib import Path
 
-from exactly.storage import files
 from exactly.storage.index_file import IndexFile
 
 ENTRY_SIZE = 8
 
 
 class OffsetIndex(IndexFile):
-    __slots__ = ("_fd", "_flushed_entries", "_offsets", "_positions", "base_offset", "max_entries", "path")
+    __slots__ = (
+        "_flushed_entries",
+        "_offsets",
+        "_positions",
+        "_unsynced",
+        "base_offset",
+        "max_entries",
+        "path",
+    )
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
         super().__init__(path)
@@ -123,17 +129,16 @@ class OffsetIndex(IndexFile):
     def flush(self, fsync: bool) -> None:
         """Write entries not yet in the file (and fsync it when asked)."""
         n = len(self._offsets)
-        fd = self._open()
+        data = b""
         if n > self._flushed_entries:
             both = array("I", bytes(8 * (n - self._flushed_entries)))
             both[0::2] = self._offsets[self._flushed_entries :]
             both[1::2] = self._positions[self._flushed_entries :]
             if sys.byteorder == "little":
                 both.byteswap()
-            os.pwrite(fd, both.tobytes(), self._flushed_entries * ENTRY_SIZE)
-            self._flushed_entries = n
-        if fsync:
-            files.fsync(fd, self.path)
+            data = both.tobytes()
+        self._write(data, self._flushed_entries * ENTRY_SIZE, fsync)
+        self._flushed_entries = n
 
 
 def _strictly_increasing(values: array[int]) -> bool:

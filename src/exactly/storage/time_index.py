@@ -16,12 +16,10 @@ written lazily, checked on load, rebuilt when missing or wrong.
 
 from __future__ import annotations
 
-import os
 import struct
 from bisect import bisect_left
 from pathlib import Path
 
-from exactly.storage import files
 from exactly.storage.index_file import IndexFile
 
 ENTRY_SIZE = 12
@@ -29,7 +27,15 @@ _ENTRY = struct.Struct(">qI")
 
 
 class TimeIndex(IndexFile):
-    __slots__ = ("_fd", "_flushed_entries", "_offsets", "_timestamps", "base_offset", "max_entries", "path")
+    __slots__ = (
+        "_flushed_entries",
+        "_offsets",
+        "_timestamps",
+        "_unsynced",
+        "base_offset",
+        "max_entries",
+        "path",
+    )
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
         super().__init__(path)
@@ -106,18 +112,14 @@ class TimeIndex(IndexFile):
         self._truncate_file(0)
 
     def flush(self, fsync: bool) -> None:
-        fd = self._open()
         n = len(self._offsets)
-        if n > self._flushed_entries:
-            data = b"".join(
-                _ENTRY.pack(ts, off - self.base_offset)
-                for ts, off in zip(
-                    self._timestamps[self._flushed_entries :],
-                    self._offsets[self._flushed_entries :],
-                    strict=True,
-                )
+        data = b"".join(
+            _ENTRY.pack(ts, off - self.base_offset)
+            for ts, off in zip(
+                self._timestamps[self._flushed_entries :],
+                self._offsets[self._flushed_entries :],
+                strict=True,
             )
-            os.pwrite(fd, data, self._flushed_entries * ENTRY_SIZE)
-            self._flushed_entries = n
-        if fsync:
-            files.fsync(fd, self.path)
+        )
+        self._write(data, self._flushed_entries * ENTRY_SIZE, fsync)
+        self._flushed_entries = n

@@ -23,12 +23,10 @@ marker order, and scanning can stop at the first entry whose `last_stable_offset
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactly.storage import files
 from exactly.storage.index_file import IndexFile
 
 ENTRY_SIZE = 34
@@ -58,7 +56,7 @@ class FetchAbortedTxn:
 
 
 class TransactionIndex(IndexFile):
-    __slots__ = ("_entries", "_fd", "_flushed_entries", "base_offset", "path")
+    __slots__ = ("_entries", "_flushed_entries", "_unsynced", "base_offset", "path")
 
     def __init__(self, path: Path, base_offset: int) -> None:
         super().__init__(path)
@@ -125,14 +123,10 @@ class TransactionIndex(IndexFile):
         self._truncate_file(0)
 
     def flush(self, fsync: bool) -> None:
-        fd = self._open()
         n = len(self._entries)
-        if n > self._flushed_entries:
-            data = b"".join(t.encode() for t in self._entries[self._flushed_entries :])
-            os.pwrite(fd, data, self._flushed_entries * ENTRY_SIZE)
-            self._flushed_entries = n
-        if fsync:
-            files.fsync(fd, self.path)
+        data = b"".join(t.encode() for t in self._entries[self._flushed_entries :])
+        self._write(data, self._flushed_entries * ENTRY_SIZE, fsync)
+        self._flushed_entries = n
 
 
 def is_aborted(producer_id: int, offset: int, aborted: list[AbortedTxn]) -> bool:
