@@ -31,7 +31,7 @@ def permits(ctx: RequestContext, rule: Need, name: str, *, log_denial: bool = Tr
         return True
     if authorizer.authorize(ctx.principal, host(ctx), rule.operation, rule.resource_type, name):
         return True
-    if log_denial and not rule.filtered:
+    if log_denial:
         audit.info(
             "DENIED %s from %s: %s on %s %r (%s v%d)",
             ctx.principal,
