@@ -9,6 +9,7 @@ logged. Each denial logs one line on `exactly.security.audit`:
 from __future__ import annotations
 
 from exactly.broker.context import RequestContext
+from exactly.errors import KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.security.authorizer import audit
 from exactly.security.operations import AclOperation, ResourceType, authorized_operations
@@ -75,6 +76,32 @@ def deny_line(ctx: RequestContext, operation: AclOperation, resource_type: Resou
         ApiKey(ctx.header.api_key).name,
         ctx.version,
     )
+
+
+def check_config_resource(ctx: RequestContext, api: ApiKey, resource_type: int, name: str) -> None:
+    """DescribeConfigs / (Incremental)AlterConfigs: a topic needs its rule's "topic" Need, a broker (4) or
+    broker logger (8) the "broker" Need on the cluster; KafkaError with the rule's code otherwise."""
+    if resource_type == 2:
+        rule = need(api, "topic")
+    elif resource_type in (4, 8):
+        rule, name = need(api, "broker"), CLUSTER
+    else:
+        return
+    if not permits(ctx, rule, name):
+        raise KafkaError(rule.error, "Authorization failed.")
+
+
+def batch_refused(ctx: RequestContext, api: ApiKey, query_id: str, batch_id: int, named: list[str]) -> bool:
+    """CommitBatch / AbortBatch (the two-phase commit extension): TRANSACTIONAL_ID WRITE on every id the
+    request decides (its prepared transactions of the batch, and the winners it names); True if one lacks."""
+    if ctx.broker.authorizer is None:
+        return False
+    coordinator = ctx.broker.transactions.coordinator
+    ids = set(named)
+    for txn in coordinator.list_prepared(query_id):
+        if txn.prepared is not None and txn.prepared.batch_id == batch_id:
+            ids.add(txn.transactional_id)
+    return not all(allowed(ctx, api, "transactional_id", txn_id) for txn_id in sorted(ids))
 
 
 def operations_field(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:

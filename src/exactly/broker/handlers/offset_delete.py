@@ -3,9 +3,10 @@ group, and for a consumer group only on topics it is not subscribed to (GROUP_SU
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.errors import KafkaError
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 
@@ -13,6 +14,8 @@ from exactly.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetD
 @handler(ApiKey.OFFSET_DELETE)
 async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     groups = ctx.broker.groups
+    if not authz.allowed(ctx, ApiKey.OFFSET_DELETE, "group", request.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     try:
         response: OffsetDeleteResponse = await groups.call(
             lambda coordinator: coordinator.delete_offsets(request)
