@@ -13,33 +13,69 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.abort_batch import AbortBatchRequest
 from exactly.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from exactly.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from exactly.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, EntryData, OpData
+from exactly.protocol.messages.alter_client_quotas import EntityData as AlterEntity
+from exactly.protocol.messages.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
+from exactly.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from exactly.protocol.messages.commit_batch import CommitBatchRequest
 from exactly.protocol.messages.create_acls import AclCreation, CreateAclsRequest
+from exactly.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from exactly.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from exactly.protocol.messages.delete_acls import DeleteAclsFilter, DeleteAclsRequest
+from exactly.protocol.messages.delete_groups import DeleteGroupsRequest
+from exactly.protocol.messages.delete_records import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
 from exactly.protocol.messages.delete_topics import DeleteTopicsRequest
 from exactly.protocol.messages.describe_acls import DescribeAclsRequest
+from exactly.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest
+from exactly.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from exactly.protocol.messages.describe_groups import DescribeGroupsRequest
+from exactly.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
+from exactly.protocol.messages.describe_producers import DescribeProducersRequest
+from exactly.protocol.messages.describe_producers import TopicRequest as ProducersTopic
+from exactly.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest
+from exactly.protocol.messages.describe_topic_partitions import TopicRequest as PartitionsTopic
 from exactly.protocol.messages.describe_transactions import DescribeTransactionsRequest
+from exactly.protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
 from exactly.protocol.messages.end_txn import EndTxnRequest
 from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from exactly.protocol.messages.find_coordinator import FindCoordinatorRequest
 from exactly.protocol.messages.heartbeat import HeartbeatRequest
+from exactly.protocol.messages.incremental_alter_configs import AlterableConfig as IncrementalConfig
+from exactly.protocol.messages.incremental_alter_configs import AlterConfigsResource as IncrementalResource
+from exactly.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from exactly.protocol.messages.init_producer_id import InitProducerIdRequest
 from exactly.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from exactly.protocol.messages.leave_group import LeaveGroupRequest
+from exactly.protocol.messages.list_groups import ListGroupsRequest
+from exactly.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from exactly.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
+from exactly.protocol.messages.list_prepared_txns import ListPreparedTxnsRequest
+from exactly.protocol.messages.list_transactions import ListTransactionsRequest
 from exactly.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from exactly.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
+from exactly.protocol.messages.offset_delete import OffsetDeleteRequest
 from exactly.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+from exactly.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from exactly.protocol.messages.prepare_txn import PrepareTxnRequest
 from exactly.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from exactly.protocol.messages.sync_group import SyncGroupRequest
 from exactly.protocol.messages.txn_offset_commit import (
@@ -52,7 +88,7 @@ from exactly.protocol.messages.write_txn_markers import (
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
-from exactly.records.builder import BatchBuilder
+from exactly.records.builder import BatchBuilder, build_batch
 from exactly.security.rules import RULES
 from tests.interop.client import RawClient
 
@@ -84,7 +120,8 @@ class Scenario:
     needs: tuple[Row, ...] = ()  # besides the row itself
     alternatives: tuple[Row, ...] = ()  # rows that also suffice alone
     fresh_topic: bool = False  # the row's topic must not exist beforehand (auto-creation, CreateTopics)
-    extra: dict[str, str] = field(default_factory=dict)
+    setup: Callable[[RawClient, Names], None] | None = None  # run by the super user beforehand
+    listing: bool = False  # a listing: what may not be seen is left out (`passes` if listed, else the error)
 
 
 def _batch() -> bytes:
@@ -246,6 +283,187 @@ def delete_acls(c: RawClient, n: Names) -> int:
     return int(c.request(ApiKey.DELETE_ACLS, 2, request).filter_results[0].error_code)
 
 
+def list_offsets(c: RawClient, n: Names) -> int:
+    request = ListOffsetsRequest(-1, 0, [ListOffsetsTopic(n.topic, [ListOffsetsPartition(0, -1, -1)])])
+    return int(c.request(ApiKey.LIST_OFFSETS, 7, request).topics[0].partitions[0].error_code)
+
+
+def delete_groups(c: RawClient, n: Names) -> int:
+    return int(c.request(ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest([n.group])).results[0].error_code)
+
+
+def offset_delete(c: RawClient, n: Names) -> int:
+    return int(c.request(ApiKey.OFFSET_DELETE, 0, OffsetDeleteRequest(n.group, [])).error_code)
+
+
+def delete_records(c: RawClient, n: Names) -> int:
+    request = DeleteRecordsRequest([DeleteRecordsTopic(n.topic, [DeleteRecordsPartition(0, 0)])], 5000)
+    return int(c.request(ApiKey.DELETE_RECORDS, 2, request).topics[0].partitions[0].error_code)
+
+
+def create_partitions(c: RawClient, n: Names) -> int:
+    request = CreatePartitionsRequest([CreatePartitionsTopic(n.topic, 2, None)], 5000, True)
+    return int(c.request(ApiKey.CREATE_PARTITIONS, 3, request).results[0].error_code)
+
+
+def _describe_configs(kind: int) -> Send:
+    def send(c: RawClient, n: Names) -> int:
+        name = n.topic if kind == 2 else "0"
+        request = DescribeConfigsRequest([DescribeConfigsResource(kind, name, None)], False, False)
+        return int(c.request(ApiKey.DESCRIBE_CONFIGS, 4, request).results[0].error_code)
+
+    return send
+
+
+def _alter_configs(kind: int) -> Send:
+    def send(c: RawClient, n: Names) -> int:
+        name, config = (n.topic, "retention.ms") if kind == 2 else ("0", "log.cleaner.backoff.ms")
+        resource = AlterConfigsResource(kind, name, [AlterableConfig(config, "60000")])
+        return int(
+            c.request(ApiKey.ALTER_CONFIGS, 2, AlterConfigsRequest([resource], True)).responses[0].error_code
+        )
+
+    return send
+
+
+def _incremental_alter_configs(kind: int) -> Send:
+    def send(c: RawClient, n: Names) -> int:
+        name, config = (n.topic, "retention.ms") if kind == 2 else ("0", "log.cleaner.backoff.ms")
+        resource = IncrementalResource(kind, name, [IncrementalConfig(config, 0, "60000")])
+        request = IncrementalAlterConfigsRequest([resource], True)
+        return int(c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request).responses[0].error_code)
+
+    return send
+
+
+def describe_log_dirs(c: RawClient, n: Names) -> int:
+    return int(c.request(ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(None)).error_code)
+
+
+def alter_client_quotas(c: RawClient, n: Names) -> int:
+    entry = EntryData([AlterEntity("client-id", n.group)], [OpData("producer_byte_rate", 1e6, False)])
+    request = AlterClientQuotasRequest([entry], True)
+    return int(c.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, request).entries[0].error_code)
+
+
+def describe_client_quotas(c: RawClient, n: Names) -> int:
+    return int(c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, DescribeClientQuotasRequest([], False)).error_code)
+
+
+def elect_leaders(c: RawClient, n: Names) -> int:
+    request = ElectLeadersRequest(0, [TopicPartitions(n.topic, [0])], 5000)
+    return int(c.request(ApiKey.ELECT_LEADERS, 2, request).error_code)
+
+
+def alter_reassignments(c: RawClient, n: Names) -> int:
+    return int(
+        c.request(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, AlterPartitionReassignmentsRequest(5000)
+        ).error_code
+    )
+
+
+def list_reassignments(c: RawClient, n: Names) -> int:
+    request = ListPartitionReassignmentsRequest(5000, None)
+    return int(c.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, request).error_code)
+
+
+def offset_for_leader_epoch(c: RawClient, n: Names) -> int:
+    request = OffsetForLeaderEpochRequest(
+        -1, [OffsetForLeaderTopic(n.topic, [OffsetForLeaderPartition(0, -1, 0)])]
+    )
+    return int(c.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, request).topics[0].partitions[0].error_code)
+
+
+def describe_producers(c: RawClient, n: Names) -> int:
+    request = DescribeProducersRequest([ProducersTopic(n.topic, [0])])
+    return int(c.request(ApiKey.DESCRIBE_PRODUCERS, 0, request).topics[0].partitions[0].error_code)
+
+
+def describe_topic_partitions(c: RawClient, n: Names) -> int:
+    request = DescribeTopicPartitionsRequest([PartitionsTopic(n.topic)], 100, None)
+    return int(c.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, request).topics[0].error_code)
+
+
+def _listed(row: Row, present: bool) -> int:
+    """A filtered listing's answer as a code: NONE if the row's resource is listed, else the row's error."""
+    return int(ErrorCode.NONE if present else RULES[row[0]][row[1]].error)
+
+
+def _make_group(admin: RawClient, n: Names) -> None:
+    assert offset_commit(admin, n) == ErrorCode.NONE
+
+
+def _list_groups(row: Row) -> Send:
+    def send(c: RawClient, n: Names) -> int:
+        groups = c.request(ApiKey.LIST_GROUPS, 4, ListGroupsRequest([])).groups
+        return _listed(row, any(g.group_id == n.group for g in groups))
+
+    return send
+
+
+def _make_txn(admin: RawClient, n: Names) -> None:
+    assert init_txn(admin, n) == ErrorCode.NONE
+
+
+def list_transactions(c: RawClient, n: Names) -> int:
+    states = c.request(ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest([], [])).transaction_states
+    return _listed(
+        (ApiKey.LIST_TRANSACTIONS, "transactional_id"), any(t.transactional_id == n.txn for t in states)
+    )
+
+
+def _ongoing(admin: RawClient, n: Names) -> None:
+    """A transaction of `n.txn` with one record in partition 0 of `n.topic`."""
+    init = admin.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(n.txn, 60_000, -1, -1))
+    assert init.error_code == ErrorCode.NONE
+    pid, epoch = init.producer_id, init.producer_epoch
+    request = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=n.txn,
+        v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[AddPartitionsToTxnTopic(n.topic, [0])],
+    )
+    added = admin.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, request)
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    batch = build_batch(
+        [(None, b"prepared")], producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True
+    )
+    produce_request = ProduceRequest(
+        n.txn, -1, 5000, [TopicProduceData(n.topic, partition_data=[PartitionProduceData(0, batch)])]
+    )
+    produced = admin.request(ApiKey.PRODUCE, 9, produce_request)
+    assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+
+
+def _query(n: Names) -> str:
+    return f"q-{n.txn}"
+
+
+def prepare(c: RawClient, n: Names) -> int:
+    return int(c.request(ApiKey.PREPARE_TXN, 0, PrepareTxnRequest(n.txn, _query(n), 1, 0)).error_code)
+
+
+def _prepared(admin: RawClient, n: Names) -> None:
+    _ongoing(admin, n)
+    assert prepare(admin, n) == ErrorCode.NONE
+
+
+def commit_batch(c: RawClient, n: Names) -> int:
+    return int(c.request(ApiKey.COMMIT_BATCH, 0, CommitBatchRequest(_query(n), 1, [n.txn])).error_code)
+
+
+def abort_batch(c: RawClient, n: Names) -> int:
+    return int(c.request(ApiKey.ABORT_BATCH, 0, AbortBatchRequest(_query(n), 1)).error_code)
+
+
+def list_prepared(c: RawClient, n: Names) -> int:
+    listed = c.request(ApiKey.LIST_PREPARED_TXNS, 0, ListPreparedTxnsRequest(_query(n))).transactions
+    return _listed(
+        (ApiKey.LIST_PREPARED_TXNS, "transactional_id"), any(t.transactional_id == n.txn for t in listed)
+    )
+
+
 _A, _E = ApiKey, ErrorCode
 SCENARIOS: dict[Row, Scenario] = {
     (_A.PRODUCE, "topic"): Scenario(produce),
@@ -328,4 +546,35 @@ SCENARIOS: dict[Row, Scenario] = {
     (_A.CREATE_ACLS, "cluster"): Scenario(create_acls),
     (_A.DESCRIBE_ACLS, "cluster"): Scenario(describe_acls),
     (_A.DELETE_ACLS, "cluster"): Scenario(delete_acls),
+    (_A.LIST_OFFSETS, "topic"): Scenario(list_offsets),
+    (_A.LIST_GROUPS, "cluster"): Scenario(
+        _list_groups((_A.LIST_GROUPS, "cluster")), setup=_make_group, listing=True
+    ),
+    (_A.LIST_GROUPS, "group"): Scenario(
+        _list_groups((_A.LIST_GROUPS, "group")), setup=_make_group, listing=True
+    ),
+    (_A.DELETE_GROUPS, "group"): Scenario(delete_groups, passes=_E.GROUP_ID_NOT_FOUND),
+    (_A.OFFSET_DELETE, "group"): Scenario(offset_delete, passes=_E.GROUP_ID_NOT_FOUND),
+    (_A.DELETE_RECORDS, "topic"): Scenario(delete_records),
+    (_A.CREATE_PARTITIONS, "topic"): Scenario(create_partitions),
+    (_A.DESCRIBE_CONFIGS, "topic"): Scenario(_describe_configs(2)),
+    (_A.DESCRIBE_CONFIGS, "broker"): Scenario(_describe_configs(4)),
+    (_A.ALTER_CONFIGS, "topic"): Scenario(_alter_configs(2)),
+    (_A.ALTER_CONFIGS, "broker"): Scenario(_alter_configs(4)),
+    (_A.INCREMENTAL_ALTER_CONFIGS, "topic"): Scenario(_incremental_alter_configs(2)),
+    (_A.INCREMENTAL_ALTER_CONFIGS, "broker"): Scenario(_incremental_alter_configs(4)),
+    (_A.DESCRIBE_LOG_DIRS, "cluster"): Scenario(describe_log_dirs),
+    (_A.ALTER_CLIENT_QUOTAS, "cluster"): Scenario(alter_client_quotas),
+    (_A.DESCRIBE_CLIENT_QUOTAS, "cluster"): Scenario(describe_client_quotas),
+    (_A.ELECT_LEADERS, "cluster"): Scenario(elect_leaders),
+    (_A.ALTER_PARTITION_REASSIGNMENTS, "cluster"): Scenario(alter_reassignments),
+    (_A.LIST_PARTITION_REASSIGNMENTS, "cluster"): Scenario(list_reassignments),
+    (_A.OFFSET_FOR_LEADER_EPOCH, "topic"): Scenario(offset_for_leader_epoch),
+    (_A.DESCRIBE_PRODUCERS, "topic"): Scenario(describe_producers),
+    (_A.LIST_TRANSACTIONS, "transactional_id"): Scenario(list_transactions, setup=_make_txn, listing=True),
+    (_A.DESCRIBE_TOPIC_PARTITIONS, "topic"): Scenario(describe_topic_partitions),
+    (_A.PREPARE_TXN, "transactional_id"): Scenario(prepare, setup=_ongoing),
+    (_A.COMMIT_BATCH, "transactional_id"): Scenario(commit_batch, setup=_prepared),
+    (_A.ABORT_BATCH, "transactional_id"): Scenario(abort_batch, setup=_prepared),
+    (_A.LIST_PREPARED_TXNS, "transactional_id"): Scenario(list_prepared, setup=_prepared, listing=True),
 }
