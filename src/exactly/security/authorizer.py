@@ -11,8 +11,9 @@
 4. if no ACL at all applies to the resource (whatever its principal), `allow.everyone.if.no.acl.found`
    decides (Kafka's default false); otherwise denied.
 
-The index keeps LITERAL bindings by (type, name) and PREFIXED ones by (type, prefix), so one check costs
-len(name) + 2 dictionary lookups, whatever the number of ACLs. Denials are logged by the caller
+The index keeps LITERAL bindings by (type, name) and PREFIXED ones by (type, prefix), each by principal,
+so one check costs about 2 x (len(name) + 2) dictionary lookups plus the bindings of this principal and
+`User:*` on the resource, whatever the number of ACLs. Denials are logged by the caller
 (`exactly.security.audit`, see `audit`).
 
 Enabling: `authorizer.class.name` = `org.apache.kafka.metadata.authorizer.StandardAuthorizer` (or the
@@ -53,6 +54,7 @@ _GRANTING[_O.DESCRIBE] = frozenset({_O.DESCRIBE, _O.ALL, _O.READ, _O.WRITE, _O.D
 _GRANTING[_O.DESCRIBE_CONFIGS] = frozenset({_O.DESCRIBE_CONFIGS, _O.ALL, _O.ALTER_CONFIGS})
 
 _Key = tuple[ResourceType, str]
+_ByPrincipal = dict[str, set[AclBinding]]  # ACL principal -> the bindings of one resource pattern
 
 
 def parse_super_users(text: str) -> frozenset[str]:
@@ -73,8 +75,8 @@ class Authorizer:
     ) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
-        self._literal: dict[_Key, set[AclBinding]] = {}
-        self._prefixed: dict[_Key, set[AclBinding]] = {}
+        self._literal: dict[_Key, _ByPrincipal] = {}
+        self._prefixed: dict[_Key, _ByPrincipal] = {}
         self._count_by_type: dict[ResourceType, int] = {}
         self._all: set[AclBinding] = set()
         for acl in acls:
@@ -92,14 +94,15 @@ class Authorizer:
     def acls(self) -> frozenset[AclBinding]:
         return frozenset(self._all)
 
-    def _index(self, acl: AclBinding) -> dict[_Key, set[AclBinding]]:
+    def _index(self, acl: AclBinding) -> dict[_Key, _ByPrincipal]:
         return self._prefixed if acl.pattern.pattern_type is PatternType.PREFIXED else self._literal
 
     def add(self, acl: AclBinding) -> bool:
         if acl in self._all:
             return False
         self._all.add(acl)
-        self._index(acl).setdefault((acl.pattern.resource_type, acl.pattern.name), set()).add(acl)
+        by_principal = self._index(acl).setdefault((acl.pattern.resource_type, acl.pattern.name), {})
+        by_principal.setdefault(acl.entry.principal, set()).add(acl)
         t = acl.pattern.resource_type
         self._count_by_type[t] = self._count_by_type.get(t, 0) + 1
         return True
@@ -110,8 +113,11 @@ class Authorizer:
         self._all.discard(acl)
         index = self._index(acl)
         key = (acl.pattern.resource_type, acl.pattern.name)
-        index[key].discard(acl)
-        if not index[key]:
+        by_principal = index[key]
+        by_principal[acl.entry.principal].discard(acl)
+        if not by_principal[acl.entry.principal]:
+            del by_principal[acl.entry.principal]
+        if not by_principal:
             del index[key]
         self._count_by_type[acl.pattern.resource_type] -= 1
         return True
@@ -124,8 +130,8 @@ class Authorizer:
 
     # --- decisions ----------------------------------------------------------------------------------------
 
-    def _applying(self, resource_type: ResourceType, name: str) -> list[set[AclBinding]]:
-        out: list[set[AclBinding]] = []
+    def _applying(self, resource_type: ResourceType, name: str) -> list[_ByPrincipal]:
+        out: list[_ByPrincipal] = []
         literal = self._literal
         for key in ((resource_type, name), (resource_type, WILDCARD_RESOURCE)):
             found = literal.get(key)
@@ -155,18 +161,17 @@ class Authorizer:
             return self.allow_everyone_if_no_acl_found
         granting = _GRANTING[operation]
         allowed = False
-        for group in applying:
-            for acl in group:
-                e = acl.entry
-                if e.principal != who and e.principal != WILDCARD_PRINCIPAL:
-                    continue
-                if e.host != host and e.host != WILDCARD_HOST:
-                    continue
-                if e.permission is PermissionType.DENY:
-                    if e.operation is operation or e.operation is AclOperation.ALL:
-                        return False
-                elif e.operation in granting:
-                    allowed = True
+        for by_principal in applying:
+            for key in (who, WILDCARD_PRINCIPAL):
+                for acl in by_principal.get(key, ()):
+                    e = acl.entry
+                    if e.host != host and e.host != WILDCARD_HOST:
+                        continue
+                    if e.permission is PermissionType.DENY:
+                        if e.operation is operation or e.operation is AclOperation.ALL:
+                            return False
+                    elif e.operation in granting:
+                        allowed = True
         return allowed
 
     def authorize_by_resource_type(
