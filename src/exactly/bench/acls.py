@@ -123,6 +123,8 @@ def main(argv: list[str] | None = None) -> None:
         with off.start(), on.start():
             _prepare(off.bootstrap, None)
             _prepare(on.bootstrap, acls)
+            for proc in (off, on):  # warm-up (page cache, first segments, interpreter): not counted
+                produce(proc.bootstrap, max(args.records // 5, args.producers), args.producers)
             rates: dict[str, list[float]] = {"off": [], "on": []}
             for round_ in range(args.rounds):
                 for name, proc in (
