@@ -327,3 +327,25 @@ def test_a_stranger_cannot_init_fence_or_abort_anothers_transaction(broker: Brok
     log = broker.full_log()
     assert "DENIED User:mallory from 127.0.0.1: WRITE on TRANSACTIONAL_ID 'tx-alice' (INIT_PRODUCER_ID" in log
     assert "DENIED User:mallory from 127.0.0.1: CLUSTER_ACTION on CLUSTER 'kafka-cluster'" in log
+
+
+def test_authorized_operations_come_from_the_acls(broker: BrokerProcess) -> None:
+    from confluent_kafka import TopicCollection
+
+    create_topic(broker.bootstrap, "ops")
+    create(
+        admin(broker.bootstrap),
+        topic_acl("ops", "User:alice", AclOperation.READ),
+        topic_acl("ops", "User:alice", AclOperation.ALTER_CONFIGS),
+        topic_acl("ops", "User:alice", AclOperation.DELETE, permission=AclPermissionType.DENY),
+    )
+    alice = admin(broker.bootstrap, client_id="alice")
+    futures = alice.describe_topics(TopicCollection(["ops"]), include_authorized_operations=True)
+    described = futures["ops"].result(timeout=TIMEOUT)
+    # READ implies DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS
+    assert {op.name for op in described.authorized_operations} == {
+        "READ",
+        "DESCRIBE",
+        "ALTER_CONFIGS",
+        "DESCRIBE_CONFIGS",
+    }
