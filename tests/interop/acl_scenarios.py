@@ -68,7 +68,11 @@ from exactly.protocol.messages.offset_commit import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
-from exactly.protocol.messages.offset_delete import OffsetDeleteRequest
+from exactly.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
 from exactly.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from exactly.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
@@ -294,6 +298,13 @@ def delete_groups(c: RawClient, n: Names) -> int:
 
 def offset_delete(c: RawClient, n: Names) -> int:
     return int(c.request(ApiKey.OFFSET_DELETE, 0, OffsetDeleteRequest(n.group, [])).error_code)
+
+
+def offset_delete_topic(c: RawClient, n: Names) -> int:
+    topic = OffsetDeleteRequestTopic(n.topic, [OffsetDeleteRequestPartition(0)])
+    response = c.request(ApiKey.OFFSET_DELETE, 0, OffsetDeleteRequest(n.group, [topic]))
+    assert response.error_code == ErrorCode.NONE
+    return int(response.topics[0].partitions[0].error_code)
 
 
 def delete_records(c: RawClient, n: Names) -> int:
@@ -555,6 +566,9 @@ SCENARIOS: dict[Row, Scenario] = {
     ),
     (_A.DELETE_GROUPS, "group"): Scenario(delete_groups, passes=_E.GROUP_ID_NOT_FOUND),
     (_A.OFFSET_DELETE, "group"): Scenario(offset_delete, passes=_E.GROUP_ID_NOT_FOUND),
+    (_A.OFFSET_DELETE, "topic"): Scenario(
+        offset_delete_topic, needs=((_A.OFFSET_DELETE, "group"),), setup=_make_group
+    ),
     (_A.DELETE_RECORDS, "topic"): Scenario(delete_records),
     (_A.CREATE_PARTITIONS, "topic"): Scenario(create_partitions),
     (_A.DESCRIBE_CONFIGS, "topic"): Scenario(_describe_configs(2)),
