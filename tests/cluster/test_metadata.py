@@ -129,3 +129,39 @@ def test_client_quotas_survive_reopen_and_only_changes_are_appended(tmp_path: Pa
 
     again = ClusterMetadata(tmp_path)
     assert again.client_quotas == {alice_app: {"producer_byte_rate": 1024.0, "request_percentage": 12.5}}
+
+
+def test_acls_survive_reopen_and_a_torn_acl_record_is_cut(tmp_path: Path) -> None:
+    from exactly.security.acls import (
+        AccessControlEntry,
+        AclBinding,
+        PatternType,
+        PermissionType,
+        ResourcePattern,
+    )
+    from exactly.security.operations import AclOperation, ResourceType
+
+    def acl(name: str, pattern: PatternType = PatternType.LITERAL) -> AclBinding:
+        return AclBinding(
+            ResourcePattern(ResourceType.TOPIC, name, pattern),
+            AccessControlEntry("User:a", "*", AclOperation.READ, PermissionType.ALLOW),
+        )
+
+    md = ClusterMetadata(tmp_path)
+    assert md.create_acls([acl("a"), acl("b-", PatternType.PREFIXED), acl("a")]) == [
+        acl("a"),
+        acl("b-", PatternType.PREFIXED),
+    ]
+    assert md.create_acls([acl("a")]) == []  # already there: nothing appended
+    size = (tmp_path / FILE_NAME).stat().st_size
+    assert md.delete_acls([acl("a"), acl("zzz")]) == [acl("a")]
+    md.close()
+    reopened = ClusterMetadata(tmp_path)
+    assert reopened.acls == {acl("b-", PatternType.PREFIXED)}
+    reopened.close()
+    # a crash in the middle of the delete record: the delete never happened
+    with open(tmp_path / FILE_NAME, "r+b") as f:
+        f.truncate(size + 10)
+    again = ClusterMetadata(tmp_path)
+    assert again.acls == {acl("a"), acl("b-", PatternType.PREFIXED)}
+    again.close()

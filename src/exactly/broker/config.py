@@ -22,6 +22,7 @@ from exactly.configs.broker import BROKER_CONFIGS, listener_config_base
 from exactly.configs.topic import TOPIC_CONFIGS, broker_default
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.protocol.messages import ApiKey
+from exactly.security.authorizer import AUTHORIZER_CLASS_NAMES, parse_super_users
 from exactly.security.listeners import (
     DEFAULT_PROTOCOL_MAP,
     Endpoint,
@@ -90,6 +91,13 @@ def _api_keys(raw: str) -> frozenset[int]:
     return frozenset(keys)
 
 
+def _authorizer_class(raw: str) -> str:
+    name = raw.strip()
+    if name and name not in AUTHORIZER_CLASS_NAMES:
+        raise ValueError(f"unknown authorizer {name!r} (known: {', '.join(sorted(AUTHORIZER_CLASS_NAMES))})")
+    return name
+
+
 # Kafka broker name -> (BrokerConfig field, parser)
 _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "node.id": ("node_id", _int(0, 2**31 - 1)),
@@ -143,6 +151,12 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     # exactly's two-phase commit extension (docs/two-phase-commit.md; KIP-939's name for the switch)
     "transaction.two.phase.commit.enable": ("transaction_two_phase_commit_enable", _bool),
     "transaction.prepared.max.age.ms": ("transaction_prepared_max_age_ms", _int(-1, 2**62)),
+    # authorization (exactly.security.authorizer)
+    "authorizer.class.name": ("authorizer_class_name", _authorizer_class),
+    "super.users": ("super_users", parse_super_users),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool),
+    # testing only: the principal of a request is User:<its client id> (until SASL; loud WARNING at start)
+    "exactly.debug.principal.by.client.id": ("debug_principal_by_client_id", _bool),
     # testing only: park the marker writer of every EndTxn at this step (see broker/transactions.py)
     "exactly.debug.end.txn.pause": ("debug_end_txn_pause", _pause_step),
     # testing only: every marker job waits this long before its first marker (slow markers on demand)
@@ -200,6 +214,10 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     transaction_two_phase_commit_enable: bool = True
     transaction_prepared_max_age_ms: int = 604_800_000  # 7 days; -1: never
+    authorizer_class_name: str = ""  # empty: no authorizer, everything allowed
+    super_users: frozenset[str] = frozenset()
+    allow_everyone_if_no_acl_found: bool = False
+    debug_principal_by_client_id: bool = False
     debug_end_txn_pause: str = ""
     debug_marker_delay_ms: int = 0
     debug_fsync_ledger: str = ""

@@ -48,7 +48,7 @@ from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
 from exactly.security.listeners import Listener
-from exactly.security.principal import ANONYMOUS
+from exactly.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from exactly.broker.server import Broker
@@ -283,8 +283,11 @@ class Connection:
             raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
         if header.api_version > advertised_max(key):
             raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
+        principal = self.principal
+        if self.broker.config.debug_principal_by_client_id and header.client_id:
+            principal = KafkaPrincipal.user(header.client_id)  # testing only (broker/config.py)
         context = RequestContext(
-            self.broker, header, self.id, self.peer, len(frame), self.mute, self.principal, self.listener
+            self.broker, header, self.id, self.peer, len(frame), self.mute, principal, self.listener
         )
         future = asyncio.ensure_future(self._run(handler, context, body))
         self._requests.add(future)

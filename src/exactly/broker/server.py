@@ -39,6 +39,7 @@ from exactly.errors import ErrorCode, KafkaError
 from exactly.fetch.session import FetchSessionCache
 from exactly.quotas.entities import QuotaKey
 from exactly.quotas.manager import ClientQuotaManager
+from exactly.security.authorizer import Authorizer
 from exactly.security.listeners import Listener
 from exactly.security.principal import ANONYMOUS, KafkaPrincipal
 from exactly.security.tls import TlsConfigError, TlsListener, tls_listeners
@@ -73,6 +74,15 @@ class Broker:
         except KafkaError as e:  # a stored run-time config this version no longer accepts
             log.warning("ignoring the run-time broker configs: %s", e.message)
             self.config = config
+        self.acls = Authorizer(
+            config.super_users, config.allow_everyone_if_no_acl_found, self.metadata.acls
+        )  # every ACL, indexed; it decides only when an authorizer is configured
+        self.authorizer: Authorizer | None = self.acls if config.authorizer_class_name else None
+        if config.debug_principal_by_client_id:
+            log.warning(
+                "exactly.debug.principal.by.client.id=true: every request's principal is User:<client id>, "
+                "WITHOUT AUTHENTICATION; for tests only, never in production"
+            )
         self.logs = LogManager(
             config.data_dir,
             self.config.log,

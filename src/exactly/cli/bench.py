@@ -40,6 +40,18 @@ def tls(
 
 
 @app.command()
+def acls(
+    records: Annotated[int, typer.Option(help="records per run (1 KiB each)")] = 300_000,
+    producers: Annotated[int, typer.Option(help="producer processes")] = 2,
+    rounds: Annotated[int, typer.Option(help="runs per broker (medians compared)")] = 3,
+) -> None:
+    """Produce throughput with the authorizer on and 1,000 ACLs versus off (issue 13)."""
+    from exactly.bench import acls as bench
+
+    bench.main(["--records", str(records), "--producers", str(producers), "--rounds", str(rounds)])
+
+
+@app.command()
 def txn(
     seconds: Annotated[float, typer.Option(help="length of each throughput round")] = 10.0,
     rounds: Annotated[int, typer.Option(help="throughput rounds of each mode (interleaved)")] = 3,

@@ -18,6 +18,7 @@ from exactly.cli import bench, log_dirs, log_dump, topics, verify
 from exactly.cli import consume as consume_cmd
 from exactly.cli import demo as demo_cmd
 from exactly.cli import produce as produce_cmd
+from exactly.cli.acls import acls_app
 from exactly.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, one_line
 from exactly.cli.groups import groups_app
 from exactly.cli.txn import txn_app
@@ -139,6 +140,7 @@ app.add_typer(log_dirs.app, name="log-dirs")
 app.add_typer(bench.app, name="bench")
 app.add_typer(verify.app, name="verify")
 app.add_typer(groups_app, name="groups")
+app.add_typer(acls_app, name="acls")
 app.add_typer(txn_app, name="txn")
 
 

@@ -16,6 +16,9 @@ change takes effect (ARCHITECTURE invariants 2 and 7):
     {"op": "client_quotas", "entity": [["client-id", "c"], ["user", null]],
      "values": {"producer_byte_rate": 1024.0, "consumer_byte_rate": null}}
                       (an entity's changed quota values, null removes one; type order; null name = default)
+    {"op": "acls_create", "acls": [<binding>, ...]}                (exactly.security.acls: AclBinding.to_json)
+    {"op": "acls_delete", "acls": [<binding>, ...]}
+        ACL bindings created or deleted by one CreateAcls / DeleteAcls request, all or nothing
 
 Loading replays the lines in order. A torn or corrupt *last* line (a crash mid-append) is cut off; a
 corrupt line followed by valid ones means the file was damaged, and loading refuses to guess.
@@ -35,6 +38,7 @@ import crc32c
 
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.quotas.entities import QuotaEntity
+from exactly.security.acls import AclBinding
 from exactly.storage import files
 
 FILE_NAME = "__cluster_metadata.log"
@@ -80,6 +84,7 @@ class ClusterMetadata:
         self.next_producer_id_block = 0
         self.broker_configs: dict[str, dict[str, str]] = {}  # resource name ("" or a broker id) -> set
         self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self.acls: set[AclBinding] = set()
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         data_dir.mkdir(parents=True, exist_ok=True)
         self._load()
@@ -163,6 +168,20 @@ class ClusterMetadata:
                 {"op": "client_quotas", "entity": [list(pair) for pair in entity], "values": effective}
             )
 
+    def create_acls(self, acls: list[AclBinding]) -> list[AclBinding]:
+        """Durably add the bindings not already present (in one record); returns those added."""
+        new = list(dict.fromkeys(acl for acl in acls if acl not in self.acls))
+        if new:
+            self._append({"op": "acls_create", "acls": [acl.to_json() for acl in new]})
+        return new
+
+    def delete_acls(self, acls: list[AclBinding]) -> list[AclBinding]:
+        """Durably remove the bindings present (in one record); returns those removed."""
+        gone = list(dict.fromkeys(acl for acl in acls if acl in self.acls))
+        if gone:
+            self._append({"op": "acls_delete", "acls": [acl.to_json() for acl in gone]})
+        return gone
+
     def _get(self, name: str) -> TopicInfo:
         topic = self.topics.get(name)
         if topic is None:
@@ -190,6 +209,13 @@ class ClusterMetadata:
             return
         if op == "client_quotas":
             self._apply_client_quotas(record)
+            return
+        if op in ("acls_create", "acls_delete"):
+            bindings = [AclBinding.from_json(item) for item in record["acls"]]
+            if op == "acls_create":
+                self.acls.update(bindings)
+            else:
+                self.acls.difference_update(bindings)
             return
         name = record["topic"]
         if op == "create":

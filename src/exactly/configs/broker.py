@@ -297,6 +297,25 @@ _DEFS = [
     ),
     _ro("quota.window.num", INT, "11", "Samples kept of each client quota's rate.", Range(1, 1000)),
     _ro("quota.window.size.seconds", INT, "1", "The time span of one quota sample.", Range(1, 3600)),
+    _ro(
+        "authorizer.class.name",
+        STRING,
+        "",
+        "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs), or empty (none).",
+    ),
+    _ro("super.users", STRING, "", "Principals allowed everything, semicolon-separated (User:admin)."),
+    _ro(
+        "allow.everyone.if.no.acl.found",
+        BOOLEAN,
+        "false",
+        "With an authorizer: allow a request on a resource that has no ACL at all.",
+    ),
+    _ro(
+        "exactly.debug.principal.by.client.id",
+        BOOLEAN,
+        "false",
+        "Testing only: a request's principal is User:<its client id> (no authentication at all).",
+    ),
     _ro("exactly.debug.end.txn.pause", STRING, "", "Testing only: park EndTxn marker writing at a step."),
     _ro(
         "exactly.debug.marker.delay.ms",

@@ -4,8 +4,9 @@
 Describe APIs report "authorized operations" as a 32-bit field, bit n set for operation code n (Kafka's
 `Utils.to32BitField`): Metadata v8+ per topic (`include_topic_authorized_operations`) and, v8-10, for the
 cluster; DescribeCluster for the cluster; DescribeGroups v3+ per group. A response whose request did not
-ask carries `OMITTED` (INT32_MIN, the schema default). With no authorizer configured (all this broker has
-today) every operation the resource supports is authorized, as in Kafka's `AuthHelper.authorizedOperations`.
+ask carries `OMITTED` (INT32_MIN, the schema default). With no authorizer configured every operation the
+resource supports is authorized, as in Kafka's `AuthHelper.authorizedOperations`; with one, the fields
+come from `Authorizer.authorized_operations` (exactly.broker.guard.operations_field).
 """
 
 from __future__ import annotations

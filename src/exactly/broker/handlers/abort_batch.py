@@ -4,6 +4,7 @@ stays decided (roll forward): Decided and its winners are answered, nothing is a
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import DISABLED_MESSAGE, handler
 from exactly.errors import ErrorCode
@@ -15,6 +16,9 @@ from exactly.protocol.messages.abort_batch import AbortBatchRequest, AbortBatchR
 async def handle(ctx: RequestContext, request: AbortBatchRequest) -> AbortBatchResponse:
     if not ctx.broker.config.transaction_two_phase_commit_enable:
         return AbortBatchResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
+    if authz.batch_refused(ctx, ApiKey.ABORT_BATCH, request.query_id, request.batch_id, []):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return AbortBatchResponse(error_code=code, error_message=None, decided=False, winners=[], aborted=[])
     result, aborted = await ctx.broker.transactions.abort_batch(request.query_id, request.batch_id)
     decided = result.decision is not None
     return AbortBatchResponse(

@@ -4,6 +4,7 @@ get INVALID_PRODUCER_EPOCH for PRODUCER_FENCED."""
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.groups import OFFSETS_TOPIC
@@ -15,6 +16,10 @@ from exactly.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest,
 
 @handler(ApiKey.ADD_OFFSETS_TO_TXN)
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    if not authz.allowed(ctx, ApiKey.ADD_OFFSETS_TO_TXN, "transactional_id", request.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authz.allowed(ctx, ApiKey.ADD_OFFSETS_TO_TXN, "group", request.group_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not request.group_id:
         return AddOffsetsToTxnResponse(error_code=ErrorCode.INVALID_GROUP_ID)
     groups = ctx.broker.groups

@@ -8,6 +8,7 @@ for PRODUCER_FENCED. (v4+ — broker-to-broker batches and VerifyOnly — are no
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.handlers.end_txn import fenced_code
@@ -24,10 +25,14 @@ from exactly.protocol.messages.add_partitions_to_txn import (
 @handler(ApiKey.ADD_PARTITIONS_TO_TXN)
 async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+    txn_id = request.v3_and_below_transactional_id
+    refused = _refused(ctx, txn_id, wanted)
     unknown = {
         (name, partition) for name, partition in wanted if not ctx.broker.has_partition(name, partition)
     }
-    if unknown:
+    if refused is not None:
+        codes = refused
+    elif unknown:
         codes = {
             tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
             for tp in wanted
@@ -45,6 +50,35 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Add
         )
         error = fenced_code(result.error, ctx.version, 2)
         codes = dict.fromkeys(wanted, error)
+    return _response(codes)
+
+
+def _refused(
+    ctx: RequestContext, txn_id: str, wanted: list[tuple[str, int]]
+) -> dict[tuple[str, int], ErrorCode] | None:
+    """Kafka's authorization: the transactional id (all refused), then each topic (the others are
+    OPERATION_NOT_ATTEMPTED, unknown ones UNKNOWN_TOPIC_OR_PARTITION); None when all is allowed."""
+    if not authz.allowed(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, "transactional_id", txn_id):
+        return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied = {
+        name
+        for name in {n for n, _ in wanted}
+        if not authz.allowed(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, "topic", name)
+    }
+    if not denied:
+        return None
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    for name, partition in wanted:
+        if name in denied:
+            codes[(name, partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif not ctx.broker.has_partition(name, partition):
+            codes[(name, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            codes[(name, partition)] = ErrorCode.OPERATION_NOT_ATTEMPTED
+    return codes
+
+
+def _response(codes: dict[tuple[str, int], ErrorCode]) -> AddPartitionsToTxnResponse:
     by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
     for (name, partition), code in codes.items():
         by_topic.setdefault(name, []).append(AddPartitionsToTxnPartitionResult(partition, code))

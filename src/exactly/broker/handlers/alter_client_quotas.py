@@ -11,6 +11,7 @@ controller_mutation_rate, connection_creation_rate) are stored and described but
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -29,7 +30,12 @@ async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> Alte
     metadata = ctx.broker.metadata
     results = []
     seen: set[QuotaEntity] = set()
+    permitted = authz.allowed(ctx, ApiKey.ALTER_CLIENT_QUOTAS, "cluster")
     for entry in request.entries:
+        if not permitted:
+            data = [EntityData(e.entity_type, e.entity_name) for e in entry.entity]
+            results.append(ResponseEntryData(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, data))
+            continue
         pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
         entity_data = [EntityData(e.entity_type, e.entity_name) for e in entry.entity]
         entity = make_entity(pairs)

@@ -4,6 +4,7 @@ goes back to its default. validate_only checks without changing anything."""
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.config_changes import check_unique, commit, current_configs, per_resource
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
@@ -28,6 +29,7 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
 
 
 def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
+    authz.check_config_resource(ctx, ApiKey.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
     check_unique(config.name for config in resource.configs)
     current_configs(ctx.broker, resource.resource_type, resource.resource_name)  # exists / is ours
     configs: dict[str, str] = {}

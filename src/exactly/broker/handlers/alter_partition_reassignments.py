@@ -14,6 +14,7 @@ replication factor can never change.
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -65,6 +66,13 @@ async def handle(
     ctx: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
     broker = ctx.broker
+    if not authz.allowed(ctx, ApiKey.ALTER_PARTITION_REASSIGNMENTS, "cluster"):
+        return AlterPartitionReassignmentsResponse(
+            allow_replication_factor_change=request.allow_replication_factor_change,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            responses=[],
+        )
     node = broker.config.node_id
     responses = []
     for topic in request.topics:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -18,6 +19,10 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
     broker = ctx.broker
     results = []
     for topic in request.topics:
+        if not authz.allowed(ctx, ApiKey.CREATE_PARTITIONS, "topic", topic.name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            results.append(CreatePartitionsTopicResult(topic.name, code, "Authorization failed."))
+            continue
         try:
             info = broker.metadata.topics.get(topic.name)
             if info is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.handlers.describe_configs import topic_entries
@@ -29,6 +30,11 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     for topic in request.topics:
         if counts[topic.name] > 1:  # Kafka creates none of the copies
             results.append(_error(topic, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        if not authz.quietly(ctx, ApiKey.CREATE_TOPICS, "cluster") and not authz.allowed(
+            ctx, ApiKey.CREATE_TOPICS, "topic", topic.name
+        ):
+            results.append(_error(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
             continue
         try:
             results.append(await _create(ctx, topic, request.validate_only))

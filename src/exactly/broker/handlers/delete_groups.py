@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.errors import KafkaError
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.delete_groups import (
     DeletableGroupResult,
@@ -19,6 +20,9 @@ async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGro
     groups = ctx.broker.groups
     results: list[DeletableGroupResult] = []
     for group_id in request.groups_names:
+        if not authz.allowed(ctx, ApiKey.DELETE_GROUPS, "group", group_id):
+            results.append(DeletableGroupResult(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
         try:
             result: DeletableGroupResult = await groups.call(
                 lambda coordinator, g=group_id: coordinator.delete_group(g)  # type: ignore[misc]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -19,6 +20,11 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
     topics = []
     for topic in request.topics:
         partitions = []
+        if not authz.allowed(ctx, ApiKey.DELETE_RECORDS, "topic", topic.name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            partitions = [DeleteRecordsPartitionResult(p.partition_index, -1, code) for p in topic.partitions]
+            topics.append(DeleteRecordsTopicResult(topic.name, partitions))
+            continue
         for p in topic.partitions:
             log = ctx.broker.log(topic.name, p.partition_index)
             if log is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -26,6 +27,10 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                 results.append(DeletableTopicResult(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
             name = info.name
+        if not authz.allowed(ctx, ApiKey.DELETE_TOPICS, "topic", name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            results.append(DeletableTopicResult(name, topic_id, code, "Authorization failed."))
+            continue
         try:
             if not broker.config.delete_topic_enable:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")

@@ -6,6 +6,7 @@ refused filter is a top-level error with a message and null entries.
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -22,6 +23,9 @@ from exactly.quotas.entities import FilterComponent, describe
 
 @handler(ApiKey.DESCRIBE_CLIENT_QUOTAS)
 async def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
+    if not authz.allowed(ctx, ApiKey.DESCRIBE_CLIENT_QUOTAS, "cluster"):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return DescribeClientQuotasResponse(error_code=code, error_message=None, entries=None)
     components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in request.components]
     try:
         found = describe(ctx.broker.metadata.client_quotas, components, request.strict)

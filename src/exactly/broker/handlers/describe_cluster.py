@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.guard import operations_field
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.describe_cluster import (
     DescribeClusterBroker,
     DescribeClusterRequest,
     DescribeClusterResponse,
 )
-from exactly.security.operations import OMITTED, ResourceType, authorized_operations
+from exactly.security.operations import OMITTED, ResourceType
 
 
 @handler(ApiKey.DESCRIBE_CLUSTER)
@@ -24,7 +25,7 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         controller_id=node,
         brokers=[DescribeClusterBroker(node, host, port, None)],
         cluster_authorized_operations=(
-            authorized_operations(ResourceType.CLUSTER)
+            operations_field(ctx, ResourceType.CLUSTER, "kafka-cluster")
             if request.include_cluster_authorized_operations
             else OMITTED
         ),

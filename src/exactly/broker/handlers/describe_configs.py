@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from exactly.broker import guard as authz
 from exactly.broker.config_changes import broker_resource
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
@@ -43,6 +44,9 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
     for resource in request.resources:
         wanted = set(resource.configuration_keys) if resource.configuration_keys else None
         try:
+            authz.check_config_resource(
+                ctx, ApiKey.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+            )
             if resource.resource_type == RESOURCE_TOPIC:
                 info = ctx.broker.metadata.topics.get(resource.resource_name)
                 if info is None:

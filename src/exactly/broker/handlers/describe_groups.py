@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.guard import allowed, operations_field
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
-from exactly.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
-from exactly.security.operations import ResourceType, authorized_operations
+from exactly.protocol.messages.describe_groups import (
+    DescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from exactly.security.operations import ResourceType
 
 _GROUP_ID_NOT_FOUND_VERSION = 6
 _DEAD = "Dead"
@@ -22,6 +27,9 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     groups = ctx.broker.groups
     described = []
     for group_id in request.groups:
+        if not allowed(ctx, ApiKey.DESCRIBE_GROUPS, "group", group_id):
+            described.append(DescribedGroup(ErrorCode.GROUP_AUTHORIZATION_FAILED, None, group_id))
+            continue
         described += await groups.read(group_id, lambda c, g=group_id: c.describe_groups([g]))  # type: ignore[misc]
     if ctx.version >= _GROUP_ID_NOT_FOUND_VERSION:
         for group in described:
@@ -31,5 +39,5 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     if ctx.version >= 3 and request.include_authorized_operations:
         for group in described:
             if group.error_code == ErrorCode.NONE:
-                group.authorized_operations = authorized_operations(ResourceType.GROUP)
+                group.authorized_operations = operations_field(ctx, ResourceType.GROUP, group.group_id)
     return DescribeGroupsResponse(groups=described)

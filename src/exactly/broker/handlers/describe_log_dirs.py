@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 @handler(ApiKey.DESCRIBE_LOG_DIRS)
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     logs = ctx.broker.logs
+    if not authz.allowed(ctx, ApiKey.DESCRIBE_LOG_DIRS, "cluster"):
+        return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

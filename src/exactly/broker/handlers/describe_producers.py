@@ -3,6 +3,7 @@ first offset — what `kafka-transactions.sh find-hanging` and `abort` start fro
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode
@@ -21,6 +22,11 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
     topics: list[TopicResponse] = []
     for topic in request.topics:
         partitions: list[PartitionResponse] = []
+        if not authz.allowed(ctx, ApiKey.DESCRIBE_PRODUCERS, "topic", topic.name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            partitions = [PartitionResponse(i, code) for i in topic.partition_indexes]
+            topics.append(TopicResponse(topic.name, partitions))
+            continue
         for index in topic.partition_indexes:
             plog = ctx.broker.log(topic.name, index)
             if plog is None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import IntEnum
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.cluster.metadata import TopicInfo, validate_topic_name
@@ -36,6 +37,7 @@ from exactly.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponsePartition,
     DescribeTopicPartitionsResponseTopic,
 )
+from exactly.security.operations import ResourceType
 
 
 class AclOperation(IntEnum):
@@ -61,8 +63,18 @@ async def handle(
 ) -> DescribeTopicPartitionsResponse:
     broker = ctx.broker
     limit = max(min(broker.config.max_request_partition_size_limit, request.response_partition_limit), 1)
+    topics: Mapping[str, TopicInfo] = broker.metadata.topics
+    denied: set[str] = set()
+    if authz.enabled(ctx):  # topics it may not describe: left out of "every topic", refused by name
+        api = ApiKey.DESCRIBE_TOPIC_PARTITIONS
+        denied = {t.name for t in request.topics if not authz.allowed(ctx, api, "topic", t.name)}
+        topics = {
+            name: info
+            for name, info in topics.items()
+            if name not in denied and authz.quietly(ctx, api, "topic", name)
+        }
     try:
-        return describe_page(broker.metadata.topics, request, limit, broker.config.node_id)
+        response = describe_page(topics, request, limit, broker.config.node_id)
     except KafkaError as e:
         return DescribeTopicPartitionsResponse(
             topics=[
@@ -70,6 +82,13 @@ async def handle(
                 for t in request.topics
             ]
         )
+    if authz.enabled(ctx):
+        for topic in response.topics:
+            if topic.name in denied:
+                topic.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            name = topic.name or ""
+            topic.topic_authorized_operations = authz.operations_field(ctx, ResourceType.TOPIC, name)
+    return response
 
 
 def describe_page(

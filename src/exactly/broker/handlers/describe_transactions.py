@@ -4,6 +4,7 @@ transaction (two-phase commit extension) is reported as Ongoing: `TxnState.repor
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode
@@ -21,6 +22,9 @@ async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> D
     known = ctx.broker.transactions.coordinator.transactions
     states: list[TransactionState] = []
     for txn_id in request.transactional_ids:
+        if not authz.allowed(ctx, ApiKey.DESCRIBE_TRANSACTIONS, "transactional_id", txn_id):
+            states.append(TransactionState(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, txn_id))
+            continue
         txn = known.get(txn_id)
         if txn is None:
             states.append(TransactionState(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, txn_id))

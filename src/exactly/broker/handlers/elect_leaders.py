@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode
@@ -35,6 +36,15 @@ _ELECTION_TYPES = frozenset(t.value for t in ElectionType)
 @handler(ApiKey.ELECT_LEADERS)
 async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     topics = ctx.broker.metadata.topics
+    if not authz.allowed(ctx, ApiKey.ELECT_LEADERS, "cluster"):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return ElectLeadersResponse(
+            error_code=code,
+            replica_election_results=[
+                ReplicaElectionResult(t.topic, [PartitionResult(p, code, None) for p in t.partitions])
+                for t in request.topic_partitions or []
+            ],
+        )
     if request.election_type not in _ELECTION_TYPES:
         message = f"Unknown election type {request.election_type}"
         return ElectLeadersResponse(

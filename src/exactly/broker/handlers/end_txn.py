@@ -7,6 +7,7 @@ for PRODUCER_FENCED, as in Kafka.
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode
@@ -16,6 +17,8 @@ from exactly.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 
 @handler(ApiKey.END_TXN)
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    if not authz.allowed(ctx, ApiKey.END_TXN, "transactional_id", request.transactional_id):
+        return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     result = await ctx.broker.transactions.run(
         request.transactional_id,
         lambda c: c.end_transaction(

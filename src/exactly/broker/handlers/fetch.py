@@ -26,6 +26,7 @@ from collections.abc import Iterable
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.guard import allowed
 from exactly.broker.throttling import throttle
 from exactly.errors import ErrorCode, KafkaError
 from exactly.fetch.session import ContextKind, FetchContext, FetchPosition, PartitionKey, PartitionResult
@@ -139,6 +140,7 @@ def _read(
     total = 0
     errors = False
     out: dict[PartitionKey, PartitionData] = {}
+    permitted: dict[str, bool] = {}
     for key, position in context.partitions:
         topic = key.topic
         if context.uses_topic_ids:
@@ -149,6 +151,14 @@ def _read(
                 )
                 continue
             topic = info.name
+        if topic not in permitted:
+            permitted[topic] = allowed(ctx, ApiKey.FETCH, "topic", topic)
+        if not permitted[topic]:
+            errors = True
+            out[key] = PartitionData(
+                key.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, records=NO_RECORDS
+            )
+            continue
         log = broker.log(topic, key.partition)
         if log is None:
             errors = True

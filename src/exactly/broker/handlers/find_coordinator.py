@@ -6,6 +6,7 @@ exists (it is created on first use), so that the coordinator is ready when the c
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -18,6 +19,17 @@ from exactly.protocol.messages.find_coordinator import (
 
 GROUP = 0
 TRANSACTION = 1
+
+
+def _permitted(ctx: RequestContext, key_type: int, key: str) -> bool:
+    role = "group" if key_type == GROUP else "transactional_id"
+    return authz.allowed(ctx, ApiKey.FIND_COORDINATOR, role, key)
+
+
+def _refusal(key_type: int) -> ErrorCode:
+    if key_type == GROUP:
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 @handler(ApiKey.FIND_COORDINATOR)
@@ -39,8 +51,16 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
         node, host, port = -1, "", -1
     if ctx.version >= 4:
         return FindCoordinatorResponse(
-            coordinators=[Coordinator(key, node, host, port, error, message) for key in keys]
+            coordinators=[
+                Coordinator(key, node, host, port, error, message)
+                if error or _permitted(ctx, request.key_type, key)
+                else Coordinator(key, -1, "", -1, _refusal(request.key_type), None)
+                for key in keys
+            ]
         )
+    if not error and not _permitted(ctx, request.key_type, request.key):
+        code = _refusal(request.key_type)
+        return FindCoordinatorResponse(error_code=code, error_message=None, node_id=-1, host="", port=-1)
     return FindCoordinatorResponse(
         error_code=error, error_message=message, node_id=node, host=host, port=port
     )

@@ -3,6 +3,7 @@ broker's run-time configs (resource name "" = cluster default, or this broker's 
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.config_changes import (
     apply_incremental,
     check_unique,
@@ -34,6 +35,8 @@ async def handle(
 
 
 def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
+    api = ApiKey.INCREMENTAL_ALTER_CONFIGS
+    authz.check_config_resource(ctx, api, resource.resource_type, resource.resource_name)
     check_unique(change.name for change in resource.configs)
     configs = current_configs(ctx.broker, resource.resource_type, resource.resource_name)
     for change in resource.configs:

@@ -3,9 +3,10 @@ MEMBER_ID_REQUIRED, v4+, or an error). The membership logic is the group coordin
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.errors import KafkaError
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 
@@ -13,6 +14,12 @@ from exactly.protocol.messages.join_group import JoinGroupRequest, JoinGroupResp
 @handler(ApiKey.JOIN_GROUP)
 async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     groups = ctx.broker.groups
+    if not authz.allowed(ctx, ApiKey.JOIN_GROUP, "group", request.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        response = JoinGroupResponse(error_code=code, member_id=request.member_id, protocol_name=None)
+        if ctx.version < 7:
+            response.protocol_name = ""
+        return response
     client = groups.client(ctx)
     try:
         response = await groups.call(lambda coordinator: coordinator.join_group(client, request))

@@ -3,6 +3,7 @@ group.instance.id); the group rebalances without them."""
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -13,6 +14,8 @@ from exactly.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupR
 @handler(ApiKey.LEAVE_GROUP)
 async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     groups = ctx.broker.groups
+    if not authz.allowed(ctx, ApiKey.LEAVE_GROUP, "group", request.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     client = groups.client(ctx)
     members = request.members if ctx.version >= 3 else [MemberIdentity(request.member_id, None)]
     try:

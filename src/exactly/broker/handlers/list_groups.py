@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.protocol.messages import ApiKey
@@ -11,4 +12,7 @@ from exactly.protocol.messages.list_groups import ListGroupsRequest, ListGroupsR
 @handler(ApiKey.LIST_GROUPS)
 async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     coordinator = ctx.broker.groups.coordinator
-    return ListGroupsResponse(groups=coordinator.list_groups(request.states_filter, request.types_filter))
+    listed = coordinator.list_groups(request.states_filter, request.types_filter)
+    if not authz.quietly(ctx, ApiKey.LIST_GROUPS, "cluster"):  # else only the groups it may describe
+        listed = [g for g in listed if authz.quietly(ctx, ApiKey.LIST_GROUPS, "group", g.group_id)]
+    return ListGroupsResponse(groups=listed)

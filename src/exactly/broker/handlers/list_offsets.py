@@ -10,6 +10,7 @@ partition (Kafka's `ReplicaManager` check of each spec's first version).
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -36,6 +37,11 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     topics = []
     for topic in request.topics:
         partitions = []
+        if not authz.allowed(ctx, ApiKey.LIST_OFFSETS, "topic", topic.name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            partitions = [ListOffsetsPartitionResponse(p.partition_index, code) for p in topic.partitions]
+            topics.append(ListOffsetsTopicResponse(topic.name, partitions))
+            continue
         for p in topic.partitions:
             log = ctx.broker.log(topic.name, p.partition_index)
             if log is None:

@@ -6,6 +6,7 @@ topics and partitions, so the answer is always an empty list with no error.
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode
@@ -20,4 +21,7 @@ from exactly.protocol.messages.list_partition_reassignments import (
 async def handle(
     ctx: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
+    if not authz.allowed(ctx, ApiKey.LIST_PARTITION_REASSIGNMENTS, "cluster"):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return ListPartitionReassignmentsResponse(error_code=code, error_message=None, topics=[])
     return ListPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message=None, topics=[])

@@ -3,6 +3,7 @@ Prepared transactions with their tags, and the recorded batch decisions (`exactl
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode
@@ -23,6 +24,8 @@ async def handle(ctx: RequestContext, request: ListPreparedTxnsRequest) -> ListP
     coordinator = ctx.broker.transactions.coordinator
     transactions: list[PreparedTransaction] = []
     for txn in coordinator.list_prepared(request.query_id):
+        if not authz.quietly(ctx, ApiKey.LIST_PREPARED_TXNS, "transactional_id", txn.transactional_id):
+            continue
         tag = txn.prepared
         assert tag is not None
         by_topic: dict[str, list[int]] = {}

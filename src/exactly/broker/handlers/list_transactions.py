@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode
@@ -43,6 +44,7 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
         transaction_states=[
             TransactionState(t.transactional_id, t.producer_id, t.state.reported_name)
             for t in listed
-            if pattern is None or pattern.fullmatch(t.transactional_id)
+            if (pattern is None or pattern.fullmatch(t.transactional_id))
+            and authz.quietly(ctx, ApiKey.LIST_TRANSACTIONS, "transactional_id", t.transactional_id)
         ],
     )

@@ -2,12 +2,17 @@
 
 v8+ can ask for each topic's authorized operations and (v8-10) the cluster's; with no authorizer they are
 every operation the resource supports (`exactly.security.operations`), else INT32_MIN ("not asked").
+
+With an authorizer (Kafka's rules): "all topics" leaves out the ones the principal may not DESCRIBE; a
+topic asked for by name or id without DESCRIBE is TOPIC_AUTHORIZATION_FAILED, whether it exists or not;
+auto-creation needs CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.guard import allowed, operations_field, quietly
 from exactly.cluster.metadata import TopicInfo
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
@@ -18,7 +23,7 @@ from exactly.protocol.messages.metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
-from exactly.security.operations import OMITTED, ResourceType, authorized_operations
+from exactly.security.operations import OMITTED, ResourceType
 
 
 @handler(ApiKey.METADATA)
@@ -27,21 +32,37 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     node = broker.config.node_id
     host, port = ctx.advertised
     if request.topics is None or (ctx.version == 0 and not request.topics):
-        topics = [_topic(t, node) for t in broker.metadata.topics.values()]
+        topics = [
+            _topic(t, node)
+            for t in broker.metadata.topics.values()
+            if quietly(ctx, ApiKey.METADATA, "topic", t.name)
+        ]
     else:
         topics = []
         for wanted in request.topics:
             name = wanted.name
             if name is None:
                 info = broker.metadata.by_id(wanted.topic_id)
+                if info is not None and not allowed(ctx, ApiKey.METADATA, "topic", info.name):
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    topics.append(MetadataResponseTopic(code, None, wanted.topic_id))
+                    continue
                 topics.append(
                     _topic(info, node)
                     if info
                     else MetadataResponseTopic(ErrorCode.UNKNOWN_TOPIC_ID, None, wanted.topic_id)
                 )
                 continue
+            if not allowed(ctx, ApiKey.METADATA, "topic", name):
+                topics.append(MetadataResponseTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                continue
             info = broker.metadata.topics.get(name)
             if info is None and request.allow_auto_topic_creation and broker.config.auto_create_topics:
+                if not quietly(ctx, ApiKey.METADATA, "create_cluster") and not allowed(
+                    ctx, ApiKey.METADATA, "create_topic", name
+                ):
+                    topics.append(MetadataResponseTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                    continue
                 try:
                     info = await broker.create_topic(name, broker.config.num_partitions, {})
                 except KafkaError as e:
@@ -54,10 +75,12 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     cluster_operations = OMITTED
     if ctx.version >= 8:
         if ctx.version <= 10 and request.include_cluster_authorized_operations:
-            cluster_operations = authorized_operations(ResourceType.CLUSTER)
+            cluster_operations = operations_field(ctx, ResourceType.CLUSTER, "kafka-cluster")
         if request.include_topic_authorized_operations:  # every topic, errors included, as Kafka does
             for topic in topics:
-                topic.topic_authorized_operations = authorized_operations(ResourceType.TOPIC)
+                topic.topic_authorized_operations = operations_field(
+                    ctx, ResourceType.TOPIC, topic.name or ""
+                )
     return MetadataResponse(
         brokers=[MetadataResponseBroker(node, host, port, None)],
         cluster_id=broker.config.cluster_id,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -43,6 +44,17 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
             else:
                 known.append(dataclasses.replace(topic, name=info.name))
         request = dataclasses.replace(request, topics=known)
+    refused: list[OffsetCommitResponseTopic] = []
+    if not authz.allowed(ctx, ApiKey.OFFSET_COMMIT, "group", request.group_id):
+        refused = _refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        request = dataclasses.replace(request, topics=[])
+    else:
+        denied = [t for t in request.topics if not authz.allowed(ctx, ApiKey.OFFSET_COMMIT, "topic", t.name)]
+        if denied:
+            refused = _refused(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            request = dataclasses.replace(request, topics=[t for t in request.topics if t not in denied])
+    if not request.topics and (refused or unknown):
+        return OffsetCommitResponse(topics=refused + _unknown(unknown))
     try:
         response: OffsetCommitResponse = await groups.call(
             lambda coordinator: coordinator.commit_offsets(client, request, broker.has_partition)
@@ -58,7 +70,21 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
                 for t in request.topics
             ]
         )
-    response.topics += [
+    response.topics += refused + _unknown(unknown)
+    return response
+
+
+def _refused(topics: list[OffsetCommitRequestTopic], code: ErrorCode) -> list[OffsetCommitResponseTopic]:
+    return [
+        OffsetCommitResponseTopic(
+            t.name, t.topic_id, [OffsetCommitResponsePartition(p.partition_index, code) for p in t.partitions]
+        )
+        for t in topics
+    ]
+
+
+def _unknown(unknown: list[OffsetCommitRequestTopic]) -> list[OffsetCommitResponseTopic]:
+    return [
         OffsetCommitResponseTopic(
             "",
             t.topic_id,
@@ -69,4 +95,3 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
         )
         for t in unknown
     ]
-    return response

@@ -10,6 +10,10 @@ committed offset" (topics null) leaves out topics that no longer exist, which ha
 
 from __future__ import annotations
 
+import dataclasses
+from typing import TypeVar
+
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode
@@ -30,6 +34,54 @@ _TOPIC_IDS_VERSION = 10
 
 @handler(ApiKey.OFFSET_FETCH)
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    """Authorization as Kafka: GROUP DESCRIBE (else GROUP_AUTHORIZATION_FAILED for the group), then
+    TOPIC DESCRIBE per topic (asked by name: TOPIC_AUTHORIZATION_FAILED; "all topics": left out)."""
+    if not authz.enabled(ctx):
+        return await _answer(ctx, request)
+    refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if ctx.version >= 8:
+        denied = {
+            g.group_id
+            for g in request.groups
+            if not authz.allowed(ctx, ApiKey.OFFSET_FETCH, "group", g.group_id)
+        }
+        kept = [g for g in request.groups if g.group_id not in denied]
+        response = (
+            await _answer(ctx, dataclasses.replace(request, groups=kept)) if kept else OffsetFetchResponse()
+        )
+        asked = {g.group_id: g.topics is not None for g in request.groups}
+        for group in response.groups:
+            group.topics = _visible(ctx, group.topics, asked.get(group.group_id, False))
+        response.groups += [OffsetFetchResponseGroup(g, [], refused) for g in sorted(denied)]
+        return response
+    if not authz.allowed(ctx, ApiKey.OFFSET_FETCH, "group", request.group_id):
+        return OffsetFetchResponse(topics=[], error_code=refused)
+    response = await _answer(ctx, request)
+    response.topics = _visible(ctx, response.topics, request.topics is not None)
+    return response
+
+
+_TopicT = TypeVar("_TopicT", OffsetFetchResponseTopic, OffsetFetchResponseTopics)
+
+
+def _visible(ctx: RequestContext, topics: list[_TopicT], asked: bool) -> list[_TopicT]:
+    out: list[_TopicT] = []
+    for topic in topics:
+        if (
+            authz.allowed(ctx, ApiKey.OFFSET_FETCH, "topic", topic.name)
+            if asked
+            else authz.quietly(ctx, ApiKey.OFFSET_FETCH, "topic", topic.name)
+        ):
+            out.append(topic)
+        elif asked:
+            for p in topic.partitions:
+                p.committed_offset, p.committed_leader_epoch, p.metadata = -1, -1, ""
+                p.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            out.append(topic)
+    return out
+
+
+async def _answer(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     groups = ctx.broker.groups
     stable = request.require_stable
     if ctx.version >= 8:

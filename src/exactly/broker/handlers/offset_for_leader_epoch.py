@@ -3,6 +3,7 @@ log end offset; a client asking about a later epoch is told the partition is at 
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode
@@ -22,6 +23,11 @@ async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> O
     topics = []
     for topic in request.topics:
         partitions = []
+        if not authz.allowed(ctx, ApiKey.OFFSET_FOR_LEADER_EPOCH, "topic", topic.topic):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            partitions = [EpochEndOffset(code, p.partition) for p in topic.partitions]
+            topics.append(OffsetForLeaderTopicResult(topic.topic, partitions))
+            continue
         for p in topic.partitions:
             log = ctx.broker.log(topic.topic, p.partition)
             if log is None:

@@ -3,6 +3,7 @@ Ongoing transaction to Prepared, tagged (query, batch, partition); answered once
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import DISABLED_MESSAGE, handler
 from exactly.errors import ErrorCode
@@ -22,6 +23,10 @@ _MESSAGES = {
 async def handle(ctx: RequestContext, request: PrepareTxnRequest) -> PrepareTxnResponse:
     if not ctx.broker.config.transaction_two_phase_commit_enable:
         return PrepareTxnResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
+    if not authz.allowed(ctx, ApiKey.PREPARE_TXN, "transactional_id", request.transactional_id):
+        return PrepareTxnResponse(
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error_message=None
+        )
     result = await ctx.broker.transactions.prepare(
         request.transactional_id, request.query_id, request.batch_id, request.partition
     )

@@ -30,6 +30,7 @@ import struct
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.guard import allowed
 from exactly.broker.throttling import throttle
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError, RecordValidationError
 from exactly.protocol.messages import ApiKey
@@ -68,6 +69,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     durable: list[tuple[PartitionLog, int]] = []
     durable_at: list[tuple[list[PartitionProduceResponse], int]] = []  # where each durable's answer is
     topics: list[TopicProduceResponse] = []
+    if txn_id is not None and not allowed(ctx, ApiKey.PRODUCE, "transactional_id", txn_id):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        for topic in request.topic_data:
+            errors = [_error(data.index, code) for data in topic.partition_data]
+            topics.append(TopicProduceResponse(topic.name, topic.topic_id, errors))
+        return None if acks == 0 else ProduceResponse(topics)
     for topic in request.topic_data:
         partitions: list[PartitionProduceResponse] = []
         name = topic.name
@@ -80,6 +87,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             name = info.name
         else:
             info = broker.metadata.topics.get(name)
+        if not allowed(ctx, ApiKey.PRODUCE, "topic", name):
+            partitions = [
+                _error(data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for data in topic.partition_data
+            ]
+            topics.append(TopicProduceResponse(topic.name, topic.topic_id, partitions))
+            continue
         for data in topic.partition_data:
             if acks not in (0, 1, -1):
                 partitions.append(_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))

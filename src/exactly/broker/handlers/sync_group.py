@@ -3,9 +3,10 @@ until the leader's assignment is stored in `__consumer_offsets`."""
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.errors import KafkaError
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
@@ -13,6 +14,8 @@ from exactly.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResp
 @handler(ApiKey.SYNC_GROUP)
 async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     groups = ctx.broker.groups
+    if not authz.allowed(ctx, ApiKey.SYNC_GROUP, "group", request.group_id):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     client = groups.client(ctx)
     try:
         response: SyncGroupResponse = await groups.call(

@@ -13,13 +13,17 @@ AddOffsetsToTxn), which we do not finalize, so it is not advertised.
 
 from __future__ import annotations
 
+import dataclasses
+
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.groups import OFFSETS_TOPIC
-from exactly.errors import KafkaError
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
@@ -30,6 +34,44 @@ _TRANSACTION_ABORTABLE_VERSION = 4
 
 @handler(ApiKey.TXN_OFFSET_COMMIT)
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    refused = _refused(ctx, request)
+    if refused is not None:
+        return refused
+    denied = {
+        t.name for t in request.topics if not authz.allowed(ctx, ApiKey.TXN_OFFSET_COMMIT, "topic", t.name)
+    }
+    if denied:
+        allowed_part = dataclasses.replace(
+            request, topics=[t for t in request.topics if t.name not in denied]
+        )
+        response = await _commit(ctx, allowed_part) if allowed_part.topics else TxnOffsetCommitResponse()
+        response.topics += _errors(
+            [t for t in request.topics if t.name in denied], ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        ).topics
+        return response
+    return await _commit(ctx, request)
+
+
+def _refused(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse | None:
+    if not authz.allowed(ctx, ApiKey.TXN_OFFSET_COMMIT, "transactional_id", request.transactional_id):
+        return _errors(request.topics, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authz.allowed(ctx, ApiKey.TXN_OFFSET_COMMIT, "group", request.group_id):
+        return _errors(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    return None
+
+
+def _errors(topics: list[TxnOffsetCommitRequestTopic], code: ErrorCode) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(
+        topics=[
+            TxnOffsetCommitResponseTopic(
+                t.name, [TxnOffsetCommitResponsePartition(p.partition_index, code) for p in t.partitions]
+            )
+            for t in topics
+        ]
+    )
+
+
+async def _commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     broker = ctx.broker
     groups = broker.groups
     guard = broker.transactions.verification_guard(

@@ -9,6 +9,7 @@ coordinator epoch was seen (TRANSACTION_COORDINATOR_FENCED). Answered once the m
 
 from __future__ import annotations
 
+from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -26,6 +27,22 @@ from exactly.storage.log import PartitionLog
 @handler(ApiKey.WRITE_TXN_MARKERS)
 async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     service = ctx.broker.transactions
+    if not authz.allowed(ctx, ApiKey.WRITE_TXN_MARKERS, "cluster"):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return WriteTxnMarkersResponse(
+            [
+                WritableTxnMarkerResult(
+                    m.producer_id,
+                    [
+                        WritableTxnMarkerTopicResult(
+                            t.name, [WritableTxnMarkerPartitionResult(i, code) for i in t.partition_indexes]
+                        )
+                        for t in m.topics
+                    ],
+                )
+                for m in request.markers
+            ]
+        )
     durable: list[tuple[PartitionLog, int, WritableTxnMarkerPartitionResult]] = []
     results: list[WritableTxnMarkerResult] = []
     for marker in request.markers:
