@@ -40,6 +40,30 @@ def tls(
 
 
 @app.command()
+def scale(
+    topics: Annotated[int, typer.Option(help="topics to create")] = 100,
+    partitions_per_topic: Annotated[int, typer.Option(help="partitions of each topic")] = 100,
+    nofile: Annotated[int, typer.Option(help="the broker's open-file limit")] = 20_000,
+    connections: Annotated[int, typer.Option(help="idle connections held open")] = 1000,
+) -> None:
+    """Many partitions and connections on one broker: create, Metadata, produce, restart, RSS (issue 14)."""
+    from exactly.bench import scale as bench
+
+    bench.main(
+        [
+            "--topics",
+            str(topics),
+            "--partitions-per-topic",
+            str(partitions_per_topic),
+            "--nofile",
+            str(nofile),
+            "--connections",
+            str(connections),
+        ]
+    )
+
+
+@app.command()
 def acls(
     records: Annotated[int, typer.Option(help="records per run (1 KiB each)")] = 300_000,
     producers: Annotated[int, typer.Option(help="producer processes")] = 2,

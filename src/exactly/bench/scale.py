@@ -1,0 +1,260 @@
+"""Scale on one machine (issue 14): many partitions and many connections on one broker.
+
+    python -m exactly.bench.scale [--topics 100] [--partitions-per-topic 100] [--nofile 20000]
+                                  [--connections 1000]      (or `exactly bench scale`)
+
+One broker process with RLIMIT_NOFILE = --nofile (soft and hard). Printed, one line each:
+
+* create: CreateTopics of every topic (50 per request), seconds;
+* metadata: a Metadata request for every topic (confluent-kafka `list_topics`), median of 3, seconds;
+* produce: one record to each partition (acks=all, idempotent), from the first send to the last
+  acknowledgement, seconds;
+* consume: every record read back (one consumer, assigned), seconds;
+* rss: the broker's resident memory after that, MB; its open descriptors;
+* restart: SIGTERM then start, and kill -9 then start: seconds until the port accepts connections;
+* connections: --connections idle TCP connections held open (each sent one ApiVersions), while a producer
+  and a consumer move 1,000 records; the broker's RSS before and after, MB per connection.
+
+Targets (2 cores, 24 GiB): 100,000 partitions with --nofile 20000: RSS <= 2 GiB, Metadata <= 1 s, the
+100,000 records acknowledged within 30 s, listening <= 10 s after SIGTERM and <= 60 s after kill -9;
+10,000 idle connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import socket
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from exactly.protocol.api import encode_request
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.api_versions import ApiVersionsRequest
+from exactly.verify.processes import BrokerProcess
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleResult:
+    partitions: int
+    create_s: float
+    metadata_s: float
+    produce_s: float
+    consume_s: float
+    rss_mb: float
+    open_fds: int
+    restart_clean_s: float
+    restart_kill_s: float
+    connections: int
+    connections_rss_mb: float
+    per_connection_kb: float
+    records_moved: int
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _pid(broker: BrokerProcess) -> int:
+    assert broker.proc is not None
+    return broker.proc.pid
+
+
+def _create(bootstrap: str, topics: list[str], partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for i in range(0, len(topics), 50):
+        futures = admin.create_topics(
+            [NewTopic(t, partitions, 1) for t in topics[i : i + 50]],
+            operation_timeout=120,
+            request_timeout=300,
+        )
+        for future in futures.values():
+            future.result(timeout=600)
+
+
+def _produce(bootstrap: str, topics: list[str], partitions: int) -> None:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "enable.idempotence": True,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    for topic in topics:
+        for p in range(partitions):
+            producer.produce(topic, f"{topic}-{p}".encode(), partition=p)
+            producer.poll(0)
+    left = producer.flush(600)
+    if left:
+        raise RuntimeError(f"{left} records not acknowledged")
+
+
+def _consume(bootstrap: str, topics: list[str], partitions: int) -> int:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench-scale", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(partitions)])
+        seen = 0
+        deadline = time.monotonic() + 600
+        while seen < len(topics) * partitions:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"read {seen} of {len(topics) * partitions} records")
+            for message in consumer.consume(1000, timeout=0.5):
+                if message.error() is None:
+                    seen += 1
+        return seen
+    finally:
+        consumer.close()
+
+
+def _time_restart(broker: BrokerProcess, kill: bool) -> float:
+    if kill:
+        broker.kill()
+    else:
+        broker.stop(timeout=300)
+    started = time.monotonic()
+    broker.start(timeout=600)
+    return time.monotonic() - started
+
+
+def _idle_connections(port: int, count: int) -> list[socket.socket]:
+    frame = encode_request(int(ApiKey.API_VERSIONS), 3, 1, "idle", ApiVersionsRequest("idle", "1"))
+    socks = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.sendall(frame)
+        socks.append(s)
+    for s in socks:  # each answered: the broker holds a live connection for it
+        s.settimeout(30)
+        if not s.recv(4):
+            raise RuntimeError("an idle connection was closed")
+    return socks
+
+
+def _move_records(bootstrap: str, count: int) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("scale-live", 1, 1)])["scale-live"].result(timeout=60)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        producer.produce("scale-live", str(i).encode(), partition=0)
+    if producer.flush(120):
+        raise RuntimeError("live producer: records not acknowledged")
+    return _count_topic(bootstrap, "scale-live", count)
+
+
+def _count_topic(bootstrap: str, topic: str, expected: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-scale-live"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[bytes | None] = []
+        deadline = time.monotonic() + 120
+        while len(values) < expected and time.monotonic() < deadline:
+            values += [m.value() for m in consumer.consume(1000, timeout=2) if m.error() is None]
+        if values != [str(i).encode() for i in range(expected)]:
+            raise RuntimeError(f"live consumer read {len(values)} of {expected} records, or out of order")
+        return len(values)
+    finally:
+        consumer.close()
+
+
+def measure(topics: int, per_topic: int, nofile: int, connections: int, data_dir: Path) -> ScaleResult:
+    names = [f"scale-{i:05d}" for i in range(topics)]
+    broker = BrokerProcess(data_dir, nofile=nofile)
+    broker.start(timeout=60)
+    try:
+        t0 = time.monotonic()
+        _create(broker.bootstrap, names, per_topic)
+        create_s = time.monotonic() - t0
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        samples = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            listed = admin.list_topics(timeout=120)
+            samples.append(time.monotonic() - t0)
+            if sum(len(listed.topics[n].partitions) for n in names) != topics * per_topic:
+                raise RuntimeError("Metadata does not list every partition")
+        del admin, listed  # no client left to reconnect through the restarts below
+        t0 = time.monotonic()
+        _produce(broker.bootstrap, names, per_topic)
+        produce_s = time.monotonic() - t0
+        t0 = time.monotonic()
+        _consume(broker.bootstrap, names, per_topic)
+        consume_s = time.monotonic() - t0
+        rss = rss_mb(_pid(broker))
+        fds = len(os.listdir(f"/proc/{_pid(broker)}/fd"))
+        clean = _time_restart(broker, kill=False)
+        killed = _time_restart(broker, kill=True)
+        before = rss_mb(_pid(broker))
+        socks = _idle_connections(broker.port, connections)
+        try:
+            moved = _move_records(broker.bootstrap, 1000)
+            after = rss_mb(_pid(broker))
+        finally:
+            for s in socks:
+                s.close()
+        return ScaleResult(
+            topics * per_topic,
+            create_s,
+            statistics.median(samples),
+            produce_s,
+            consume_s,
+            rss,
+            fds,
+            clean,
+            killed,
+            connections,
+            after - before,
+            (after - before) * 1024 / max(connections, 1),
+            moved,
+        )
+    finally:
+        broker.stop(timeout=300)
+
+
+def _raise_own_limit(needed: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="exactly scale benchmark (partitions, connections)")
+    parser.add_argument("--topics", type=int, default=100)
+    parser.add_argument("--partitions-per-topic", type=int, default=100)
+    parser.add_argument("--nofile", type=int, default=20_000)
+    parser.add_argument("--connections", type=int, default=1000)
+    args = parser.parse_args(argv)
+    _raise_own_limit(args.connections + 1000)
+    with tempfile.TemporaryDirectory(prefix="exactly-bench-scale-") as tmp:
+        r = measure(args.topics, args.partitions_per_topic, args.nofile, args.connections, Path(tmp) / "data")
+    shape = f"{args.topics} topics x {args.partitions_per_topic}"
+    print(f"partitions        {r.partitions:,} ({shape}), nofile {args.nofile:,}")
+    print(f"create            {r.create_s:.2f} s")
+    print(f"metadata          {r.metadata_s:.3f} s (median of 3, all topics)")
+    print(f"produce           {r.produce_s:.2f} s (one record per partition, acks=all)")
+    print(f"consume           {r.consume_s:.2f} s")
+    print(f"rss               {r.rss_mb:.0f} MB, {r.open_fds:,} open descriptors")
+    print(
+        f"restart           {r.restart_clean_s:.2f} s after SIGTERM, {r.restart_kill_s:.2f} s after kill -9"
+    )
+    print(
+        f"connections       {r.connections:,} idle + a producer/consumer moving {r.records_moved} records: "
+        f"+{r.connections_rss_mb:.1f} MB RSS, {r.per_connection_kb:.1f} KB per connection"
+    )
+
+
+if __name__ == "__main__":
+    main()
