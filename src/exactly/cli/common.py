@@ -32,6 +32,7 @@ __all__ = [
     "CliError",
     "KafkaSession",
     "bootstrap_server",
+    "client_settings",
     "fail",
     "kafka_error_text",
     "one_line",
@@ -39,6 +40,7 @@ __all__ = [
     "print_error",
     "print_table",
     "reported_errors",
+    "session_for",
 ]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -159,6 +161,17 @@ def bootstrap_server(ctx: typer.Context, local: str | None) -> str:
     return os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
 
 
+def client_settings(ctx: typer.Context) -> dict[str, str]:
+    """The global ``exactly -X KEY=VALUE`` client settings (security.protocol, sasl.*, ssl.*, ...)."""
+    items = ctx.find_root().params.get("command_config") or []
+    return parse_key_values(list(items), "client setting")
+
+
+def session_for(ctx: typer.Context, bootstrap: str | None) -> KafkaSession:
+    """The KafkaSession of a client command: its bootstrap and the global client settings."""
+    return KafkaSession(bootstrap_server(ctx, bootstrap), settings=client_settings(ctx))
+
+
 def _quiet_logger() -> logging.Logger:
     logger = logging.getLogger("exactly.cli.librdkafka")
     if not logger.handlers:
@@ -175,9 +188,12 @@ class KafkaSession:
     the underlying reason (connection refused, name not resolved, ...).
     """
 
-    def __init__(self, bootstrap: str, timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(
+        self, bootstrap: str, timeout: float = REQUEST_TIMEOUT, settings: dict[str, str] | None = None
+    ) -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
+        self.settings = dict(settings or {})  # `exactly -X KEY=VALUE`: security.protocol, sasl.*, ssl.*
         self.errors: list[KafkaError] = []
         self._lock = threading.Lock()
 
@@ -188,6 +204,7 @@ class KafkaSession:
             "logger": _quiet_logger(),
             "error_cb": self._on_error,
         }
+        conf.update(self.settings)
         conf.update({key.replace("_", "."): value for key, value in extra.items()})
         return conf
 
@@ -261,7 +278,7 @@ class AdminSession:
     def __init__(self, ctx: typer.Context, bootstrap: str | None) -> None:
         from confluent_kafka.admin import AdminClient
 
-        self.session = KafkaSession(bootstrap_server(ctx, bootstrap))
+        self.session = session_for(ctx, bootstrap)
         self.client: AdminClient = AdminClient(self.session.config())
         self.timeout = self.session.timeout
 

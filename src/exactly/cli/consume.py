@@ -12,11 +12,10 @@ import typer
 
 from exactly.cli.common import (
     BootstrapOption,
-    KafkaSession,
-    bootstrap_server,
     fail,
     kafka_error_text,
     reported_errors,
+    session_for,
 )
 
 _BATCH = 500
@@ -62,7 +61,7 @@ def consume(
             fail("--max-messages must not be negative", 2)
         if timeout is not None and timeout < 0:
             fail("--timeout must not be negative", 2)
-        session = KafkaSession(bootstrap_server(ctx, bootstrap))
+        session = session_for(ctx, bootstrap)
         consumer = Consumer(
             session.config(
                 **{

@@ -80,6 +80,16 @@ def root(
             help="HOST:PORT[,HOST:PORT...] of the broker, for the client commands",
         ),
     ] = DEFAULT_BOOTSTRAP,
+    command_config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--command-config",
+            "-X",
+            help="a client setting KEY=VALUE for every client command (security.protocol, sasl.*, ssl.*; "
+            "librdkafka names); repeatable",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     if ctx.invoked_subcommand is None:
         typer.echo(OVERVIEW)

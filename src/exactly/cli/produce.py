@@ -16,10 +16,10 @@ import typer
 from exactly.cli.common import (
     BootstrapOption,
     KafkaSession,
-    bootstrap_server,
     fail,
     kafka_error_text,
     reported_errors,
+    session_for,
 )
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def produce(
             fail("--key-separator applies to stdin lines, not to --generate", 2)
         if key_separator == "":
             fail("--key-separator must not be empty", 2)
-        session = KafkaSession(bootstrap_server(ctx, bootstrap))
+        session = session_for(ctx, bootstrap)
         producer = Producer(
             session.config(
                 **{
