@@ -84,3 +84,31 @@ def test_acks_one_is_not_in_the_ledger(tmp_path: Path) -> None:
         assert log.stat().st_size > synced
         assert read_ledger(ledger)["one-0/00000000000000000000.log"] == synced
         broker.kill()
+
+
+def test_fsyncs_inside_synced_together_wait_for_one_sync_at_its_end(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "t-0").mkdir(parents=True)
+    ledger = tmp_path / "ledger"
+    files.open_fsync_ledger(ledger, data)
+    try:
+        log = data / "t-0" / "00000000000000000000.log"
+        with files.synced_together():
+            fd = os.open(log, os.O_RDWR | os.O_CREAT, 0o644)
+            os.write(fd, b"a" * 100)
+            files.fsync(fd, log)
+            os.write(fd, b"b" * 20)
+            os.close(fd)
+            files.write_atomically(data / "snapshot", b"x" * 7)
+            assert read_ledger(ledger) == {}  # nothing claimed durable yet
+        replayed = read_ledger(ledger)
+        assert replayed["t-0/00000000000000000000.log"] == 120  # its length at the sync
+        assert replayed["snapshot"] == 7  # followed through the rename
+        assert "snapshot.tmp" not in replayed
+        fd = os.open(log, os.O_RDWR | os.O_APPEND)
+        os.write(fd, b"c" * 5)
+        files.fsync(fd, log)  # after the block: an fsync of its own again
+        os.close(fd)
+        assert read_ledger(ledger)["t-0/00000000000000000000.log"] == 125
+    finally:
+        files.close_fsync_ledger()

@@ -26,6 +26,11 @@ lines from several threads never interleave):
                                                       directory tree)
     <new path>\tfrom\t<old path>\n                     a rename: the new name has what the old one had
 
+Start-up recovery of many partitions would cost several fsyncs each; inside `synced_together()` the fsyncs
+of data files and directories are deferred and one sync(2) at the end makes everything durable (the ledger
+then records each of those files at its length at that moment). Nothing may claim durability inside it:
+the recovery-point checkpoint is written after it.
+
 The harness (exactly.verify.disk.power_loss) replays the ledger to know which bytes a power loss may take.
 With the setting unset `_ledger` is None and each hook costs one global lookup.
 
@@ -36,9 +41,11 @@ failing (not one per request); `storage_ok` logs once when writes succeed again.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from exactly.errors import ErrorCode, KafkaError
@@ -132,8 +139,34 @@ def close_fsync_ledger() -> None:
         _ledger = None
 
 
+_deferred: set[str] | None = None  # inside synced_together(): the files whose fsync waits for its end
+
+
+@contextlib.contextmanager
+def synced_together() -> Iterator[None]:
+    """Defer every fsync (data files and directories) to one sync(2) at the end of the block."""
+    global _deferred
+    if _deferred is not None:
+        yield
+        return
+    _deferred = set()
+    try:
+        yield
+    finally:
+        pending, _deferred = _deferred, None
+        os.sync()
+        ledger = _ledger
+        if ledger is not None:
+            for path in sorted(pending):
+                with contextlib.suppress(OSError):
+                    ledger.write(ledger.name(path), str(os.stat(path).st_size))
+
+
 def fsync(fd: int, path: Path | str) -> None:
     """os.fsync of the data file `path` open as `fd`; every data-file fsync in storage comes through here."""
+    if _deferred is not None:
+        _deferred.add(str(path))
+        return
     ledger = _ledger
     if ledger is None:
         os.fsync(fd)
@@ -165,6 +198,9 @@ def unlink(path: Path, missing_ok: bool = False) -> None:
 def replace(src: Path | str, dst: Path | str) -> None:
     """os.replace, recorded in the fsync ledger."""
     os.replace(src, dst)
+    if _deferred is not None and str(src) in _deferred:
+        _deferred.discard(str(src))
+        _deferred.add(str(dst))
     ledger = _ledger
     if ledger is not None:
         ledger.write(ledger.name(dst), "from", ledger.name(src))
@@ -199,6 +235,8 @@ def storage_ok() -> None:
 
 def fsync_dir(directory: Path) -> None:
     """Make renames/creations/unlinks in `directory` durable."""
+    if _deferred is not None:
+        return
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
