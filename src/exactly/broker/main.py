@@ -31,8 +31,8 @@ def raise_open_file_limit() -> tuple[int, int]:
 async def _serve(config: BrokerConfig) -> None:
     before, after = raise_open_file_limit()
     logging.getLogger("exactly.broker").info(
-        "open-file limit %d%s: each log segment holds one descriptor (indexes none at rest), each "
-        "connection one",
+        "open-file limit %d%s: half for segment files (an LRU, exactly.log.max.open.files; indexes hold "
+        "none at rest), the rest for connections",
         after,
         f" (raised from {before})" if after != before else "",
     )

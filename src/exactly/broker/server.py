@@ -45,6 +45,7 @@ from exactly.security.principal import ANONYMOUS, KafkaPrincipal
 from exactly.security.tls import TlsConfigError, TlsListener, tls_listeners
 from exactly.storage import files
 from exactly.storage.config import LogConfig
+from exactly.storage.file_handles import HANDLES, open_files_budget
 from exactly.storage.log import PartitionLog
 from exactly.storage.log_manager import LogManager
 
@@ -83,6 +84,7 @@ class Broker:
                 "exactly.debug.principal.by.client.id=true: every request's principal is User:<client id>, "
                 "WITHOUT AUTHENTICATION; for tests only, never in production"
             )
+        HANDLES.budget = open_files_budget(config.log_max_open_files)
         self.logs = LogManager(
             config.data_dir,
             self.config.log,

@@ -331,6 +331,13 @@ _DEFS = [
         "Testing only: append '<file>\\t<length>' to this file after every fsync of a data file.",
     ),
     _ro(
+        "exactly.log.max.open.files",
+        INT,
+        "-1",
+        "Segment files kept open at once (an LRU; the others are reopened on use); -1: half the open-file "
+        "limit, the rest is for connections.",
+    ),
+    _ro(
         "exactly.debug.raise.in.api",
         STRING,
         "",

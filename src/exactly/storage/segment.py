@@ -19,6 +19,7 @@ thread appends (the log serialises structural changes against flushes, see log.p
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import struct
 import threading
@@ -29,6 +30,7 @@ from exactly.errors import CorruptRecordError
 from exactly.records.batch import BATCH_HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD, MAGIC, RecordBatch
 from exactly.storage import files
 from exactly.storage.config import LogConfig
+from exactly.storage.file_handles import HANDLES
 from exactly.storage.offset_index import OffsetIndex
 from exactly.storage.time_index import TimeIndex
 from exactly.storage.txn_index import TransactionIndex
@@ -74,7 +76,8 @@ class LogSegment:
         self.directory = directory
         self.base_offset = base_offset
         self.config = config
-        self.fd = fd
+        self.log_path = files.log_file(directory, base_offset)
+        self._fd = fd  # -1 while evicted from the open-file budget (file_handles.py): reopened on use
         self.size = size
         self.created_ms = created_ms
         self.offset_index = offset_index
@@ -89,6 +92,24 @@ class LogSegment:
         self.io_lock = threading.Lock()
         self.closed = False
         self.indexes_durable = False
+        HANDLES.adopt(self, fd)
+
+    @property
+    def fd(self) -> int:
+        """The `.log`'s descriptor, reopened if the open-file budget closed it; use it at once (the event
+        loop's thread) or under `io_lock` (other threads)."""
+        fd = self._fd
+        if fd >= 0:
+            HANDLES.touch(self)
+            return fd
+        if self.closed:
+            raise OSError(errno.EBADF, f"segment {self.log_path} is closed")
+        fd = HANDLES.open(self, self.log_path, os.O_RDWR)
+        self._fd = fd
+        return fd
+
+    def _evicted(self) -> None:
+        self._fd = -1
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
@@ -120,6 +141,7 @@ class LogSegment:
         ti = TimeIndex(files.time_index_file(directory, base_offset), base_offset, config.segment_index_bytes)
         xi = TransactionIndex(files.txn_index_file(directory, base_offset), base_offset)
         seg = cls(directory, base_offset, config, fd, size, now_ms, oi, ti, xi)
+        seg.log_path = Path(str(files.log_file(directory, base_offset)) + suffix)
         seg.flushed_size = size
         seg.indexes_durable = True
         return seg
@@ -493,7 +515,10 @@ class LogSegment:
             if self.closed:
                 return
             self.closed = True
-            os.close(self.fd)
+            HANDLES.forget(self)
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
             self.offset_index.close()
             self.time_index.close()
             self.txn_index.close()
