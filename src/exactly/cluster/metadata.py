@@ -16,6 +16,10 @@ change takes effect (ARCHITECTURE invariants 2 and 7):
     {"op": "client_quotas", "entity": [["client-id", "c"], ["user", null]],
      "values": {"producer_byte_rate": 1024.0, "consumer_byte_rate": null}}
                       (an entity's changed quota values, null removes one; type order; null name = default)
+    {"op": "scram", "user": "alice", "mechanism": "SCRAM-SHA-256", "salt": "<hex>", "iterations": 8192,
+     "stored_key": "<hex>", "server_key": "<hex>"}
+        a user's SCRAM credential (Kafka's UserScramCredentialRecord: salted and hashed, never the password)
+    {"op": "scram_delete", "user": "alice", "mechanism": "SCRAM-SHA-256"}   (RemoveUserScramCredentialRecord)
 
 Loading replays the lines in order. A torn or corrupt *last* line (a crash mid-append) is cut off; a
 corrupt line followed by valid ones means the file was damaged, and loading refuses to guess.
@@ -58,6 +62,16 @@ class TopicInfo:
         return self.name.startswith("__")
 
 
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """What SCRAM needs to check a client's proof (RFC 5802 §3): never the password."""
+
+    salt: bytes
+    iterations: int
+    stored_key: bytes
+    server_key: bytes
+
+
 def validate_topic_name(name: str) -> None:
     """Kafka's `Topic.validate`: INVALID_TOPIC_EXCEPTION for empty, '.', '..', too long, illegal chars."""
     if not name or name in (".", ".."):
@@ -80,6 +94,7 @@ class ClusterMetadata:
         self.next_producer_id_block = 0
         self.broker_configs: dict[str, dict[str, str]] = {}  # resource name ("" or a broker id) -> set
         self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self.scram_credentials: dict[tuple[str, str], ScramCredential] = {}  # (user, mechanism) -> it
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         data_dir.mkdir(parents=True, exist_ok=True)
         self._load()
@@ -154,6 +169,22 @@ class ClusterMetadata:
                 {"op": "client_quotas", "entity": [list(pair) for pair in entity], "values": effective}
             )
 
+    def set_scram_credential(self, user: str, mechanism: str, credential: ScramCredential) -> None:
+        self._append(
+            {
+                "op": "scram",
+                "user": user,
+                "mechanism": mechanism,
+                "salt": credential.salt.hex(),
+                "iterations": credential.iterations,
+                "stored_key": credential.stored_key.hex(),
+                "server_key": credential.server_key.hex(),
+            }
+        )
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        self._append({"op": "scram_delete", "user": user, "mechanism": mechanism})
+
     def _get(self, name: str) -> TopicInfo:
         topic = self.topics.get(name)
         if topic is None:
@@ -181,6 +212,17 @@ class ClusterMetadata:
             return
         if op == "client_quotas":
             self._apply_client_quotas(record)
+            return
+        if op == "scram":
+            self.scram_credentials[(str(record["user"]), str(record["mechanism"]))] = ScramCredential(
+                bytes.fromhex(record["salt"]),
+                int(record["iterations"]),
+                bytes.fromhex(record["stored_key"]),
+                bytes.fromhex(record["server_key"]),
+            )
+            return
+        if op == "scram_delete":
+            self.scram_credentials.pop((str(record["user"]), str(record["mechanism"])), None)
             return
         name = record["topic"]
         if op == "create":
