@@ -46,8 +46,11 @@ from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_
 from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
+from exactly.protocol.messages.sasl_handshake import SaslHandshakeResponse
 from exactly.security.listeners import Listener
 from exactly.security.principal import ANONYMOUS
+from exactly.security.sasl import IllegalSaslStateError, SaslSession
 
 if TYPE_CHECKING:
     from exactly.broker.server import Broker
@@ -75,6 +78,7 @@ class CloseReason(Enum):
     IDLE = "idle for connections.max.idle.ms"
     NOT_READING = "client not reading its responses for connections.max.idle.ms"
     BAD_REQUEST = "bad request"
+    AUTHENTICATION_FAILED = "authentication failed"
     REQUEST_FAILED = "a request failed"
     SHUTDOWN = "broker shutting down"
     INTERNAL_ERROR = "internal error"
@@ -82,7 +86,7 @@ class CloseReason(Enum):
     @property
     def level(self) -> int:
         """The level of the line that reports a connection closed for this reason."""
-        if self is CloseReason.BAD_REQUEST:
+        if self in (CloseReason.BAD_REQUEST, CloseReason.AUTHENTICATION_FAILED):
             return logging.WARNING
         if self in (CloseReason.REQUEST_FAILED, CloseReason.INTERNAL_ERROR):
             return logging.ERROR
@@ -126,6 +130,8 @@ class Connection:
         self.id = connection_id
         self.listener = listener  # None: the first (tests that build a Connection by hand)
         self.principal = ANONYMOUS  # replaced once TLS client authentication or SASL has proved who it is
+        # SASL listeners: requests pass `_sasl_gate` until authenticated (exactly.security.sasl)
+        self.sasl: SaslSession | None = broker.sasl_session(listener)
         self._requests: set[asyncio.Future[Response]] = set()  # dispatched, not yet taken by the writer
         self._pending: asyncio.Queue[tuple[RequestHeader | None, asyncio.Future[Response]]] = asyncio.Queue(
             _MAX_IN_FLIGHT
@@ -282,12 +288,69 @@ class Connection:
             raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
         if header.api_version > advertised_max(key):
             raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
+        if self.sasl is not None and not self.sasl.authenticated:
+            gated = self._sasl_gate(header, body)
+            if gated is not None:
+                self._requests.add(gated)
+                return header, gated
         context = RequestContext(
             self.broker, header, self.id, self.peer, len(frame), self.mute, self.principal, self.listener
         )
         future = asyncio.ensure_future(self._run(handler, context, body))
         self._requests.add(future)
         return header, future
+
+    def _sasl_gate(self, header: RequestHeader, body: Any) -> asyncio.Future[Response] | None:
+        """Before authentication: None lets ApiVersions through; SaslHandshake and SaslAuthenticate are
+        answered here (a refusal after connection.failed.authentication.delay.ms, then the writer closes);
+        anything else closes the connection (ProtocolError)."""
+        session = self.sasl
+        assert session is not None
+        key = ApiKey(header.api_key)
+        try:
+            if key == ApiKey.API_VERSIONS:
+                session.api_versions()
+                return None
+            if key == ApiKey.SASL_HANDSHAKE:
+                outcome = session.handshake(body.mechanism)
+                response: Any = SaslHandshakeResponse(outcome.error, list(session.mechanisms))
+            elif key == ApiKey.SASL_AUTHENTICATE:
+                outcome = session.authenticate(body.auth_bytes)
+                response = SaslAuthenticateResponse(outcome.error, outcome.message, outcome.token, 0)
+            else:
+                session.other_request(f"{key.name} v{header.api_version}")
+                raise AssertionError("unreachable")
+        except IllegalSaslStateError as e:
+            raise ProtocolError(str(e)) from None
+        chunks = encode_response(header, response)
+        if outcome.failure:
+            log.info("connection %d from %s: authentication failed (%s)", self.id, self.peer, outcome.failure)
+            return asyncio.ensure_future(
+                self._later(chunks, self.broker.config.failed_authentication_delay_ms)
+            )
+        if session.principal is not None:
+            self.principal = session.principal
+            log.info(
+                "connection %d from %s authenticated as %s (%s)",
+                self.id,
+                self.peer,
+                self.principal,
+                session.mechanism,
+            )
+        return _done(chunks)
+
+    async def _later(self, chunks: list[p.Chunk], delay_ms: int) -> Response:
+        await asyncio.sleep(delay_ms / 1000)
+        return chunks
+
+    async def _flush_and_fail(self) -> Ending:
+        """After the answer to a failed authentication: let it reach the client (at most 1 s), then close."""
+        transport = self.writer.transport
+        transport.set_write_buffer_limits(high=0)
+        with contextlib.suppress(TimeoutError, OSError):
+            async with asyncio.timeout(1.0):
+                await self.writer.drain()
+        return Ending(CloseReason.AUTHENTICATION_FAILED)
 
     async def _run(self, handler: Any, context: RequestContext, body: Any) -> Response:
         response = await handler(context, body)
@@ -322,6 +385,8 @@ class Connection:
                 return Ending(CloseReason.PEER_LOST, "while writing a response")
             self.writer.writelines(chunks)
             self._touch()
+            if self.sasl is not None and self.sasl.failed:
+                return await self._flush_and_fail()
             if transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH and (lost := await self._drain()):
                 return lost
 

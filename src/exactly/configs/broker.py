@@ -130,7 +130,7 @@ _SASL_DEFS = [
     ),
     _secret(
         "sasl.jaas.config",
-        "PlainLoginModule users (user_<name>=\"<password>\"); without any, PLAIN checks SCRAM credentials.",
+        'PlainLoginModule users (user_<name>="<password>"); without any, PLAIN checks SCRAM credentials.',
     ),
     _ro(
         "connection.failed.authentication.delay.ms",
@@ -139,7 +139,13 @@ _SASL_DEFS = [
         "How long a failed authentication waits before its answer and close, against password guessing.",
         Range(0),
     ),
-    _ro("connections.max.reauth.ms", LONG, "0", "Accepted; re-authentication is not built (0: never).", Range(0)),
+    _ro(
+        "connections.max.reauth.ms",
+        LONG,
+        "0",
+        "Accepted; re-authentication is not built (0: never).",
+        Range(0),
+    ),
 ]
 
 _LISTENER_PREFIXED = re.compile(

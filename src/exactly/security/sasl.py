@@ -41,6 +41,7 @@ import scramp
 
 from exactly.cluster.metadata import ScramCredential
 from exactly.errors import ErrorCode
+from exactly.security.listeners import Listener
 from exactly.security.principal import KafkaPrincipal
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "ScramLookup",
     "make_scram_credential",
     "parse_jaas_users",
+    "sasl_mechanisms",
 ]
 
 PLAIN = "PLAIN"
@@ -293,3 +295,27 @@ def parse_jaas_users(jaas: str | None) -> dict[str, str]:
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def sasl_mechanisms(
+    listeners: tuple[Listener, ...], props: Mapping[str, str]
+) -> dict[str, tuple[tuple[str, ...], dict[str, str]]]:
+    """Per SASL listener: its enabled mechanisms and its PLAIN users (ValueError for a mechanism exactly
+    does not have). `listener.name.<l>.` forms win over the broker-wide names, as in Kafka."""
+    out: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {}
+    for listener in listeners:
+        if not listener.protocol.sasl:
+            continue
+        prefix = f"listener.name.{listener.name.lower()}."
+        raw = props.get(prefix + "sasl.enabled.mechanisms", props.get("sasl.enabled.mechanisms"))
+        names = SUPPORTED_MECHANISMS if raw is None else tuple(x.strip() for x in raw.split(",") if x.strip())
+        unknown = [x for x in names if x not in SUPPORTED_MECHANISMS]
+        if unknown or not names:
+            raise ValueError(
+                f"listener {listener.name}: sasl.enabled.mechanisms {', '.join(unknown) or '(empty)'}: "
+                f"exactly supports {', '.join(SUPPORTED_MECHANISMS)}"
+            )
+        jaas = props.get(prefix + "plain.sasl.jaas.config", props.get(prefix + "sasl.jaas.config"))
+        users = parse_jaas_users(jaas if jaas is not None else props.get("sasl.jaas.config"))
+        out[listener.name] = (names, users)
+    return out
