@@ -86,7 +86,7 @@ class CloseReason(Enum):
     @property
     def level(self) -> int:
         """The level of the line that reports a connection closed for this reason."""
-        if self in (CloseReason.BAD_REQUEST, CloseReason.AUTHENTICATION_FAILED):
+        if self is CloseReason.BAD_REQUEST:
             return logging.WARNING
         if self in (CloseReason.REQUEST_FAILED, CloseReason.INTERNAL_ERROR):
             return logging.ERROR
