@@ -312,6 +312,8 @@ class Connection:
                 session.api_versions()
                 return None
             if key == ApiKey.SASL_HANDSHAKE:
+                if header.api_version == 0:  # librdkafka needs v0 advertised, but sends v1
+                    session.other_request("SaslHandshake v0 (raw tokens without SaslAuthenticate, not built)")
                 outcome = session.handshake(body.mechanism)
                 response: Any = SaslHandshakeResponse(outcome.error, list(session.mechanisms))
             elif key == ApiKey.SASL_AUTHENTICATE:

@@ -19,8 +19,7 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 HANDLERS: dict[ApiKey, Handler] = {}
 
 # Advertised minimums that differ from the codec's lowest version.
-# SaslHandshake v0 means raw SASL tokens without SaslAuthenticate (pre-KIP-152): not built.
-_ADVERTISED_MIN = {ApiKey.PRODUCE: 0, ApiKey.SASL_HANDSHAKE: 1}
+_ADVERTISED_MIN = {ApiKey.PRODUCE: 0}
 
 # Advertised maximums: Kafka 4.x's where the semantics are implemented (a request above its API's maximum
 # closes the connection). The codecs go higher in places; each lower cap says what is missing.

@@ -4,7 +4,8 @@ Wire (KIP-152): the client sends `SaslHandshake(mechanism)`, then one `SaslAuthe
 token of the mechanism; each answer carries the server's token. Only ApiVersions and SaslHandshake may come
 before SaslHandshake; anything else before authentication has completed closes the connection (Kafka's
 ILLEGAL_SASL_STATE). The pre-KIP-152 raw-token framing (SaslHandshake v0 followed by bare tokens) is not
-built: SaslHandshake is advertised from v1, which every maintained client uses.
+built: SaslHandshake v0 closes the connection (it stays advertised: librdkafka needs v0 in the range to
+enable SASL at all, then sends v1, as every maintained client does).
 
 Transitions (`TRANSITIONS`; a (state, event) pair not in it is illegal and fails the session):
 
@@ -32,12 +33,14 @@ from __future__ import annotations
 
 import hmac
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
 import scramp
+import scramp.core
 
 from exactly.cluster.metadata import ScramCredential
 from exactly.errors import ErrorCode
@@ -169,7 +172,10 @@ class _Scram:
         self.user: str | None = None
         self._name = mechanism
         self._lookup = lookup
-        self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
+        self._server_nonce = secrets.token_hex(24)
+        self._server = scramp.ScramMechanism(mechanism).make_server(
+            self._auth_info, s_nonce=self._server_nonce
+        )
         self._first = True
 
     def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int] | None:
@@ -184,6 +190,7 @@ class _Scram:
                 self._first = False
                 self._server.set_client_first(text)
                 return self._server.get_server_first().encode(), False
+            self._accept_kafka_nonce(text)
             self._server.set_client_final(text)
             return self._server.get_server_final().encode(), True
         except (UnicodeDecodeError, scramp.ScramException) as e:
@@ -193,6 +200,14 @@ class _Scram:
                 f"mechanism {self._name}",
                 reason if isinstance(e, scramp.ScramException) else "token not UTF-8",
             ) from None
+
+    def _accept_kafka_nonce(self, client_final: str) -> None:
+        """Kafka's ScramSaslServer checks only that the final nonce ends with the server's own part, and
+        older librdkafka (kcat) repeats its client nonce in front: accept what Kafka accepts. The proof is
+        still checked over the messages as sent."""
+        sent = next((x[2:] for x in client_final.split(",") if x.startswith("r=")), None)
+        if sent is not None and sent != str(self._server.nonce) and sent.endswith(self._server_nonce):
+            self._server.nonce = scramp.core.Nonce(sent)
 
 
 class SaslSession:
