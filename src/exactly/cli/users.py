@@ -120,7 +120,7 @@ def add(
             finally:
                 metadata.close()
         else:
-            from confluent_kafka.admin import (
+            from confluent_kafka.admin._scram import (
                 ScramCredentialInfo,
                 ScramMechanism,
                 UserScramCredentialUpsertion,
