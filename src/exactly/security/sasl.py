@@ -220,10 +220,15 @@ class SaslSession:
         self.mechanisms = mechanisms
         self.state = SaslState.HANDSHAKE_OR_VERSIONS
         self.mechanism: str | None = None
-        self.principal: KafkaPrincipal | None = None  # set once AUTHENTICATED
+        self._principal: KafkaPrincipal | None = None
         self._plain_users = plain_users
         self._lookup = lookup
         self._exchange: _Mechanism | None = None
+
+    @property
+    def principal(self) -> KafkaPrincipal | None:
+        """Who proved their identity: only while AUTHENTICATED (a later illegal request fails the session)."""
+        return self._principal if self.state is SaslState.AUTHENTICATED else None
 
     @property
     def authenticated(self) -> bool:
@@ -284,7 +289,7 @@ class SaslSession:
             return AuthOutcome(token=answer)
         self._move(SaslEvent.PROOF_ACCEPTED)
         assert exchange.user is not None
-        self.principal = KafkaPrincipal.user(exchange.user)
+        self._principal = KafkaPrincipal.user(exchange.user)
         return AuthOutcome(token=answer)
 
 
