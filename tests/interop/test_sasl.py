@@ -51,6 +51,7 @@ from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from exactly.verify.processes import BrokerProcess, free_port
 from tests.interop.client import RawClient as _RawClient
 from tests.interop.support import running_broker
+from tests.interop.tls_support import make_tls_files, ssl_settings
 
 USERS = {"alice": "alice-secret-1", "bob": "bob-secret-2"}
 JAAS_USERS = {"carol": "carol-jaas-pw"}
@@ -488,6 +489,33 @@ def test_credentials_survive_kill_9(tmp_path: Path) -> None:
         _produce_confluent(conf, topic, [b"after-kill"])
         assert _consume_confluent(conf, topic, 1) == [b"after-kill"]
         assert "authenticated as User:erin (SCRAM-SHA-512)" in proc.full_log()
+
+
+def test_scram_over_sasl_ssl(tmp_path: Path) -> None:
+    files = make_tls_files(tmp_path / "certs")
+    ssl_port, plain_port = free_port(), free_port()
+    settings = [
+        f"listeners=SASL_SSL://127.0.0.1:{ssl_port},PLAINTEXT://127.0.0.1:{plain_port}",
+        *ssl_settings(files, client_auth="none"),
+    ]
+    with running_broker(tmp_path / "data", *settings, port=plain_port) as proc:
+        add_users(f"127.0.0.1:{plain_port}", {"frank": "frank-pw-7"}, ScramMechanism.SCRAM_SHA_512)
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{ssl_port}",
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(files.ca),
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "frank",
+            "sasl.password": "frank-pw-7",
+        }
+        topic = _topic()
+        _produce_confluent(conf, topic, [b"over-tls"])
+        assert _consume_confluent(conf, topic, 1) == [b"over-tls"]
+        assert "authenticated as User:frank (SCRAM-SHA-512)" in proc.full_log()
+        errors: list[object] = []
+        producer = Producer({**conf, "sasl.password": "wrong-pw-7", "error_cb": errors.append})
+        _wait_for(lambda: producer.poll(0.2) is not None and errors)
+        assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in str(errors[0])
 
 
 def test_unknown_enabled_mechanism_is_one_error_line(tmp_path: Path) -> None:
