@@ -393,6 +393,14 @@ def test_garbage_tokens_and_frames_are_refused_and_others_are_served(sasl_broker
     assert _consume_confluent(sasl_broker.confluent("SCRAM-SHA-512"), topic, 1) == [b"still-serving"]
 
 
+def test_raw_token_framing_of_handshake_v0_is_refused(sasl_broker: SaslBroker) -> None:
+    with RawClient(sasl_broker.sasl_bootstrap) as raw, pytest.raises(ConnectionError):
+        raw.request(ApiKey.SASL_HANDSHAKE, 0, SaslHandshakeRequest("PLAIN"))
+    _wait_for(
+        lambda: sasl_broker.log_lines("SaslHandshake v0 (raw tokens without SaslAuthenticate, not built)")
+    )
+
+
 def test_sasl_requests_on_plaintext_are_illegal(sasl_broker: SaslBroker) -> None:
     with RawClient(sasl_broker.plain_bootstrap) as raw:
         assert (
