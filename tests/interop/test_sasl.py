@@ -526,6 +526,47 @@ def test_scram_over_sasl_ssl(tmp_path: Path) -> None:
         assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in str(errors[0])
 
 
+def test_reauthentication_and_expiry(tmp_path: Path) -> None:
+    sasl_port, plain_port = free_port(), free_port()
+    settings = [
+        f"listeners=SASL_PLAINTEXT://127.0.0.1:{sasl_port},PLAINTEXT://127.0.0.1:{plain_port}",
+        "connections.max.reauth.ms=1500",
+    ]
+    with running_broker(tmp_path / "data", *settings, port=plain_port) as proc:
+        add_users(f"127.0.0.1:{plain_port}", {"gina": "gina-pw-3"}, ScramMechanism.SCRAM_SHA_256)
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{sasl_port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "gina",
+            "sasl.password": "gina-pw-3",
+        }
+        producer = Producer(conf)
+        topic = _topic()
+        sent = 0
+        # librdkafka re-authenticates its connections before each 1.5 s session ends; keep producing
+        # until the broker has logged two re-authentications, every record delivered.
+        deadline = time.monotonic() + 30
+        while proc.full_log().count("re-authenticated as User:gina") < 2:
+            assert time.monotonic() < deadline, "no re-authentication"
+            producer.produce(topic, f"r{sent}".encode(), partition=0)
+            sent += 1
+            assert producer.flush(10) == 0
+        assert _consume_confluent(conf, topic, sent) == [f"r{i}".encode() for i in range(sent)]
+        assert "after the session expired" not in proc.full_log()
+        # A client that does not re-authenticate is closed at its next request after the lifetime.
+        with RawClient(f"127.0.0.1:{sasl_port}") as raw:
+            raw.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest("PLAIN"))
+            answer = raw.request(ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(b"\0gina\0gina-pw-3"))
+            assert (answer.error_code, answer.session_lifetime_ms) == (0, 1500)
+            assert raw.request(ApiKey.METADATA, 12, MetadataRequest(topics=[])).brokers
+            expiry = time.monotonic() + 1.6
+            _wait_for(lambda: time.monotonic() > expiry)
+            with pytest.raises(ConnectionError):
+                raw.request(ApiKey.METADATA, 12, MetadataRequest(topics=[]))
+        _wait_for(lambda: "METADATA v12 after the session expired" in proc.full_log())
+
+
 def test_unknown_enabled_mechanism_is_one_error_line(tmp_path: Path) -> None:
     port = free_port()
     out = subprocess.run(

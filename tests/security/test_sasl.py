@@ -16,6 +16,7 @@ from exactly.security.sasl import (
     SUPPORTED_MECHANISMS,
     TRANSITIONS,
     IllegalSaslStateError,
+    SaslEvent,
     SaslSession,
     SaslState,
     make_scram_credential,
@@ -140,8 +141,44 @@ def test_every_transition_ends_in_a_known_state() -> None:
         event for (_, event), target in TRANSITIONS.items() if target is SaslState.AUTHENTICATED
     ]
     assert [event.name for event in into_authenticated] == ["PROOF_ACCEPTED"]
-    assert all(state is not SaslState.AUTHENTICATED for state, _ in TRANSITIONS)  # terminal
     assert all(state is not SaslState.FAILED for state, _ in TRANSITIONS)  # terminal
+    assert {event for state, event in TRANSITIONS if state is SaslState.AUTHENTICATED} == {
+        SaslEvent.HANDSHAKE,
+        SaslEvent.BAD_MECHANISM,
+    }  # only re-authentication leaves AUTHENTICATED
+
+
+def test_reauthentication_keeps_mechanism_and_principal() -> None:
+    users = {"carol": "c-pw", "dan": "d-pw"}
+    s = SaslSession(SUPPORTED_MECHANISMS, users, lookup, lifetime_ms=1000)
+    s.handshake("PLAIN")
+    first = s.authenticate(b"\0carol\0c-pw", now_ms=5000)
+    assert first.session_lifetime_ms == 1000
+    assert s.expires_at_ms == 6000
+    assert not s.expired(5999)
+    assert s.expired(6000)
+    assert s.intercepts(17, 5500)  # SaslHandshake: re-authentication
+    assert not s.intercepts(3, 5500)  # Metadata within the lifetime goes to its handler
+    assert s.intercepts(3, 6000)
+    assert s.handshake("PLAIN").error == ErrorCode.NONE
+    assert s.authenticate(b"\0carol\0c-pw", now_ms=5900).error == ErrorCode.NONE
+    assert (s.principal, s.expires_at_ms, s.reauthentications) == (KafkaPrincipal.user("carol"), 6900, 1)
+    s.handshake("PLAIN")
+    changed = s.authenticate(b"\0dan\0d-pw", now_ms=6000)
+    assert changed.error == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert changed.message == "Cannot change principals during re-authentication from User:carol: User:dan"
+    assert s.failed
+    other = SaslSession(SUPPORTED_MECHANISMS, users, lookup, lifetime_ms=1000)
+    other.handshake("PLAIN")
+    other.authenticate(b"\0carol\0c-pw")
+    assert other.handshake("SCRAM-SHA-256").error == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    assert other.failed
+    off = session()
+    off.handshake("PLAIN")
+    off.authenticate(f"\0alice\0{PASSWORD}".encode())
+    assert not off.intercepts(17, 10**12)
+    with pytest.raises(IllegalSaslStateError):
+        off.handshake("PLAIN")
 
 
 class SaslMachine(RuleBasedStateMachine):

@@ -288,7 +288,7 @@ class Connection:
             raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
         if header.api_version > advertised_max(key):
             raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
-        if self.sasl is not None and not self.sasl.authenticated:
+        if self.sasl is not None and self.sasl.intercepts(header.api_key, self._loop.time() * 1000):
             gated = self._sasl_gate(header, body)
             if gated is not None:
                 self._requests.add(gated)
@@ -308,6 +308,8 @@ class Connection:
         assert session is not None
         key = ApiKey(header.api_key)
         try:
+            if session.authenticated and key != ApiKey.SASL_HANDSHAKE:
+                session.expire(f"{key.name} v{header.api_version}")
             if key == ApiKey.API_VERSIONS:
                 session.api_versions()
                 return None
@@ -317,8 +319,14 @@ class Connection:
                 outcome = session.handshake(body.mechanism)
                 response: Any = SaslHandshakeResponse(outcome.error, list(session.mechanisms))
             elif key == ApiKey.SASL_AUTHENTICATE:
-                outcome = session.authenticate(body.auth_bytes)
-                response = SaslAuthenticateResponse(outcome.error, outcome.message, outcome.token, 0)
+                reauthentications = session.reauthentications
+                outcome = session.authenticate(body.auth_bytes, self._loop.time() * 1000)
+                response = SaslAuthenticateResponse(
+                    outcome.error, outcome.message, outcome.token, outcome.session_lifetime_ms
+                )
+                if session.reauthentications > reauthentications:
+                    log.info("connection %d re-authenticated as %s", self.id, session.principal)
+                    return _done(encode_response(header, response))
             else:
                 session.other_request(f"{key.name} v{header.api_version}")
                 raise AssertionError("unreachable")

@@ -122,7 +122,10 @@ class Broker:
         mechanisms, plain_users = self.sasl_mechanisms[listener.name]
         credentials = self.metadata.scram_credentials
         return SaslSession(
-            mechanisms, plain_users, lambda user, mechanism: credentials.get((user, mechanism))
+            mechanisms,
+            plain_users,
+            lambda user, mechanism: credentials.get((user, mechanism)),
+            self.config.connections_max_reauth_ms,  # KIP-368 (0: no re-authentication)
         )
 
     def advertised_for(self, listener: Listener | None) -> tuple[str, int]:

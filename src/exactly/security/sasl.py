@@ -15,6 +15,13 @@ Transitions (`TRANSITIONS`; a (state, event) pair not in it is illegal and fails
     AUTHENTICATE          --TOKEN----------------> AUTHENTICATE   (SCRAM's first message)
     AUTHENTICATE          --PROOF_ACCEPTED-------> AUTHENTICATED
     AUTHENTICATE          --PROOF_REFUSED--------> FAILED     (SASL_AUTHENTICATION_FAILED, then closed)
+    AUTHENTICATED         --HANDSHAKE------------> AUTHENTICATE   (re-authentication, KIP-368)
+    AUTHENTICATED         --BAD_MECHANISM--------> FAILED
+
+Re-authentication (KIP-368) when `connections.max.reauth.ms` > 0: SaslAuthenticate answers carry
+`session_lifetime_ms`; the client authenticates again on the same connection (same mechanism, same
+principal) before it ends; any other request on an expired session closes the connection. With 0 (the
+default) an authenticated connection answers SaslHandshake with ILLEGAL_SASL_STATE and never expires.
 
 Mechanisms:
 
@@ -91,7 +98,11 @@ TRANSITIONS: dict[tuple[SaslState, SaslEvent], SaslState] = {
     (_S.AUTHENTICATE, _E.TOKEN): _S.AUTHENTICATE,
     (_S.AUTHENTICATE, _E.PROOF_ACCEPTED): _S.AUTHENTICATED,
     (_S.AUTHENTICATE, _E.PROOF_REFUSED): _S.FAILED,
+    (_S.AUTHENTICATED, _E.HANDSHAKE): _S.AUTHENTICATE,
+    (_S.AUTHENTICATED, _E.BAD_MECHANISM): _S.FAILED,
 }
+
+_SASL_HANDSHAKE = 17  # ApiKey.SASL_HANDSHAKE
 
 ScramLookup = Callable[[str, str], ScramCredential | None]  # (user, mechanism) -> its credential
 
@@ -104,6 +115,7 @@ class AuthOutcome:
     message: str | None = None  # for the client
     token: bytes = b""  # the server's next token
     failure: str = ""  # for the log (no secrets): set when the session failed
+    session_lifetime_ms: int = 0  # KIP-368: re-authenticate within this (0: never)
 
 
 class IllegalSaslStateError(Exception):
@@ -215,11 +227,19 @@ class SaslSession:
     authentication, and answers SaslHandshake / SaslAuthenticate with `handshake` / `authenticate`."""
 
     def __init__(
-        self, mechanisms: tuple[str, ...], plain_users: Mapping[str, str] | None, lookup: ScramLookup
+        self,
+        mechanisms: tuple[str, ...],
+        plain_users: Mapping[str, str] | None,
+        lookup: ScramLookup,
+        lifetime_ms: int = 0,
     ) -> None:
         self.mechanisms = mechanisms
+        self.lifetime_ms = lifetime_ms  # connections.max.reauth.ms
         self.state = SaslState.HANDSHAKE_OR_VERSIONS
         self.mechanism: str | None = None
+        self.expires_at_ms: float | None = None
+        self.reauthentications = 0
+        self._previous: KafkaPrincipal | None = None  # during re-authentication: who it was
         self._principal: KafkaPrincipal | None = None
         self._plain_users = plain_users
         self._lookup = lookup
@@ -237,6 +257,22 @@ class SaslSession:
     @property
     def failed(self) -> bool:
         return self.state is SaslState.FAILED
+
+    def expired(self, now_ms: float) -> bool:
+        return self.expires_at_ms is not None and now_ms >= self.expires_at_ms
+
+    def intercepts(self, api_key: int, now_ms: float) -> bool:
+        """Whether the connection must hand this request to the session rather than to its handler: every
+        request before authentication, SaslHandshake when re-authentication is on, anything once the
+        session has expired."""
+        if self.state is not SaslState.AUTHENTICATED:
+            return True
+        return (api_key == _SASL_HANDSHAKE and self.lifetime_ms > 0) or self.expired(now_ms)
+
+    def expire(self, name: str) -> None:
+        """A request other than SaslHandshake after the session expired: Kafka closes the connection."""
+        self.state = SaslState.FAILED
+        raise IllegalSaslStateError(f"{name} after the session expired (connections.max.reauth.ms)")
 
     def _move(self, event: SaslEvent) -> None:
         next_state = TRANSITIONS.get((self.state, event))
@@ -256,6 +292,17 @@ class SaslSession:
             self._move(SaslEvent.API_VERSIONS)
 
     def handshake(self, mechanism: str) -> AuthOutcome:
+        reauthenticating = self.state is SaslState.AUTHENTICATED
+        if reauthenticating and self.lifetime_ms <= 0:
+            self.other_request("SaslHandshake (re-authentication is off)")
+        if reauthenticating and mechanism != self.mechanism:
+            self._move(SaslEvent.BAD_MECHANISM)
+            return AuthOutcome(
+                ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                f"SASL mechanism '{mechanism}' requested by client is not supported for re-authentication "
+                f"of mechanism '{self.mechanism}'",
+                failure=f"re-authentication with mechanism {mechanism!r} instead of {self.mechanism!r}",
+            )
         if mechanism not in self.mechanisms:
             self._move(SaslEvent.BAD_MECHANISM)
             return AuthOutcome(
@@ -263,6 +310,7 @@ class SaslSession:
                 f"Unsupported SASL mechanism {mechanism}",
                 failure=f"unsupported mechanism {mechanism!r} (enabled: {', '.join(self.mechanisms)})",
             )
+        self._previous = self._principal if reauthenticating else None
         self._move(SaslEvent.HANDSHAKE)
         self.mechanism = mechanism
         if mechanism == PLAIN:
@@ -271,7 +319,7 @@ class SaslSession:
             self._exchange = _Scram(mechanism, self._lookup)
         return AuthOutcome()
 
-    def authenticate(self, token: bytes) -> AuthOutcome:
+    def authenticate(self, token: bytes, now_ms: float = 0.0) -> AuthOutcome:
         exchange = self._exchange
         if self.state is not SaslState.AUTHENTICATE or exchange is None:
             self.other_request("SaslAuthenticate")
@@ -287,10 +335,23 @@ class SaslSession:
         if not done:
             self._move(SaslEvent.TOKEN)
             return AuthOutcome(token=answer)
-        self._move(SaslEvent.PROOF_ACCEPTED)
         assert exchange.user is not None
-        self._principal = KafkaPrincipal.user(exchange.user)
-        return AuthOutcome(token=answer)
+        principal = KafkaPrincipal.user(exchange.user)
+        if self._previous is not None and principal != self._previous:
+            self._move(SaslEvent.PROOF_REFUSED)
+            return AuthOutcome(
+                ErrorCode.SASL_AUTHENTICATION_FAILED,
+                f"Cannot change principals during re-authentication from {self._previous}: {principal}",
+                failure=f"re-authentication as {principal} instead of {self._previous}",
+            )
+        self._move(SaslEvent.PROOF_ACCEPTED)
+        if self._previous is not None:
+            self.reauthentications += 1
+        self._principal = principal
+        self._previous = None
+        if self.lifetime_ms > 0:
+            self.expires_at_ms = now_ms + self.lifetime_ms
+        return AuthOutcome(token=answer, session_lifetime_ms=self.lifetime_ms)
 
 
 def make_scram_credential(
