@@ -24,6 +24,10 @@ How a vanished peer is noticed: a read that returns EOF (also in the middle of a
 or drain to a lost transport, and — while reading is paused because the queue is full, when the transport
 cannot see a reset — a look at the socket's TCP state every `_PROBE_S` (`peer_gone`).
 
+SASL listeners (exactly.security.sasl): until the client has authenticated, `_sasl_gate` answers
+SaslHandshake / SaslAuthenticate itself and closes the connection on any other request but ApiVersions;
+a failed authentication is answered after `connection.failed.authentication.delay.ms`, then closed.
+
 Idle (`connections.max.idle.ms`, Kafka's default 10 min): nothing read, no write progress and no request
 being handled for that long. A peer that stopped reading its responses is idle too, and is closed.
 """

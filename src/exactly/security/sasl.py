@@ -223,8 +223,8 @@ class _Scram:
 
 
 class SaslSession:
-    """One connection's SASL state. The connection asks `event_for_request` for each request before
-    authentication, and answers SaslHandshake / SaslAuthenticate with `handshake` / `authenticate`."""
+    """One connection's SASL state. The connection asks `intercepts` for each request; those it intercepts
+    are answered with `handshake` / `authenticate`, or close the connection (`other_request`, `expire`)."""
 
     def __init__(
         self,

@@ -2,8 +2,8 @@
 
 On a SASL listener the connection answers both itself until the client has authenticated
 (exactly.broker.connection `_sasl_gate`, exactly.security.sasl). They reach these handlers only on a
-listener without SASL or on an authenticated connection, where Kafka answers ILLEGAL_SASL_STATE
-(re-authentication, KIP-368, is not built).
+listener without SASL or on an authenticated connection without re-authentication
+(connections.max.reauth.ms = 0), where Kafka answers ILLEGAL_SASL_STATE.
 """
 
 from __future__ import annotations
