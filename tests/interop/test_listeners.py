@@ -73,10 +73,11 @@ def test_describe_configs_reports_the_listeners_with_their_bound_ports(tmp_path:
         broker.stop()
 
 
-def test_a_listener_whose_protocol_is_not_built_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_a_sasl_listener_with_an_unbuilt_mechanism_is_refused_in_one_line(tmp_path: Path) -> None:
     listeners = f"listeners=PLAINTEXT://127.0.0.1:{free_port()},SASL_SSL://127.0.0.1:{free_port()}"
+    args = ["--set", listeners, "--set", "listener.name.sasl_ssl.sasl.enabled.mechanisms=GSSAPI"]
     result = subprocess.run(
-        [sys.executable, "-m", "exactly", "serve", "--data-dir", str(tmp_path / "data"), "--set", listeners],
+        [sys.executable, "-m", "exactly", "serve", "--data-dir", str(tmp_path / "data"), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -85,5 +86,8 @@ def test_a_listener_whose_protocol_is_not_built_is_refused_in_one_line(tmp_path:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    expected = "error: the broker stopped: listeners SASL_SSL: SASL is not supported so far"
+    expected = (
+        "error: the broker stopped: listener SASL_SSL: sasl.enabled.mechanisms GSSAPI: exactly supports "
+        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+    )
     assert errors == [expected], result.stderr

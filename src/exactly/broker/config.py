@@ -114,6 +114,8 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "delete.topic.enable": ("delete_topic_enable", _bool),
     "socket.request.max.bytes": ("socket_request_max_bytes", _int(1, 2**31 - 1)),
     "connections.max.idle.ms": ("connections_max_idle_ms", _int(-1)),
+    "connection.failed.authentication.delay.ms": ("failed_authentication_delay_ms", _int(0, 2**31 - 1)),
+    "connections.max.reauth.ms": ("connections_max_reauth_ms", _int(0)),
     "message.max.bytes": ("message_max_bytes", _int(0, 2**31 - 1)),
     "max.request.partition.size.limit": ("max_request_partition_size_limit", _int(1, 2**31 - 1)),
     "quota.window.num": ("quota_window_num", _int(1, 1000)),
@@ -191,6 +193,8 @@ class BrokerConfig:
     delete_topic_enable: bool = True
     socket_request_max_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000
+    failed_authentication_delay_ms: int = 100
+    connections_max_reauth_ms: int = 0
     message_max_bytes: int = 1_048_588
     max_request_partition_size_limit: int = 2000  # DescribeTopicPartitions page size cap (KIP-966)
     quota_window_num: int = 11  # client quotas: samples of quota_window_size_seconds each

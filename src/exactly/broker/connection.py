@@ -24,6 +24,10 @@ How a vanished peer is noticed: a read that returns EOF (also in the middle of a
 or drain to a lost transport, and — while reading is paused because the queue is full, when the transport
 cannot see a reset — a look at the socket's TCP state every `_PROBE_S` (`peer_gone`).
 
+SASL listeners (exactly.security.sasl): until the client has authenticated, `_sasl_gate` answers
+SaslHandshake / SaslAuthenticate itself and closes the connection on any other request but ApiVersions;
+a failed authentication is answered after `connection.failed.authentication.delay.ms`, then closed.
+
 Idle (`connections.max.idle.ms`, Kafka's default 10 min): nothing read, no write progress and no request
 being handled for that long. A peer that stopped reading its responses is idle too, and is closed.
 """
@@ -47,8 +51,11 @@ from exactly.protocol.error_response import error_response
 from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
+from exactly.protocol.messages.sasl_handshake import SaslHandshakeResponse
 from exactly.security.listeners import Listener
 from exactly.security.principal import ANONYMOUS, KafkaPrincipal
+from exactly.security.sasl import IllegalSaslStateError, SaslSession
 
 if TYPE_CHECKING:
     from exactly.broker.server import Broker
@@ -76,6 +83,7 @@ class CloseReason(Enum):
     IDLE = "idle for connections.max.idle.ms"
     NOT_READING = "client not reading its responses for connections.max.idle.ms"
     BAD_REQUEST = "bad request"
+    AUTHENTICATION_FAILED = "authentication failed"
     REQUEST_FAILED = "a request failed"
     SHUTDOWN = "broker shutting down"
     INTERNAL_ERROR = "internal error"
@@ -127,6 +135,8 @@ class Connection:
         self.id = connection_id
         self.listener = listener  # None: the first (tests that build a Connection by hand)
         self.principal = ANONYMOUS  # replaced once TLS client authentication or SASL has proved who it is
+        # SASL listeners: requests pass `_sasl_gate` until authenticated (exactly.security.sasl)
+        self.sasl: SaslSession | None = broker.sasl_session(listener)
         self._requests: set[asyncio.Future[Response]] = set()  # dispatched, not yet taken by the writer
         self._pending: asyncio.Queue[tuple[RequestHeader | None, asyncio.Future[Response]]] = asyncio.Queue(
             _MAX_IN_FLIGHT
@@ -286,12 +296,79 @@ class Connection:
         principal = self.principal
         if self.broker.config.debug_principal_by_client_id and header.client_id:
             principal = KafkaPrincipal.user(header.client_id)  # testing only (broker/config.py)
+        if self.sasl is not None and self.sasl.intercepts(header.api_key, self._loop.time() * 1000):
+            gated = self._sasl_gate(header, body)
+            if gated is not None:
+                self._requests.add(gated)
+                return header, gated
         context = RequestContext(
             self.broker, header, self.id, self.peer, len(frame), self.mute, principal, self.listener
         )
         future = asyncio.ensure_future(self._run(handler, context, body))
         self._requests.add(future)
         return header, future
+
+    def _sasl_gate(self, header: RequestHeader, body: Any) -> asyncio.Future[Response] | None:
+        """Before authentication: None lets ApiVersions through; SaslHandshake and SaslAuthenticate are
+        answered here (a refusal after connection.failed.authentication.delay.ms, then the writer closes);
+        anything else closes the connection (ProtocolError)."""
+        session = self.sasl
+        assert session is not None
+        key = ApiKey(header.api_key)
+        try:
+            if session.authenticated and key != ApiKey.SASL_HANDSHAKE:
+                session.expire(f"{key.name} v{header.api_version}")
+            if key == ApiKey.API_VERSIONS:
+                session.api_versions()
+                return None
+            if key == ApiKey.SASL_HANDSHAKE:
+                if header.api_version == 0:  # librdkafka needs v0 advertised, but sends v1
+                    session.other_request("SaslHandshake v0 (raw tokens without SaslAuthenticate, not built)")
+                outcome = session.handshake(body.mechanism)
+                response: Any = SaslHandshakeResponse(outcome.error, list(session.mechanisms))
+            elif key == ApiKey.SASL_AUTHENTICATE:
+                reauthentications = session.reauthentications
+                outcome = session.authenticate(body.auth_bytes, self._loop.time() * 1000)
+                response = SaslAuthenticateResponse(
+                    outcome.error, outcome.message, outcome.token, outcome.session_lifetime_ms
+                )
+                if session.reauthentications > reauthentications:
+                    log.info("connection %d re-authenticated as %s", self.id, session.principal)
+                    return _done(encode_response(header, response))
+            else:
+                session.other_request(f"{key.name} v{header.api_version}")
+                raise AssertionError("unreachable")
+        except IllegalSaslStateError as e:
+            raise ProtocolError(str(e)) from None
+        chunks = encode_response(header, response)
+        if outcome.failure:
+            log.info("connection %d from %s: authentication failed (%s)", self.id, self.peer, outcome.failure)
+            return asyncio.ensure_future(
+                self._later(chunks, self.broker.config.failed_authentication_delay_ms)
+            )
+        if session.principal is not None:
+            self.principal = session.principal
+            log.info(
+                "connection %d from %s authenticated as %s (%s)",
+                self.id,
+                self.peer,
+                self.principal,
+                session.mechanism,
+            )
+        return _done(chunks)
+
+    async def _later(self, chunks: list[p.Chunk], delay_ms: int) -> Response:
+        await asyncio.sleep(delay_ms / 1000)
+        return chunks
+
+    async def _flush_and_fail(self) -> Ending:
+        """After the answer to a failed authentication: let it reach the client (at most 1 s), then close."""
+        transport = self.writer.transport
+        transport.set_write_buffer_limits(high=0)
+        with contextlib.suppress(TimeoutError, OSError):
+            async with asyncio.timeout(1.0):
+                await self.writer.drain()
+        return Ending(CloseReason.AUTHENTICATION_FAILED)
 
     async def _run(self, handler: Any, context: RequestContext, body: Any) -> Response:
         try:
@@ -362,6 +439,8 @@ class Connection:
                 return Ending(CloseReason.PEER_LOST, "while writing a response")
             self.writer.writelines(chunks)
             self._touch()
+            if self.sasl is not None and self.sasl.failed:
+                return await self._flush_and_fail()
             if transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH and (lost := await self._drain()):
                 return lost
 

@@ -42,6 +42,7 @@ from exactly.quotas.manager import ClientQuotaManager
 from exactly.security.authorizer import Authorizer
 from exactly.security.listeners import Listener
 from exactly.security.principal import ANONYMOUS, KafkaPrincipal
+from exactly.security.sasl import SaslSession, sasl_mechanisms
 from exactly.security.tls import TlsConfigError, TlsListener, tls_listeners
 from exactly.storage import files
 from exactly.storage.config import LogConfig
@@ -58,9 +59,10 @@ class Broker:
     """Everything a handler can reach, and the listening socket."""
 
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
-        unbuilt = [x.name for x in config.listeners if x.protocol.sasl]
-        if unbuilt:  # never serve a listener in the clear that its owner configured as secure
-            raise ConfigError(f"listeners {', '.join(unbuilt)}: SASL is not supported so far")
+        try:
+            self.sasl_mechanisms = sasl_mechanisms(config.listeners, config.properties)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         try:
             self.tls: dict[str, TlsListener] = tls_listeners(config.listeners, config.properties)
         except TlsConfigError as e:
@@ -125,6 +127,19 @@ class Broker:
     def bound_port(self, listener: Listener) -> int:
         port: int = self._servers[listener.name].sockets[0].getsockname()[1]
         return port
+
+    def sasl_session(self, listener: Listener | None) -> SaslSession | None:
+        """A new connection's SASL state on a SASL listener (None elsewhere)."""
+        if listener is None or not listener.protocol.sasl:
+            return None
+        mechanisms, plain_users = self.sasl_mechanisms[listener.name]
+        credentials = self.metadata.scram_credentials
+        return SaslSession(
+            mechanisms,
+            plain_users,
+            lambda user, mechanism: credentials.get((user, mechanism)),
+            self.config.connections_max_reauth_ms,  # KIP-368 (0: no re-authentication)
+        )
 
     def advertised_for(self, listener: Listener | None) -> tuple[str, int]:
         """Where clients of `listener` (None: the first) are told to connect, as Kafka answers Metadata

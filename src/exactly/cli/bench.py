@@ -76,6 +76,17 @@ def acls(
 
 
 @app.command()
+def sasl(
+    connections: Annotated[int, typer.Option(help="connections per kind (interleaved)")] = 300,
+    iterations: Annotated[int, typer.Option(help="SCRAM iterations of the user")] = 4096,
+) -> None:
+    """Connection setup time over SASL (PLAIN, SCRAM-SHA-256/512) vs PLAINTEXT: p50 and p99."""
+    from exactly.bench import sasl as bench
+
+    bench.main(["--connections", str(connections), "--iterations", str(iterations)])
+
+
+@app.command()
 def txn(
     seconds: Annotated[float, typer.Option(help="length of each throughput round")] = 10.0,
     rounds: Annotated[int, typer.Option(help="throughput rounds of each mode (interleaved)")] = 3,

@@ -22,6 +22,7 @@ from exactly.cli.acls import acls_app
 from exactly.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, one_line
 from exactly.cli.groups import groups_app
 from exactly.cli.txn import txn_app
+from exactly.cli.users import users_app
 from exactly.errors import ExactlyError
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="exactly: a Kafka-compatible broker.")
@@ -48,6 +49,9 @@ Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} 
                         [--execute]
   exactly groups delete GROUP...
   exactly log-dirs describe [--topic T]  the log dir's free space and each partition's size on disk
+  exactly users add USER [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--password P] [--iterations N]
+  exactly users list | delete USER [--mechanism M]
+                        SCRAM credentials; --data-dir DIR writes the metadata log while the broker is down
 
 Demo (needs the spark extra and Java 17):
   exactly demo [--rows N] [--data-dir DIR] [--keep]
@@ -152,6 +156,7 @@ app.add_typer(verify.app, name="verify")
 app.add_typer(groups_app, name="groups")
 app.add_typer(acls_app, name="acls")
 app.add_typer(txn_app, name="txn")
+app.add_typer(users_app, name="users")
 
 
 @app.command()

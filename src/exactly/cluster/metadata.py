@@ -19,6 +19,10 @@ change takes effect (ARCHITECTURE invariants 2 and 7):
     {"op": "acls_create", "acls": [<binding>, ...]}                (exactly.security.acls: AclBinding.to_json)
     {"op": "acls_delete", "acls": [<binding>, ...]}
         ACL bindings created or deleted by one CreateAcls / DeleteAcls request, all or nothing
+    {"op": "scram", "user": "alice", "mechanism": "SCRAM-SHA-256", "salt": "<hex>", "iterations": 8192,
+     "stored_key": "<hex>", "server_key": "<hex>"}
+        a user's SCRAM credential (Kafka's UserScramCredentialRecord: salted and hashed, never the password)
+    {"op": "scram_delete", "user": "alice", "mechanism": "SCRAM-SHA-256"}   (RemoveUserScramCredentialRecord)
 
 Loading replays the lines in order. A torn or corrupt *last* line (a crash mid-append) is cut off; a
 corrupt line followed by valid ones means the file was damaged, and loading refuses to guess.
@@ -62,6 +66,16 @@ class TopicInfo:
         return self.name.startswith("__")
 
 
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """What SCRAM needs to check a client's proof (RFC 5802 §3): never the password."""
+
+    salt: bytes
+    iterations: int
+    stored_key: bytes
+    server_key: bytes
+
+
 def validate_topic_name(name: str) -> None:
     """Kafka's `Topic.validate`: INVALID_TOPIC_EXCEPTION for empty, '.', '..', too long, illegal chars."""
     if not name or name in (".", ".."):
@@ -85,6 +99,7 @@ class ClusterMetadata:
         self.broker_configs: dict[str, dict[str, str]] = {}  # resource name ("" or a broker id) -> set
         self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self.acls: set[AclBinding] = set()
+        self.scram_credentials: dict[tuple[str, str], ScramCredential] = {}  # (user, mechanism) -> it
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         data_dir.mkdir(parents=True, exist_ok=True)
         self._load()
@@ -182,6 +197,22 @@ class ClusterMetadata:
             self._append({"op": "acls_delete", "acls": [acl.to_json() for acl in gone]})
         return gone
 
+    def set_scram_credential(self, user: str, mechanism: str, credential: ScramCredential) -> None:
+        self._append(
+            {
+                "op": "scram",
+                "user": user,
+                "mechanism": mechanism,
+                "salt": credential.salt.hex(),
+                "iterations": credential.iterations,
+                "stored_key": credential.stored_key.hex(),
+                "server_key": credential.server_key.hex(),
+            }
+        )
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        self._append({"op": "scram_delete", "user": user, "mechanism": mechanism})
+
     def _get(self, name: str) -> TopicInfo:
         topic = self.topics.get(name)
         if topic is None:
@@ -216,6 +247,17 @@ class ClusterMetadata:
                 self.acls.update(bindings)
             else:
                 self.acls.difference_update(bindings)
+            return
+        if op == "scram":
+            self.scram_credentials[(str(record["user"]), str(record["mechanism"]))] = ScramCredential(
+                bytes.fromhex(record["salt"]),
+                int(record["iterations"]),
+                bytes.fromhex(record["stored_key"]),
+                bytes.fromhex(record["server_key"]),
+            )
+            return
+        if op == "scram_delete":
+            self.scram_credentials.pop((str(record["user"]), str(record["mechanism"])), None)
             return
         name = record["topic"]
         if op == "create":

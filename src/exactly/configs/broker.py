@@ -119,16 +119,52 @@ _SSL_DEFS = [
     ),
 ]
 
-_LISTENER_PREFIXED = re.compile(r"^listener\.name\.([a-z0-9_.-]+?)\.((?:ssl|sasl)\..+)$")
+# SASL (exactly.security.sasl). sasl.enabled.mechanisms may be given per listener too, and the JAAS config
+# per listener and mechanism: listener.name.<name>.<mechanism>.sasl.jaas.config (Kafka's form).
+_SASL_DEFS = [
+    _ro(
+        "sasl.enabled.mechanisms",
+        LIST,
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "The SASL mechanisms a SASL listener offers (exactly has PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512).",
+    ),
+    _secret(
+        "sasl.jaas.config",
+        'PlainLoginModule users (user_<name>="<password>"); without any, PLAIN checks SCRAM credentials.',
+    ),
+    _ro(
+        "connection.failed.authentication.delay.ms",
+        INT,
+        "100",
+        "How long a failed authentication waits before its answer and close, against password guessing.",
+        Range(0),
+    ),
+    _ro(
+        "connections.max.reauth.ms",
+        LONG,
+        "0",
+        "Accepted; re-authentication is not built (0: never).",
+        Range(0),
+    ),
+]
+
+_LISTENER_PREFIXED = re.compile(
+    r"^listener\.name\.([a-z0-9_.-]+?)\.((?:ssl|sasl)\..+|[a-z0-9-]+\.sasl\.jaas\.config)$"
+)
+_MECHANISM_JAAS = re.compile(r"^[a-z0-9-]+\.(sasl\.jaas\.config)$")
 
 
 def listener_config_base(name: str) -> str | None:
     """The broker config a `listener.name.<listener>.<config>` name overrides for one listener (None when
     `name` is not of that form or names no known config)."""
     match = _LISTENER_PREFIXED.match(name)
-    if match is None or match.group(2) not in BROKER_CONFIGS:
+    if match is None:
         return None
-    return match.group(2)
+    base = match.group(2)
+    mechanism_jaas = _MECHANISM_JAAS.match(base)
+    if mechanism_jaas is not None and not base.startswith("sasl."):
+        base = mechanism_jaas.group(1)
+    return base if base in BROKER_CONFIGS else None
 
 
 _DEFS = [
@@ -350,6 +386,7 @@ _DEFS = [
         "Testing only: the broker exits after creating this many logs of a new topic (-1: never).",
     ),
     *_SSL_DEFS,
+    *_SASL_DEFS,
     *_synonym_defs(),
 ]
 

@@ -46,8 +46,10 @@ from exactly.broker.handlers import (
     offset_for_leader_epoch,
     prepare_txn,
     produce,
+    sasl,
     sync_group,
     txn_offset_commit,
+    user_scram_credentials,
     write_txn_markers,
 )
 
@@ -97,7 +99,9 @@ __all__ = [
     "offset_for_leader_epoch",
     "prepare_txn",
     "produce",
+    "sasl",
     "sync_group",
     "txn_offset_commit",
+    "user_scram_credentials",
     "write_txn_markers",
 ]

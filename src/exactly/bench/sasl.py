@@ -1,0 +1,164 @@
+"""SASL benchmark (issue 13): connection setup time over SASL/SCRAM vs PLAINTEXT, in one run, on one broker.
+
+    python -m exactly.bench.sasl [--connections N] [--iterations I]
+    exactly bench sasl ...
+
+One broker with two listeners, PLAINTEXT and SASL_PLAINTEXT; the user is written into the metadata log
+before the broker starts (as `exactly users add --data-dir`). A setup is what a client does before its
+first real request, timed from before `connect()` to the answer of that request: TCP connect, ApiVersions,
+[SaslHandshake, SaslAuthenticate x1 (PLAIN) or x2 (SCRAM, the client's PBKDF2 included, as librdkafka
+computes it too)], Metadata (no topics). Kinds are interleaved, one connection at a time; the figures are
+p50 and p99 per kind. `connection.failed.authentication.delay.ms` plays no part (every login succeeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import scramp
+
+from exactly.bench.broker import _wait_for_port
+from exactly.cluster.metadata import ClusterMetadata
+from exactly.protocol.api import decode_response, encode_request
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.api_versions import ApiVersionsRequest
+from exactly.protocol.messages.metadata import MetadataRequest
+from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest
+from exactly.security.sasl import make_scram_credential
+from exactly.verify.processes import free_port
+
+USER, PASSWORD = "bench", "bench-password"
+KINDS = ("PLAINTEXT", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclass(frozen=True, slots=True)
+class SaslBenchResult:
+    setup_ms: dict[str, tuple[float, ...]]  # kind -> one sample per connection
+    iterations: int
+
+    def p50(self, kind: str) -> float:
+        return statistics.median(self.setup_ms[kind])
+
+    def p99(self, kind: str) -> float:
+        samples = sorted(self.setup_ms[kind])
+        return samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+
+
+class _Client:
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.correlation = 0
+
+    def request(self, key: ApiKey, version: int, body: Any) -> Any:
+        self.correlation += 1
+        self.sock.sendall(encode_request(key, version, self.correlation, "bench", body))
+        (size,) = struct.unpack(">i", self._read(4))
+        _, response = decode_response(key, version, self._read(size))
+        return response
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            data += chunk
+        return data
+
+
+def _authenticate(client: _Client, kind: str) -> None:
+    if client.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(kind)).error_code:
+        raise RuntimeError(f"SaslHandshake {kind} refused")
+    if kind == "PLAIN":
+        tokens = [f"\0{USER}\0{PASSWORD}".encode()]
+        answer = client.request(ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(tokens[0]))
+        if answer.error_code:
+            raise RuntimeError(answer.error_message)
+        return
+    scram = scramp.ScramClient([kind], USER, PASSWORD)
+    first = client.request(
+        ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(scram.get_client_first().encode())
+    )
+    if first.error_code:
+        raise RuntimeError(first.error_message)
+    scram.set_server_first(first.auth_bytes.decode())
+    final = client.request(
+        ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(scram.get_client_final().encode())
+    )
+    if final.error_code:
+        raise RuntimeError(final.error_message)
+    scram.set_server_final(final.auth_bytes.decode())
+
+
+def setup_once(port: int, kind: str) -> float:
+    """Milliseconds from connect() to the Metadata answer."""
+    started = time.perf_counter()
+    client = _Client(port)
+    try:
+        client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest("bench", "1"))
+        if kind != "PLAINTEXT":
+            _authenticate(client, kind)
+        client.request(ApiKey.METADATA, 12, MetadataRequest(topics=[]))
+        return (time.perf_counter() - started) * 1000
+    finally:
+        client.sock.close()
+
+
+def run(connections: int, iterations: int, work: Path) -> SaslBenchResult:
+    data = work / "data"
+    metadata = ClusterMetadata(data)
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        metadata.set_scram_credential(USER, mechanism, make_scram_credential(mechanism, PASSWORD, iterations))
+    metadata.close()
+    plain_port, sasl_port = free_port(), free_port()
+    args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(data)]
+    args += ["--set", f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_port(plain_port)
+        _wait_for_port(sasl_port)
+        samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
+        for kind in KINDS:  # warm-up
+            setup_once(plain_port if kind == "PLAINTEXT" else sasl_port, kind)
+        for i in range(connections):
+            kinds = KINDS if i % 2 == 0 else KINDS[::-1]
+            for kind in kinds:
+                samples[kind].append(setup_once(plain_port if kind == "PLAINTEXT" else sasl_port, kind))
+        return SaslBenchResult({k: tuple(v) for k, v in samples.items()}, iterations)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="exactly SASL connection setup benchmark")
+    parser.add_argument("--connections", type=int, default=300, help="connections per kind")
+    parser.add_argument("--iterations", type=int, default=4096, help="SCRAM iterations of the user")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="exactly-bench-sasl-") as tmp:
+        result = run(args.connections, args.iterations, Path(tmp))
+    base = result.p50("PLAINTEXT")
+    for kind in KINDS:
+        extra = "" if kind == "PLAINTEXT" else f"  (+{result.p50(kind) - base:.2f} ms)"
+        figures = f"p50 {result.p50(kind):6.2f} ms, p99 {result.p99(kind):6.2f} ms"
+        print(f"connection setup {kind:>13}: {figures}{extra}")
+    print(
+        f"({args.connections} connections per kind, interleaved; connect + ApiVersions + SASL + Metadata; "
+        f"SCRAM iterations {result.iterations})"
+    )
+
+
+if __name__ == "__main__":
+    main()
