@@ -186,6 +186,9 @@ class Broker:
         self._create_logs(name, range(partitions), log_config)
         try:
             return self.metadata.create_topic(name, partitions, overrides)
+        except OSError as e:  # the metadata append was refused and cut off again: nothing recorded
+            self._remove_logs(name, range(partitions))
+            raise _metadata_storage_error(e, f"cannot record topic {name!r}") from None
         except BaseException:
             self._remove_logs(name, range(partitions))
             raise
@@ -233,6 +236,9 @@ class Broker:
         self._create_logs(name, added, self._log_config(current.configs))
         try:
             return self.metadata.add_partitions(name, total)
+        except OSError as e:
+            self._remove_logs(name, added)
+            raise _metadata_storage_error(e, f"cannot record the new partitions of {name!r}") from None
         except BaseException:
             self._remove_logs(name, added)
             raise
@@ -481,3 +487,10 @@ class Broker:
                 ending,
                 len(self._connections),
             )
+
+
+def _metadata_storage_error(e: OSError, what: str) -> KafkaError:
+    """A metadata append that the disk refused (cut off again, so nothing changed) is the topic's
+    KAFKA_STORAGE_ERROR, as Kafka answers when its log directory fails."""
+    log.warning("%s (%s); removed its new logs, nothing was created", what, e)
+    return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {e.strerror or e}")
