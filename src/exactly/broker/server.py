@@ -269,6 +269,11 @@ class Broker:
             raise KafkaError(
                 ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create partition {failed} of {name!r}: {why}"
             ) from None
+        except BaseException:  # a bug (UNKNOWN_SERVER_ERROR for the request): leaves no logs either
+            self._remove_logs(name, made)
+            if len(made) < len(partitions):
+                self.logs.remove_partition_dir(name, partitions[len(made)])
+            raise
 
     def _remove_logs(self, name: str, partitions: range | list[int]) -> None:
         for partition in partitions:
