@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KpNewTopic
 
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
@@ -81,8 +83,20 @@ def test_a_raising_handler_answers_unknown_server_error_and_keeps_the_connection
             futures["c"].result(timeout=30)
         assert info.value.args[0].code() == ErrorCode.UNKNOWN_SERVER_ERROR
         assert "existing" in admin.list_topics(timeout=20).topics
+        # kafka-python too: the error code in the result, and the same client goes on
+        kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
+        try:
+            result = kp.create_topics([KpNewTopic("d", 1, 1)], raise_errors=False)
+            assert [(t["name"], t["error_code"]) for t in result["topics"]] == [
+                ("d", ErrorCode.UNKNOWN_SERVER_ERROR)
+            ]
+            topics = kp.list_topics()
+            assert "existing" in topics
+            assert "d" not in topics
+        finally:
+            kp.close()
         lines = [line for line in broker.log().splitlines() if "answering UNKNOWN_SERVER_ERROR" in line]
-        assert len(lines) == 3
+        assert len(lines) == 4
         assert "CREATE_TOPICS v7" in lines[0]
         assert "RuntimeError: exactly.debug.raise.in.api" in lines[0]
         assert "traceback logged before" in lines[2]
