@@ -4,6 +4,7 @@ serving; a crash in the middle of a create is repaired at start-up, with one lin
 
 from __future__ import annotations
 
+import resource
 import time
 from pathlib import Path
 
@@ -117,3 +118,57 @@ def test_a_crash_in_the_middle_of_create_partitions_is_repaired_at_start_up(tmp_
             assert seen == {b"kept-0", b"kept-1"}  # the records of the partitions that existed are intact
         finally:
             consumer.close()
+
+
+CONFIGS = {  # each stored in the topic's metadata record: a record of ~400 bytes
+    "retention.ms": "604800001",
+    "segment.ms": "604800002",
+    "max.message.bytes": "1048589",
+    "min.cleanable.dirty.ratio": "0.51",
+    "delete.retention.ms": "86400001",
+    "segment.index.bytes": "10485761",
+    "file.delete.delay.ms": "60001",
+    "flush.messages": "9223372036854775806",
+    "message.timestamp.type": "LogAppendTime",
+    "cleanup.policy": "compact,delete",
+}
+
+
+def test_a_create_whose_metadata_record_the_disk_refuses_leaves_no_trace(tmp_path: Path) -> None:
+    """The disk refuses the metadata record half-way (a real short write: RLIMIT_FSIZE set on the running
+    broker, as a full disk would): KAFKA_STORAGE_ERROR, no logs, and the records after it still load."""
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, log_level="WARNING").start()
+    assert broker.proc is not None
+    metadata_file = data / "__cluster_metadata.log"
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        # grow the metadata file past the broker's own log file, so the limit below refuses only the former
+        pumped = 0
+        while metadata_file.stat().st_size < broker.log_path.stat().st_size + 2000:
+            admin.create_topics([NewTopic(f"p{pumped}", 1, 1, config=CONFIGS)])[f"p{pumped}"].result(
+                timeout=60
+            )
+            pumped += 1
+        size = metadata_file.stat().st_size
+        resource.prlimit(broker.proc.pid, resource.RLIMIT_FSIZE, (size + 200, resource.RLIM_INFINITY))
+        error = create_error(admin, NewTopic("refused", 2, 1, config=CONFIGS))
+        assert error.args[0].code() == ErrorCode.KAFKA_STORAGE_ERROR
+        assert "cannot record topic 'refused'" in error.args[0].str()
+        assert metadata_file.stat().st_size == size  # the short write was cut off again
+        assert partition_dirs(data, "refused") == []
+        admin.create_topics([NewTopic("fits", 1, 1)])["fits"].result(timeout=60)  # ~100 bytes: room for it
+        topics = admin.list_topics(timeout=20).topics
+        assert "refused" not in topics
+        assert "fits" in topics
+        resource.prlimit(
+            broker.proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+        )
+        del admin  # no reconnect attempts while the broker is down
+    finally:
+        broker.stop()
+    with running_broker(data, port=broker.port) as restarted:  # before the fix: a torn line, then "fits"
+        topics = AdminClient({"bootstrap.servers": restarted.bootstrap}).list_topics(timeout=20).topics
+        assert "refused" not in topics
+        assert len(topics["fits"].partitions) == 1
+        assert len([t for t in topics if t.startswith("p")]) == pumped
