@@ -165,10 +165,10 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "exactly.debug.fsync.ledger": ("debug_fsync_ledger", str),
     # testing only: the handlers of these APIs raise (connection.py answers UNKNOWN_SERVER_ERROR)
     "exactly.debug.raise.in.api": ("debug_raise_in_api", _api_keys),
-    # testing only: the handlers of these APIs return a response that cannot be encoded (connection.py)
-    "exactly.debug.unencodable.response.in.api": ("debug_unencodable_response_in_api", _api_keys),
     # testing only: exit in the middle of a create (server.py `_create_logs`), as a crash would
     "exactly.debug.create.crash.after.partitions": ("debug_create_crash_after_partitions", _int(-1)),
+    # testing only: the handlers of these APIs return a response that cannot be encoded (connection.py)
+    "exactly.debug.unencodable.response.in.api": ("debug_unencodable_response_in_api", _api_keys),
 }
 
 
@@ -224,8 +224,8 @@ class BrokerConfig:
     debug_marker_delay_ms: int = 0
     debug_fsync_ledger: str = ""
     debug_raise_in_api: frozenset[int] = frozenset()
-    debug_unencodable_response_in_api: frozenset[int] = frozenset()
     debug_create_crash_after_partitions: int = -1
+    debug_unencodable_response_in_api: frozenset[int] = frozenset()
     log: LogConfig = field(default_factory=LogConfig)
     # the Kafka-named settings this config was built from (server.properties, --set): STATIC_BROKER_CONFIG
     properties: Mapping[str, str] = field(default_factory=dict)
