@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from exactly.broker.config import _BROKER_KEYS
 from exactly.errors import ErrorCode
 from exactly.verify.processes import BrokerProcess
 from tests.interop.support import running_broker
@@ -19,6 +20,11 @@ from tests.interop.support import running_broker
 pytestmark = pytest.mark.interop
 
 NOFILE = 256  # each partition holds a descriptor (its log segment): a 400-partition topic cannot be made
+# Where segment descriptors are a budget (an LRU, `exactly.log.max.open.files`), a budget above the open-file
+# limit stands for the way such a create still fails: the disk or the process refusing a file.
+OVER_BUDGET = tuple(
+    "exactly.log.max.open.files=1000000" for key in _BROKER_KEYS if key == "exactly.log.max.open.files"
+)
 
 
 def partition_dirs(data_dir: Path, topic: str) -> list[str]:
@@ -33,7 +39,7 @@ def create_error(admin: AdminClient, topic: NewTopic) -> KafkaException:
 
 def test_a_create_that_runs_out_of_file_descriptors_leaves_no_trace(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    broker = BrokerProcess(data, nofile=NOFILE).start()
+    broker = BrokerProcess(data, *OVER_BUDGET, nofile=NOFILE).start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         error = create_error(admin, NewTopic("big", 400, 1))
@@ -55,7 +61,7 @@ def test_a_create_that_runs_out_of_file_descriptors_leaves_no_trace(tmp_path: Pa
     finally:
         broker.stop()
     # and it starts again, with exactly what was created
-    broker = BrokerProcess(data, port=broker.port, nofile=NOFILE).start()
+    broker = BrokerProcess(data, *OVER_BUDGET, port=broker.port, nofile=NOFILE).start()
     try:
         topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=20).topics
         assert "big" not in topics
