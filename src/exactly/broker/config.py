@@ -170,6 +170,8 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "exactly.debug.raise.in.api": ("debug_raise_in_api", _api_keys),
     # testing only: exit in the middle of a create (server.py `_create_logs`), as a crash would
     "exactly.debug.create.crash.after.partitions": ("debug_create_crash_after_partitions", _int(-1)),
+    # testing only: the handlers of these APIs return a response that cannot be encoded (connection.py)
+    "exactly.debug.unencodable.response.in.api": ("debug_unencodable_response_in_api", _api_keys),
 }
 
 
@@ -229,6 +231,7 @@ class BrokerConfig:
     debug_raise_in_api: frozenset[int] = frozenset()
     log_max_open_files: int = -1  # -1: half the open-file limit (storage/file_handles.py)
     debug_create_crash_after_partitions: int = -1
+    debug_unencodable_response_in_api: frozenset[int] = frozenset()
     log: LogConfig = field(default_factory=LogConfig)
     # the Kafka-named settings this config was built from (server.properties, --set): STATIC_BROKER_CONFIG
     properties: Mapping[str, str] = field(default_factory=dict)

@@ -375,6 +375,10 @@ class Connection:
             if context.header.api_key in self.broker.config.debug_raise_in_api:
                 raise RuntimeError("exactly.debug.raise.in.api")
             response = await handler(context, body)
+            if context.header.api_key in self.broker.config.debug_unencodable_response_in_api:
+                response = _Unencodable()
+            # encoded here, so that a response the handler got wrong is a handler failure too
+            return None if response is None else encode_response(context.header, response)
         except ProtocolError:
             raise  # malformed input the handler found: the connection closes, as Kafka does
         except Exception as e:  # noqa: BLE001 (a bug: answered with an error, the connection stays, as in Kafka)
@@ -465,6 +469,10 @@ class Connection:
                     return Ending(CloseReason.PEER_LOST, str(e) or type(e).__name__)
         finally:
             self._draining = False
+
+
+class _Unencodable:
+    """Testing only (`exactly.debug.unencodable.response.in.api`): a response with none of its fields."""
 
 
 _FAILED_AT: set[str] = set()  # file:line of handler failures already logged with their traceback

@@ -203,6 +203,9 @@ class Broker:
         self._create_logs(name, range(partitions), log_config)
         try:
             return self.metadata.create_topic(name, partitions, overrides)
+        except OSError as e:  # the metadata append was refused and cut off again: nothing recorded
+            self._remove_logs(name, range(partitions))
+            raise _metadata_storage_error(e, f"cannot record topic {name!r}") from None
         except BaseException:
             self._remove_logs(name, range(partitions))
             raise
@@ -250,6 +253,9 @@ class Broker:
         self._create_logs(name, added, self._log_config(current.configs))
         try:
             return self.metadata.add_partitions(name, total)
+        except OSError as e:
+            self._remove_logs(name, added)
+            raise _metadata_storage_error(e, f"cannot record the new partitions of {name!r}") from None
         except BaseException:
             self._remove_logs(name, added)
             raise
@@ -280,6 +286,11 @@ class Broker:
             raise KafkaError(
                 ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create partition {failed} of {name!r}: {why}"
             ) from None
+        except BaseException:  # a bug (UNKNOWN_SERVER_ERROR for the request): leaves no logs either
+            self._remove_logs(name, made)
+            if len(made) < len(partitions):
+                self.logs.remove_partition_dir(name, partitions[len(made)])
+            raise
 
     def _remove_logs(self, name: str, partitions: range | list[int]) -> None:
         for partition in partitions:
@@ -294,22 +305,39 @@ class Broker:
     def _sync_logs_with_metadata(self) -> None:
         """Make the logs match the metadata after a crash: logs made for a create (or new partitions) whose
         record never landed are removed, and a partition the metadata has but whose log is gone (deleted by
-        hand, or an older version's create order) is made again, each with one line saying so."""
+        hand, or an older version's create order) is made again; one line per topic says what was done."""
+        stray: dict[str, list[int]] = {}
         for (topic, partition), _ in self.logs.logs():
             existing = self.metadata.topics.get(topic)
             if existing is None or partition >= existing.partitions:
-                log.warning(
-                    "removing %s-%d: its topic or partition does not exist (a create interrupted by a crash, "
-                    "or a delete)",
-                    topic,
-                    partition,
-                )
+                stray.setdefault(topic, []).append(partition)
+        for topic, partitions in sorted(stray.items()):
+            partitions.sort()
+            for partition in partitions:
                 self.logs.delete_log(topic, partition)
+            existing = self.metadata.topics.get(topic)
+            log.warning(
+                "removed %d %s of %s (%s): %s",
+                len(partitions),
+                "log" if len(partitions) == 1 else "logs",
+                topic,
+                _partition_list(partitions),
+                "the topic does not exist (a create interrupted by a crash, or a delete)"
+                if existing is None
+                else f"the topic has {existing.partitions} partitions (an interrupted CreatePartitions)",
+            )
         for name, info in self.metadata.topics.items():
-            for partition in range(info.partitions):
-                if self.log(name, partition) is None:
-                    log.warning("creating the missing log of %s-%d (the topic exists)", name, partition)
-                    self.logs.get_or_create_log(name, partition, self._log_config(info.configs))
+            missing = [p for p in range(info.partitions) if self.log(name, p) is None]
+            for partition in missing:
+                self.logs.get_or_create_log(name, partition, self._log_config(info.configs))
+            if missing:
+                log.warning(
+                    "created the %d missing %s of %s (%s): the topic exists",
+                    len(missing),
+                    "log" if len(missing) == 1 else "logs",
+                    name,
+                    _partition_list(missing),
+                )
 
     # --- fetch long-poll ---------------------------------------------------------------------------------
 
@@ -498,3 +526,24 @@ class Broker:
                 ending,
                 len(self._connections),
             )
+
+
+def _metadata_storage_error(e: OSError, what: str) -> KafkaError:
+    """A metadata append that the disk refused (cut off again, so nothing changed) is the topic's
+    KAFKA_STORAGE_ERROR, as Kafka answers when its log directory fails."""
+    log.warning("%s (%s); removed its new logs, nothing was created", what, e)
+    return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {e.strerror or e}")
+
+
+def _partition_list(partitions: list[int]) -> str:
+    """[0, 1, 2, 5] -> 'partitions 0-2, 5' (sorted input)."""
+    runs: list[str] = []
+    start = prev = partitions[0]
+    for p in [*partitions[1:], None]:
+        if p is not None and p == prev + 1:
+            prev = p
+            continue
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+        if p is not None:
+            start = prev = p
+    return ("partition " if len(partitions) == 1 else "partitions ") + ", ".join(runs)

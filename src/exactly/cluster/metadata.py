@@ -24,6 +24,9 @@ change takes effect (ARCHITECTURE invariants 2 and 7):
         a user's SCRAM credential (Kafka's UserScramCredentialRecord: salted and hashed, never the password)
     {"op": "scram_delete", "user": "alice", "mechanism": "SCRAM-SHA-256"}   (RemoveUserScramCredentialRecord)
 
+An append that fails (ENOSPC, EFBIG, EIO: a short write or a failed fsync) is cut off again before the
+error is raised, so a change is on disk and in memory, or in neither.
+
 Loading replays the lines in order. A torn or corrupt *last* line (a crash mid-append) is cut off; a
 corrupt line followed by valid ones means the file was damaged, and loading refuses to guess.
 """
@@ -222,8 +225,21 @@ class ClusterMetadata:
     def _append(self, record: dict[str, Any]) -> None:
         text = json.dumps(record, sort_keys=True, separators=(",", ":"))
         line = f"{crc32c.crc32c(text.encode()):08x} {text}\n".encode()
-        os.write(self._fd, line)
-        files.fsync(self._fd, self.path)
+        length = os.fstat(self._fd).st_size
+        try:
+            written = 0
+            while written < len(line):  # a short write (a full disk) leaves part of the line
+                written += os.write(self._fd, line[written:])
+            files.fsync(self._fd, self.path)
+        except OSError:
+            # All or nothing: cut off what was written, so the change takes no effect (and no torn line is
+            # followed by later records, which loading would refuse as damage); the caller sees the error.
+            try:
+                os.ftruncate(self._fd, length)
+                files.note_length(self.path, length)
+            except OSError:
+                pass  # the torn last line is cut off at the next load
+            raise
         self._apply(record)
 
     def _apply(self, record: dict[str, Any]) -> None:

@@ -380,6 +380,13 @@ _DEFS = [
         "Testing only: the handlers of these APIs (Kafka names, comma-separated) raise, as a bug would.",
     ),
     _ro(
+        "exactly.debug.unencodable.response.in.api",
+        STRING,
+        "",
+        "Testing only: the handlers of these APIs (Kafka names, comma-separated) answer something that "
+        "cannot be encoded, as a bug would.",
+    ),
+    _ro(
         "exactly.debug.create.crash.after.partitions",
         INT,
         "-1",
