@@ -24,6 +24,10 @@ from exactly.protocol.messages.alter_client_quotas import AlterClientQuotasReque
 from exactly.protocol.messages.alter_client_quotas import EntityData as AlterEntity
 from exactly.protocol.messages.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
 from exactly.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from exactly.protocol.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    ScramCredentialUpsertion,
+)
 from exactly.protocol.messages.commit_batch import CommitBatchRequest
 from exactly.protocol.messages.create_acls import AclCreation, CreateAclsRequest
 from exactly.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
@@ -46,6 +50,7 @@ from exactly.protocol.messages.describe_producers import TopicRequest as Produce
 from exactly.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest
 from exactly.protocol.messages.describe_topic_partitions import TopicRequest as PartitionsTopic
 from exactly.protocol.messages.describe_transactions import DescribeTransactionsRequest
+from exactly.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from exactly.protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
 from exactly.protocol.messages.end_txn import EndTxnRequest
 from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
@@ -361,6 +366,17 @@ def describe_client_quotas(c: RawClient, n: Names) -> int:
     return int(c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, DescribeClientQuotasRequest([], False)).error_code)
 
 
+def describe_scram(c: RawClient, n: Names) -> int:
+    request = DescribeUserScramCredentialsRequest(None)
+    return int(c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, request).error_code)
+
+
+def alter_scram(c: RawClient, n: Names) -> int:
+    upsert = ScramCredentialUpsertion(f"user-{n.topic}", 1, 4096, b"salt", bytes(32))
+    request = AlterUserScramCredentialsRequest([], [upsert])
+    return int(c.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, request).results[0].error_code)
+
+
 def elect_leaders(c: RawClient, n: Names) -> int:
     request = ElectLeadersRequest(0, [TopicPartitions(n.topic, [0])], 5000)
     return int(c.request(ApiKey.ELECT_LEADERS, 2, request).error_code)
@@ -580,6 +596,8 @@ SCENARIOS: dict[Row, Scenario] = {
     (_A.DESCRIBE_LOG_DIRS, "cluster"): Scenario(describe_log_dirs),
     (_A.ALTER_CLIENT_QUOTAS, "cluster"): Scenario(alter_client_quotas),
     (_A.DESCRIBE_CLIENT_QUOTAS, "cluster"): Scenario(describe_client_quotas),
+    (_A.DESCRIBE_USER_SCRAM_CREDENTIALS, "cluster"): Scenario(describe_scram),
+    (_A.ALTER_USER_SCRAM_CREDENTIALS, "cluster"): Scenario(alter_scram),
     (_A.ELECT_LEADERS, "cluster"): Scenario(elect_leaders),
     (_A.ALTER_PARTITION_REASSIGNMENTS, "cluster"): Scenario(alter_reassignments),
     (_A.LIST_PARTITION_REASSIGNMENTS, "cluster"): Scenario(list_reassignments),

@@ -122,6 +122,8 @@ RULES: Mapping[ApiKey, Mapping[str, Need]] = MappingProxyType(
         _A.CREATE_ACLS: {"cluster": _n(_C, _O.ALTER, CLUSTER_FAIL)},
         _A.DELETE_ACLS: {"cluster": _n(_C, _O.ALTER, CLUSTER_FAIL)},
         _A.DESCRIBE_ACLS: {"cluster": _n(_C, _O.DESCRIBE, CLUSTER_FAIL)},
+        _A.DESCRIBE_USER_SCRAM_CREDENTIALS: {"cluster": _n(_C, _O.DESCRIBE, CLUSTER_FAIL)},
+        _A.ALTER_USER_SCRAM_CREDENTIALS: {"cluster": _n(_C, _O.ALTER, CLUSTER_FAIL)},
         _A.ALTER_CLIENT_QUOTAS: {"cluster": _n(_C, _O.ALTER_CONFIGS, CLUSTER_FAIL)},
         _A.DESCRIBE_CLIENT_QUOTAS: {"cluster": _n(_C, _O.DESCRIBE_CONFIGS, CLUSTER_FAIL)},
         _A.ELECT_LEADERS: {"cluster": _n(_C, _O.ALTER, CLUSTER_FAIL)},

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 from collections import Counter
 
+from exactly.broker import guard
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.cluster.metadata import ScramCredential
@@ -47,6 +48,11 @@ async def alter(
     ]
     seen = Counter(keys)
     users = list(dict.fromkeys(name for name, _ in keys))
+    if not guard.allowed(ctx, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "cluster"):
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return AlterUserScramCredentialsResponse(
+            0, [AlterUserScramCredentialsResult(user, denied, None) for user in users]
+        )
     failed: dict[str, Failure] = {}
     for name, mechanism in keys:
         if seen[(name, mechanism)] > 1:
@@ -110,6 +116,10 @@ def _credential(digest: str, salt: bytes, salted_password: bytes, iterations: in
 async def describe(
     ctx: RequestContext, request: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
+    if not guard.allowed(ctx, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "cluster"):
+        return DescribeUserScramCredentialsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None
+        )
     stored = ctx.broker.metadata.scram_credentials
     by_user: dict[str, list[CredentialInfo]] = {}
     for (user, mechanism), credential in sorted(stored.items()):
