@@ -1,16 +1,17 @@
-"""A sequence number reused after an abort (docs/verify-runs/seed-20261126-30m-all-faults.md, cause 2), reproduced
-deterministically through the fault proxy with the verify worker's producer settings.
+"""A sequence number reused after an abort (docs/verify-runs/seed-20261126-30m-all-faults.md,
+cause 2), reproduced deterministically through the fault proxy with the verify worker's settings.
 
-librdkafka 2.16: a transactional Produce is appended but its answer is lost (the connection closes); every retry
-is reset, so the batch sits in the partition queue, flagged MsgPossiblyPersisted, when the application gives up
-and calls abort_transaction. The abort purges it (_PURGE_QUEUE) and librdkafka "advances the epoch base msgid
-due to 1 message(s) in aborted transaction" without an InitProducerId epoch bump (KIP-360): the next
-transaction's first batch goes out with the same producer id, epoch and sequence as the purged one. Kafka's
-duplicate check (same epoch, same sequence range among the last five batches) would answer it with the old,
-aborted batch's offset and append nothing: an acknowledged, committed record that is not in the log. The broker
-refuses such a transactional duplicate of an ended transaction with OUT_OF_ORDER_SEQUENCE_NUMBER
-(ProducerStateEntry.check_duplicate_in_open_txn), which librdkafka raises as a fatal error: the application
-makes a new producer instance, whose InitProducerId bumps the epoch, and nothing acknowledged is lost."""
+librdkafka 2.16: a transactional Produce is appended but its answer is lost (the connection closes);
+every retry is reset, so the batch sits in the partition queue, flagged MsgPossiblyPersisted, when the
+application gives up and calls abort_transaction. The abort purges it (_PURGE_QUEUE) and librdkafka
+"advances the epoch base msgid due to 1 message(s) in aborted transaction" without an InitProducerId
+epoch bump (KIP-360): the next transaction's first batch goes out with the same producer id, epoch and
+sequence as the purged one. Kafka's duplicate check (same epoch, same sequence range among the last five
+batches) would answer it with the old, aborted batch's offset and append nothing: an acknowledged,
+committed record that is not in the log. The broker refuses such a transactional duplicate of an ended
+transaction with OUT_OF_ORDER_SEQUENCE_NUMBER (ProducerStateEntry.check_duplicate_in_open_txn), which
+librdkafka raises as a fatal error: the application makes a new producer instance, whose InitProducerId
+bumps the epoch, and nothing acknowledged is lost."""
 
 from __future__ import annotations
 
@@ -77,9 +78,10 @@ def test_a_sequence_reused_after_an_abort_is_refused_not_acknowledged(tmp_path: 
         proxy.clear_rules()
         p.abort_transaction(15)
         lost_error, _ = reports[b"lost"]
-        assert lost_error is not None and lost_error.code() == KafkaError._PURGE_QUEUE
+        assert lost_error is not None
+        assert lost_error.code() == KafkaError._PURGE_QUEUE
         # T3 on the same partition: librdkafka reuses the purged batch's epoch and sequence
-        failure: KafkaError | None = None
+        raised: BaseException | None = None
         try:
             p.begin_transaction()
             p.produce("t", b"next", partition=0, on_delivery=delivered)
@@ -88,9 +90,7 @@ def test_a_sequence_reused_after_an_abort_is_refused_not_acknowledged(tmp_path: 
         except (KafkaException, SystemError) as e:
             # the fatal error can surface inside the delivery callback: confluent-kafka then raises a
             # SystemError caused by the KafkaException
-            cause = e if isinstance(e, KafkaException) else e.__cause__
-            assert isinstance(cause, KafkaException), e
-            failure = cause.args[0]
+            raised = e if isinstance(e, KafkaException) else e.__cause__
         dump = fetch_partition(broker.bootstrap, "t", 0)
         stored = {r.offset: r.value for b in dump.batches if not b.attributes & CONTROL for r in b.records}
         acked = {value: offset for value, (err, offset) in reports.items() if err is None}
@@ -101,7 +101,9 @@ def test_a_sequence_reused_after_an_abort_is_refused_not_acknowledged(tmp_path: 
         )
         assert b"lost" in stored.values()  # it was appended (then aborted)
         assert b"next" not in acked
-        assert failure is not None and failure.code() == KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, failure
+        assert isinstance(raised, KafkaException), raised
+        failure: KafkaError = raised.args[0]
+        assert failure.code() == KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, failure
         assert failure.fatal()
         # a new instance bumps the epoch, aborts T3, and the id goes on
         p = worker_producer(proxy, "reuse")
