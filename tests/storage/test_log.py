@@ -288,3 +288,28 @@ def test_batches_are_whole_and_crc_valid(tmp_path: Path) -> None:
         for mb in (1, 150, 700):
             for b in batches(plog.read(off, mb).records):
                 RecordBatch(bytes(b.buffer)).verify_crc()
+
+
+def test_a_transactional_duplicate_of_an_ended_transaction_is_a_reused_sequence(tmp_path: Path) -> None:
+    """A retry inside the open transaction is answered with the original offsets; the same sequence after
+    the transaction's marker (librdkafka reusing a purged batch's sequence without an epoch bump) is
+    OUT_OF_ORDER_SEQUENCE_NUMBER, not an acknowledgement of the aborted batch."""
+    plog = open_log(tmp_path / "t-0")
+    plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=0, txn=True))  # 0
+    plog.append_end_txn_marker(7, 0, commit())  # 1
+    plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=1, txn=True))  # 2
+    retry = plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=1, txn=True))
+    assert retry.duplicate
+    assert (retry.first_offset, retry.last_offset) == (2, 2)
+    plog.append_end_txn_marker(7, 0, abort())  # 3
+    with pytest.raises(KafkaError) as e:
+        plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=1, txn=True))
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert plog.log_end_offset == 4
+    # the next transaction goes on with the next sequence; a retry of it is still a duplicate
+    plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=2, txn=True))  # 4
+    assert plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=2, txn=True)).first_offset == 4
+    # non-transactional idempotent duplicates are unchanged: answered with the original offsets
+    plog.append_as_leader(data_batch(1, pid=8, epoch=0, seq=0))  # 5
+    assert plog.append_as_leader(data_batch(1, pid=8, epoch=0, seq=0)).duplicate
+    assert plog.log_end_offset == 6

@@ -271,6 +271,7 @@ class PartitionLog:
                             info.producer_epoch, info.base_sequence, info.last_sequence
                         )
                         if dup is not None:
+                            entry.check_duplicate_in_open_txn(dup, info.is_transactional)
                             return LogAppendInfo(
                                 dup.first_offset,
                                 dup.last_offset,

@@ -19,7 +19,9 @@ Rules, as Kafka applies them for appends from clients (`ProducerAppendInfo.java`
 * an end marker whose coordinator epoch is lower than the recorded one -> TRANSACTION_COORDINATOR_FENCED.
 
 Duplicates are found by the log before any of this (`ProducerStateEntry.find_duplicate_batch`: same epoch
-and exact first/last sequence match among the cached batches) and answered with the original offsets.
+and exact first/last sequence match among the cached batches) and answered with the original offsets, except
+(a guard Kafka lacks) a transactional duplicate of a batch of an ended transaction, which is a reused
+sequence, not a retry: OUT_OF_ORDER_SEQUENCE_NUMBER (`check_duplicate_in_open_txn`).
 Appends with origin REPLICATION (recovery replay) skip the sequence checks and never raise for epochs.
 
 The last stable offset: `first_unstable_offset` is the smallest first offset of any ongoing transaction
@@ -169,6 +171,27 @@ class ProducerStateEntry:
             if b.first_seq == first_seq and b.last_seq == last_seq:
                 return b
         return None
+
+    def check_duplicate_in_open_txn(self, dup: BatchMetadata, is_transactional: bool) -> None:
+        """Refuse a transactional duplicate of a batch of a transaction that has already ended.
+
+        A transactional batch is a retry only while its transaction is open on this partition: the original
+        then lies at or after `current_txn_first_offset`. A match before it (or with no transaction open)
+        belongs to a transaction whose COMMIT/ABORT marker is already written, so it is not a retry but a
+        reused sequence (librdkafka 2.16 reuses the sequence of a possibly persisted batch it purged in
+        abort_transaction, without the KIP-360 epoch bump). Answering it with the old batch's offset would
+        acknowledge a record that is not in the log; OUT_OF_ORDER_SEQUENCE_NUMBER is what Kafka answers for
+        a sequence that does not follow the last one, and makes the client abort and bump its epoch."""
+        if not is_transactional:
+            return
+        txn_first = self.current_txn_first_offset
+        if txn_first is None or dup.first_offset < txn_first:
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"sequence {dup.first_seq}..{dup.last_seq} of producer {self.producer_id} epoch "
+                f"{self.producer_epoch} reused: its batch at offset {dup.first_offset} belongs to a "
+                f"transaction that has ended (last sequence {self.last_seq})",
+            )
 
     def maybe_update_producer_epoch(self, epoch: int) -> None:
         if self.producer_epoch != epoch:
