@@ -96,3 +96,24 @@ def test_txn_index_roundtrip_and_collect(tmp_path: Path) -> None:
     assert [t.producer_id for t in idx.entries] == [1]
     path.write_bytes(b"\x00" * 33)
     assert TransactionIndex.load(path, 0) is None
+
+
+def test_reset_empties_creates_and_leaves_an_empty_file_alone(tmp_path: Path) -> None:
+    # A written index is emptied; a missing one is created empty; an already-empty one is not rewritten.
+    path = tmp_path / "00000000000000000000.index"
+    idx = OffsetIndex(path, 0, 1024)
+    idx.append(5, 4096)
+    idx.flush(fsync=False)
+    assert path.stat().st_size == 8
+    idx.reset()
+    assert path.read_bytes() == b""
+    inode = path.stat().st_ino, path.stat().st_mtime_ns
+    idx.reset()
+    assert (path.stat().st_ino, path.stat().st_mtime_ns) == inode
+    path.unlink()
+    idx.reset()
+    assert path.exists()
+    assert path.read_bytes() == b""
+    idx.append(9, 100)
+    idx.flush(fsync=False)
+    assert path.read_bytes() == bytes.fromhex("0000000900000064")  # an append after the resets lands

@@ -39,6 +39,16 @@ class IndexFile:
             os.close(fd)
 
     def _truncate_file(self, size: int) -> None:
+        """Truncate (or create) the file to `size` bytes; a file already that size is left alone (start-up
+        recovery resets every index of the recovered segments, most of them empty: no open/ftruncate)."""
+        try:
+            already = os.stat(self.path).st_size == size
+        except FileNotFoundError:
+            already = False
+        if already:
+            self._unsynced = True
+            files.note_length(self.path, size)
+            return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, size)
