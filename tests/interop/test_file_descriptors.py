@@ -31,7 +31,7 @@ def read_back(bootstrap: str) -> dict[tuple[str, int], bytes]:
         consumer.assign(wanted)
         got: dict[tuple[str, int], bytes] = {}
         while len(got) < len(wanted):
-            messages = consumer.consume(5000, timeout=30)
+            messages = consumer.consume(5000, timeout=120)  # 20,000 partitions on a loaded machine
             assert messages, f"read {len(got)} of {len(wanted)}"
             for m in messages:
                 assert m.error() is None, m.error()

@@ -30,13 +30,13 @@ def raise_open_file_limit() -> tuple[int, int]:
 
 async def _serve(config: BrokerConfig) -> None:
     before, after = raise_open_file_limit()
+    broker = Broker(config)  # raises (one `error:` line) on a corrupt data directory: nothing logged before
     logging.getLogger("exactly.broker").info(
         "open-file limit %d%s: half for segment files (an LRU, exactly.log.max.open.files; indexes hold "
         "none at rest), the rest for connections",
         after,
         f" (raised from {before})" if after != before else "",
     )
-    broker = Broker(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_stop)
