@@ -200,15 +200,13 @@ class Broker:
         log_config = self.validate_topic_configs(configs)
         overrides = validate_topic_overrides(configs)
         self.metadata.check_new_topic(name, partitions)
-        self._create_logs(name, range(partitions), log_config)
-        try:
-            return self.metadata.create_topic(name, partitions, overrides)
-        except OSError as e:  # the metadata append was refused and cut off again: nothing recorded
-            self._remove_logs(name, range(partitions))
-            raise _metadata_storage_error(e, f"cannot record topic {name!r}") from None
-        except BaseException:
-            self._remove_logs(name, range(partitions))
-            raise
+        return self._logs_then_record(
+            name,
+            range(partitions),
+            log_config,
+            lambda: self.metadata.create_topic(name, partitions, overrides),
+            f"cannot record topic {name!r}",
+        )
 
     async def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> None:
         """Create a coordinator's compacted internal topic on first use."""
@@ -249,15 +247,26 @@ class Broker:
     def add_partitions(self, name: str, total: int) -> TopicInfo:
         """All or nothing, in the order `create_topic` uses: the new partitions' logs, then the record."""
         current = self.metadata.check_add_partitions(name, total)
-        added = range(current.partitions, total)
-        self._create_logs(name, added, self._log_config(current.configs))
+        return self._logs_then_record(
+            name,
+            range(current.partitions, total),
+            self._log_config(current.configs),
+            lambda: self.metadata.add_partitions(name, total),
+            f"cannot record the new partitions of {name!r}",
+        )
+
+    def _logs_then_record(
+        self, name: str, partitions: range, config: LogConfig, record: Callable[[], TopicInfo], what: str
+    ) -> TopicInfo:
+        """Create the logs of `partitions`, then append the metadata record that makes them exist; if the
+        record fails the logs are removed again (a refused append is cut off: KAFKA_STORAGE_ERROR)."""
+        self._create_logs(name, partitions, config)
         try:
-            return self.metadata.add_partitions(name, total)
-        except OSError as e:
-            self._remove_logs(name, added)
-            raise _metadata_storage_error(e, f"cannot record the new partitions of {name!r}") from None
-        except BaseException:
-            self._remove_logs(name, added)
+            return record()
+        except BaseException as e:
+            self._remove_logs(name, partitions)
+            if isinstance(e, OSError):
+                raise _metadata_storage_error(e, what) from None
             raise
 
     def _create_logs(self, name: str, partitions: range, config: LogConfig) -> None:
