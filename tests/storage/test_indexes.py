@@ -98,8 +98,9 @@ def test_txn_index_roundtrip_and_collect(tmp_path: Path) -> None:
     assert TransactionIndex.load(path, 0) is None
 
 
-def test_reset_empties_creates_and_leaves_an_empty_file_alone(tmp_path: Path) -> None:
-    # A written index is emptied; a missing one is created empty; an already-empty one is not rewritten.
+def test_reset_empties_a_file_leaves_an_empty_or_missing_one_alone(tmp_path: Path) -> None:
+    # A written index is emptied; an already-empty one is not rewritten; a missing one stays missing until
+    # a flush that fsyncs creates it (a new partition makes one file, its log).
     path = tmp_path / "00000000000000000000.index"
     idx = OffsetIndex(path, 0, 1024)
     idx.append(5, 4096)
@@ -112,8 +113,58 @@ def test_reset_empties_creates_and_leaves_an_empty_file_alone(tmp_path: Path) ->
     assert (path.stat().st_ino, path.stat().st_mtime_ns) == inode
     path.unlink()
     idx.reset()
-    assert path.exists()
+    assert not path.exists()
+    idx.flush(fsync=False)
+    assert not path.exists()
+    idx.flush(fsync=True)
     assert path.read_bytes() == b""
     idx.append(9, 100)
     idx.flush(fsync=False)
     assert path.read_bytes() == bytes.fromhex("0000000900000064")  # an append after the resets lands
+
+
+def test_a_lazy_reset_rewrites_the_file_at_the_next_flush(tmp_path: Path) -> None:
+    """Start-up recovery resets lazily: the old bytes stay until the next flush, which writes the rebuilt
+    entries from the start and cuts what is left over (an identical index is rewritten in place)."""
+    path = tmp_path / "00000000000000000000.index"
+    idx = OffsetIndex(path, 0, 1024)
+    for offset in (5, 9, 12):
+        idx.append(offset, offset * 100)
+    idx.flush(fsync=True)
+    old = path.read_bytes()
+    assert len(old) == 24
+    idx.reset(lazily=True)
+    assert len(idx) == 0
+    assert path.read_bytes() == old  # untouched until the flush
+    idx.append(5, 500)
+    idx.flush(fsync=False)
+    assert path.read_bytes() == old[:8]  # rebuilt entries, the rest cut off
+    inode = path.stat().st_ino
+    idx.reset(lazily=True)
+    idx.append(5, 500)
+    idx.flush(fsync=False)
+    assert path.read_bytes() == old[:8]
+    assert path.stat().st_ino == inode
+    idx.reset(lazily=True)
+    idx.flush(fsync=False)  # nothing rebuilt: the file is emptied
+    assert path.read_bytes() == b""
+
+
+def test_recovery_keeps_the_final_time_index_entry_of_a_clean_close(tmp_path: Path) -> None:
+    """The entry a clean close adds survives a recovery that finds the same data: the file is not cut."""
+    path = tmp_path / "00000000000000000000.timeindex"
+    idx = TimeIndex(path, 0, 1200)
+    idx.maybe_append(1000, 3)
+    idx.flush(fsync=True)
+    old = path.read_bytes()
+    idx.reset(lazily=True)
+    idx.keep_final_entry(999, 2)  # not what the file holds: dropped at the rewrite
+    idx.flush(fsync=False)
+    assert path.read_bytes() == b""
+    path.write_bytes(old)
+    idx = TimeIndex(path, 0, 1200)
+    idx.reset(lazily=True)
+    idx.keep_final_entry(1000, 3)
+    assert idx.entries() == [(1000, 3)]
+    idx.flush(fsync=False)
+    assert path.read_bytes() == old

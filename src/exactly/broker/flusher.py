@@ -3,6 +3,12 @@
 `wait_durable([(log, offset), ...])` returns once every log's recovery point covers its offset. Per log at
 most one `PartitionLog.flush()` runs at a time, in a worker thread so the event loop keeps serving; whoever
 arrives during a flush waits for it and then, if still not covered, for the one flush that follows.
+
+Many logs at once (a Produce to thousands of partitions): one fsync each would cost ~0.17 ms apiece on
+ext4; instead one worker writes them all out with their fsyncs deferred and makes them durable with one
+syncfs(2) of the data dir's file system (`files.synced_together`), then moves their recovery points. Should
+that sync fail, the logs are still behind their targets and take the one-by-one path, which reports each
+log's own error.
 """
 
 from __future__ import annotations
@@ -10,22 +16,31 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 from exactly.errors import KafkaError
+from exactly.storage import files
 from exactly.storage.log import PartitionLog
+
+GROUP_SYNC_MIN_LOGS = 32  # from this many logs to flush at once, one syncfs beats one fsync each
 
 
 class Flusher:
-    def __init__(self, threads: int = 4) -> None:
+    def __init__(self, data_dir: Path | None = None, threads: int = 4) -> None:
+        self._data_dir = data_dir
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="exactly-flush")
-        self._running: dict[int, asyncio.Future[int]] = {}
+        self._running: dict[int, asyncio.Future[Any]] = {}
+        self.group_syncs = 0  # syncfs calls that made many logs durable at once
 
     async def wait_durable(self, targets: list[tuple[PartitionLog, int]]) -> None:
         """Raises the first KafkaError (KAFKA_STORAGE_ERROR when a flush failed)."""
+        await self._flush_together(targets)
         await asyncio.gather(*(self._durable(log, offset) for log, offset in targets))
 
     async def wait_durable_each(self, targets: list[tuple[PartitionLog, int]]) -> list[KafkaError | None]:
         """Like `wait_durable`, but every target's own outcome: None, or the KafkaError its flush raised."""
+        await self._flush_together(targets)
         results = await asyncio.gather(
             *(self._durable(log, offset) for log, offset in targets), return_exceptions=True
         )
@@ -37,6 +52,35 @@ class Flusher:
                 raise result
         return outcome
 
+    async def _flush_together(self, targets: list[tuple[PartitionLog, int]]) -> None:
+        """One syncfs for every log of `targets` that needs a flush, when there are enough of them."""
+        logs = {id(log): log for log, offset in targets if log.needs_flush(offset) and not log.closed}
+        if len(logs) < GROUP_SYNC_MIN_LOGS:
+            return
+        running = asyncio.get_running_loop().run_in_executor(
+            self._executor, self._write_out_and_sync, list(logs.values())
+        )
+        for key in logs:
+            if key not in self._running:  # a one-log flush in progress stays the one to wait for
+                self._running[key] = running
+                running.add_done_callback(self._forget(key, running))
+        await asyncio.shield(running)
+
+    def _write_out_and_sync(self, logs: list[PartitionLog]) -> None:
+        """Never raises: a log it could not make durable is left behind its target, for `_durable`."""
+        written: list[tuple[PartitionLog, int]] = []
+        try:
+            with files.synced_together(self._data_dir):
+                for log in logs:
+                    offset = log.flush_deferred()
+                    if offset is not None:
+                        written.append((log, offset))
+        except (OSError, KafkaError):
+            return
+        self.group_syncs += 1
+        for log, offset in written:
+            log.flushed_to(offset)
+
     async def _durable(self, log: PartitionLog, offset: int) -> None:
         loop = asyncio.get_running_loop()
         while log.needs_flush(offset) and not log.closed:
@@ -45,12 +89,13 @@ class Flusher:
             if running is None or running.done():  # a finished flush is forgotten only on the next loop turn
                 running = loop.run_in_executor(self._executor, log.flush)
                 self._running[key] = running
-                running.add_done_callback(self._forget(key))
+                running.add_done_callback(self._forget(key, running))
             await asyncio.shield(running)
 
-    def _forget(self, key: int) -> Callable[[asyncio.Future[int]], None]:
-        def done(_: asyncio.Future[int]) -> None:
-            self._running.pop(key, None)
+    def _forget(self, key: int, future: asyncio.Future[Any]) -> Callable[[asyncio.Future[Any]], None]:
+        def done(_: asyncio.Future[Any]) -> None:
+            if self._running.get(key) is future:
+                self._running.pop(key, None)
 
         return done
 

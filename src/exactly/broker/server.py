@@ -93,7 +93,7 @@ class Broker:
             self.clock,
             {name: self._log_config(info.configs) for name, info in self.metadata.topics.items()},
         )
-        self.flusher = Flusher()
+        self.flusher = Flusher(self.logs.data_dir)
         self.producer_ids = ProducerIdManager(self.metadata)
         self.groups = GroupService(self)
         self.transactions = TransactionService(self)
@@ -274,14 +274,15 @@ class Broker:
         when the disk or the file-descriptor budget refuses one."""
         made: list[int] = []
         try:
-            for partition in partitions:
-                if self.config.debug_create_crash_after_partitions == len(made) and made:
-                    log.error("exactly.debug.create.crash.after.partitions: exiting in a create")
-                    os._exit(17)
-                self.logs.get_or_create_log(name, partition, config)
-                made.append(partition)
+            with files.synced_together(self.logs.data_dir):  # one syncfs, not an fsync per file and directory
+                for partition in partitions:
+                    if self.config.debug_create_crash_after_partitions == len(made) and made:
+                        log.error("exactly.debug.create.crash.after.partitions: exiting in a create")
+                        os._exit(17)
+                    self.logs.get_or_create_log(name, partition, config)
+                    made.append(partition)
         except OSError as e:
-            failed = partitions[len(made)]
+            failed = partitions[min(len(made), len(partitions) - 1)]
             self._remove_logs(name, made)
             self.logs.remove_partition_dir(name, failed)
             log.warning(

@@ -26,10 +26,11 @@ lines from several threads never interleave):
                                                       directory tree)
     <new path>\tfrom\t<old path>\n                     a rename: the new name has what the old one had
 
-Start-up recovery of many partitions would cost several fsyncs each; inside `synced_together()` the fsyncs
-of data files and directories are deferred and one sync(2) at the end makes everything durable (the ledger
-then records each of those files at its length at that moment). Nothing may claim durability inside it:
-the recovery-point checkpoint is written after it.
+Start-up recovery, creating many partitions and acks=all for many partitions at once would cost an fsync
+per file; inside `synced_together(data_dir)` the thread's fsyncs of data files and directories are deferred
+and one syncfs(2) of the data dir's file system at the end makes everything durable (10,000 dirty files:
+0.13 s, against 1.7 s of fdatasyncs; the ledger then records each of those files at its length at that
+moment). Nothing may claim durability inside it: recovery points move after it.
 
 The harness (exactly.verify.disk.power_loss) replays the ledger to know which bytes a power loss may take.
 With the setting unset `_ledger` is None and each hook costs one global lookup.
@@ -42,11 +43,14 @@ failing (not one per request); `storage_ok` logs once when writes succeed again.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import logging
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 from exactly.errors import ErrorCode, KafkaError
 
@@ -139,22 +143,60 @@ def close_fsync_ledger() -> None:
         _ledger = None
 
 
-_deferred: set[str] | None = None  # inside synced_together(): the files whose fsync waits for its end
+class _Deferral(threading.local):
+    files: set[str] | None = None  # inside synced_together(): the files whose fsync waits for its end
+
+
+_deferral = _Deferral()
+
+
+def _libc_syncfs() -> Callable[[int], int] | None:
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return cast(Callable[[int], int], fn)
+
+
+_syncfs = _libc_syncfs()
+
+
+def sync_filesystem(directory: Path | None) -> None:
+    """syncfs(2) of the file system holding `directory` (sync(2) where syncfs is missing or no directory is
+    given). Raises OSError when the kernel reports a write-back error."""
+    if directory is None or _syncfs is None:
+        os.sync()
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(directory))
+    finally:
+        os.close(fd)
+
+
+def deferring() -> bool:
+    """True inside `synced_together()` on this thread."""
+    return _deferral.files is not None
 
 
 @contextlib.contextmanager
-def synced_together() -> Iterator[None]:
-    """Defer every fsync (data files and directories) to one sync(2) at the end of the block."""
-    global _deferred
-    if _deferred is not None:
+def synced_together(directory: Path | None = None) -> Iterator[None]:
+    """Defer this thread's fsyncs (data files and directories) to one syncfs(2) of `directory`'s file system
+    (sync(2) without one) at the end of the block. Thread-local: other threads' fsyncs are not deferred.
+    Nothing inside may claim durability before the block ends."""
+    if _deferral.files is not None:
         yield
         return
-    _deferred = set()
+    _deferral.files = set()
     try:
         yield
     finally:
-        pending, _deferred = _deferred, None
-        os.sync()
+        pending, _deferral.files = _deferral.files, None
+        sync_filesystem(directory)
         ledger = _ledger
         if ledger is not None:
             for path in sorted(pending):
@@ -162,10 +204,18 @@ def synced_together() -> Iterator[None]:
                     ledger.write(ledger.name(path), str(os.stat(path).st_size))
 
 
+def defer_fsync(path: Path | str) -> None:
+    """Inside `synced_together()`: `path` becomes durable at the block's end (recorded for the ledger)."""
+    deferred = _deferral.files
+    assert deferred is not None, "defer_fsync outside synced_together"
+    deferred.add(str(path))
+
+
 def fsync(fd: int, path: Path | str) -> None:
     """os.fsync of the data file `path` open as `fd`; every data-file fsync in storage comes through here."""
-    if _deferred is not None:
-        _deferred.add(str(path))
+    deferred = _deferral.files
+    if deferred is not None:
+        deferred.add(str(path))
         return
     ledger = _ledger
     if ledger is None:
@@ -198,9 +248,10 @@ def unlink(path: Path, missing_ok: bool = False) -> None:
 def replace(src: Path | str, dst: Path | str) -> None:
     """os.replace, recorded in the fsync ledger."""
     os.replace(src, dst)
-    if _deferred is not None and str(src) in _deferred:
-        _deferred.discard(str(src))
-        _deferred.add(str(dst))
+    deferred = _deferral.files
+    if deferred is not None and str(src) in deferred:
+        deferred.discard(str(src))
+        deferred.add(str(dst))
     ledger = _ledger
     if ledger is not None:
         ledger.write(ledger.name(dst), "from", ledger.name(src))
@@ -235,7 +286,7 @@ def storage_ok() -> None:
 
 def fsync_dir(directory: Path) -> None:
     """Make renames/creations/unlinks in `directory` durable."""
-    if _deferred is not None:
+    if _deferral.files is not None:
         return
     fd = os.open(directory, os.O_RDONLY)
     try:

@@ -1,7 +1,12 @@
 """The file handling the three index kinds (.index, .timeindex, .txnindex) share: write, fsync, rename and
 truncate. Each index keeps its entries in memory and codes its own format, so its file is only written at
 a flush: the file is opened for that write and closed again, and an index at rest holds no file
-descriptor (a partition at rest costs one, its active segment's log: issue 14's descriptor budget)."""
+descriptor (a partition at rest costs one, its active segment's log: issue 14's descriptor budget).
+
+An empty index has no file until its first flush (creating a partition makes one file, its log). Start-up
+recovery resets the indexes of the recovered segments `lazily`: the file keeps its bytes until the next
+write rewrites it from the start and cuts it to the written length, so an index that comes out the same
+costs a write and no ftruncate (ftruncate of a non-empty file took ~0.9 ms here, once per partition)."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ class IndexFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._unsynced = True  # written (or not yet created) since the last fsync
+        self._rewrite = False  # reset lazily: the next write starts at 0 and cuts the file to its length
 
     def close(self) -> None:
         """Nothing to close between flushes; kept for the segment's close path."""
@@ -25,26 +31,36 @@ class IndexFile:
 
     def _write(self, data: bytes, position: int, fsync: bool) -> None:
         """Write `data` at `position` (creating the file) and fsync when asked, in one open/close."""
-        if not data and not (fsync and self._unsynced):
+        if not data and not (fsync and self._unsynced) and not self._rewrite:
             return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if data:
                 os.pwrite(fd, data, position)
                 self._unsynced = True
+            if self._rewrite:
+                end = position + len(data)
+                if os.fstat(fd).st_size != end:
+                    os.ftruncate(fd, end)
+                    files.note_length(self.path, end)
+                    self._unsynced = True
+                self._rewrite = False
             if fsync:
                 files.fsync(fd, self.path)
                 self._unsynced = False
         finally:
             os.close(fd)
 
-    def _truncate_file(self, size: int) -> None:
-        """Truncate (or create) the file to `size` bytes; a file already that size is left alone (start-up
-        recovery resets every index of the recovered segments, most of them empty: no open/ftruncate)."""
+    def _truncate_file(self, size: int, *, lazily: bool = False) -> None:
+        """Truncate the file to `size` bytes: at once (a missing file stays missing when `size` is 0, a file
+        already that size is left alone), or `lazily` at the next write (which starts at `size`)."""
+        if lazily:
+            self._rewrite = True
+            return
         try:
             already = os.stat(self.path).st_size == size
         except FileNotFoundError:
-            already = False
+            already = size == 0
         if already:
             self._unsynced = True
             files.note_length(self.path, size)

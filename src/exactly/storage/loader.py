@@ -135,7 +135,7 @@ def load_log(
                 first_recovered = i
                 break
         start_base = segments[first_recovered].base_offset
-        snap = psm.truncate_and_reload(log_start, start_base, now)
+        snap = psm.truncate_and_reload(log_start, start_base, now, keep_later=True)
         if snap is None:
             psm.clear(first_base)
         _replay(segments[:first_recovered], psm, psm.map_end_offset, start_base)

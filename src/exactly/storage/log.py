@@ -550,21 +550,38 @@ class PartitionLog:
         with self._flush_lock:
             if self.closed or self._recovery_point >= target:
                 return self._recovery_point
-            leo = self._log_end_offset
-            segments = list(self._segments)
-            active = segments[-1]
-            try:
-                for seg in segments[:-1]:
-                    if seg.flushed_size < seg.size or not seg.indexes_durable:
-                        seg.flush()
-                active.flush(indexes=False)
-            except OSError as e:
-                raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
-            if leo > self._recovery_point:
-                self._recovery_point = leo
-            self._unflushed_messages = 0
-            self._last_flush_ms = self.clock.monotonic_ms()
-            return self._recovery_point
+            return self.flushed_to(self._write_out())
+
+    def flush_deferred(self) -> int | None:
+        """Inside `files.synced_together()`: what `flush` writes, its fsyncs left to the block's one sync.
+        Returns the offset to pass to `flushed_to` once that sync succeeded (None: nothing to flush)."""
+        with self._flush_lock:
+            if self.closed or self._recovery_point >= self._log_end_offset:
+                return None
+            return self._write_out()
+
+    def _write_out(self) -> int:
+        """fsync every segment not yet durable (the active one without its indexes); returns the log end
+        offset they cover. Holds `_flush_lock`."""
+        leo = self._log_end_offset
+        segments = list(self._segments)
+        active = segments[-1]
+        try:
+            for seg in segments[:-1]:
+                if seg.flushed_size < seg.size or not seg.indexes_durable:
+                    seg.flush()
+            active.flush(indexes=False)
+        except OSError as e:
+            raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
+        return leo
+
+    def flushed_to(self, offset: int) -> int:
+        """Everything before `offset` is durable: move the recovery point (never back)."""
+        if offset > self._recovery_point:
+            self._recovery_point = offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = self.clock.monotonic_ms()
+        return self._recovery_point
 
     def needs_flush(self, offset: int) -> bool:
         return self._recovery_point < offset
@@ -702,7 +719,8 @@ class PartitionLog:
         self.active_segment.on_becoming_inactive()
         self.flush()
         for seg in self._segments:
-            seg.flush(indexes=True)
+            if not seg.indexes_durable or seg.flushed_size < seg.size or seg.txn_index.has_pending:
+                seg.flush(indexes=True)
         self.take_snapshot()
         with self._flush_lock:
             self.closed = True

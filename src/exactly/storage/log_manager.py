@@ -76,7 +76,7 @@ class LogManager:
         clean = marker.exists()
         recovery = read_checkpoint(self.data_dir / files.RECOVERY_POINT_CHECKPOINT)
         starts = read_checkpoint(self.data_dir / files.LOG_START_CHECKPOINT)
-        with files.synced_together():  # one sync(2) for every partition's recovery, not several fsyncs each
+        with files.synced_together(self.data_dir):  # one syncfs for every recovery, not fsyncs each
             for name in sorted(os.listdir(self.data_dir)):
                 path = self.data_dir / name
                 if name.endswith(".tmp-delete"):
@@ -107,8 +107,9 @@ class LogManager:
     def close(self) -> None:
         """Clean shutdown: flush and close every log, checkpoint, write the clean-shutdown marker."""
         try:
-            for plog in self._logs.values():
-                plog.close()
+            with files.synced_together(self.data_dir):  # one syncfs for every log, not fsyncs each
+                for plog in self._logs.values():
+                    plog.close()
             self.checkpoint()
             files.write_atomically(self.data_dir / files.CLEAN_SHUTDOWN_FILE, b"")
         except (OSError, KafkaError) as e:  # a full disk: stop as after a crash (recovery at next start)

@@ -30,6 +30,7 @@ class OffsetIndex(IndexFile):
         "_flushed_entries",
         "_offsets",
         "_positions",
+        "_rewrite",
         "_unsynced",
         "base_offset",
         "max_entries",
@@ -120,11 +121,12 @@ class OffsetIndex(IndexFile):
                 self._flushed_entries = keep
                 self._truncate_file(keep * ENTRY_SIZE)
 
-    def reset(self) -> None:
+    def reset(self, *, lazily: bool = False) -> None:
+        """No entries; the file follows now, or `lazily` at the next flush (see index_file)."""
         del self._offsets[:]
         del self._positions[:]
         self._flushed_entries = 0
-        self._truncate_file(0)
+        self._truncate_file(0, lazily=lazily)
 
     def flush(self, fsync: bool) -> None:
         """Write entries not yet in the file (and fsync it when asked)."""

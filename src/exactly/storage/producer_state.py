@@ -502,18 +502,25 @@ class ProducerStateManager:
         with contextlib.suppress(FileNotFoundError):
             files.unlink(files.snapshot_file(self.directory, offset))
 
-    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> int | None:
+    def truncate_and_reload(
+        self, log_start_offset: int, log_end_offset: int, now_ms: int, *, keep_later: bool = False
+    ) -> int | None:
         """Drop out-of-range snapshots and load the newest valid one at or below the log end.
 
         Returns the loaded snapshot's offset (the caller replays the log from there), or None when no
         snapshot could be loaded (the state is then empty and the caller replays from the first segment).
+        With `keep_later`, snapshots past `log_end_offset` are ignored but kept: start-up recovery replays
+        from a segment's start and deletes afterwards only those past the recovered log end (a snapshot at
+        or below it still describes the log: deleting and rewriting it cost two file operations apiece).
         """
         if self.directory is not None:
             for snap in self.snapshot_offsets():
-                if snap > log_end_offset or snap < log_start_offset:
+                if (snap > log_end_offset and not keep_later) or snap < log_start_offset:
                     self._delete_snapshot(snap)
         self.clear(log_start_offset)
         for snap in reversed(self.snapshot_offsets()):
+            if snap > log_end_offset:
+                continue
             assert self.directory is not None
             try:
                 entries = read_snapshot(files.snapshot_file(self.directory, snap))

@@ -370,9 +370,9 @@ class LogSegment:
         truncated. The txn index is reset: `on_batch` is expected to refill it.
         """
         self.indexes_durable = False
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.txn_index.reset()
+        self.offset_index.reset(lazily=True)  # rewritten at the flush that ends recovery
+        self.time_index.reset(lazily=True)
+        self.txn_index.reset(lazily=True)
         self._reset_counters()
         contiguous_offsets_optional = self.config.cleanup_policy.compacts
         position = 0
@@ -416,6 +416,8 @@ class LogSegment:
             self._index_batch(position, size, hdr)
             expected = hdr[H_BASE_OFFSET] + hdr[H_LAST_DELTA] + 1
             position += size
+        if self.max_timestamp != NO_TIMESTAMP:
+            self.time_index.keep_final_entry(self.max_timestamp, self.offset_of_max_timestamp)
         return self._truncate_bytes(position)
 
     def rebuild_indexes(self) -> None:
@@ -494,7 +496,10 @@ class LogSegment:
             if self.closed:
                 return
             size = self.size
-            files.fsync(self.fd, files.log_file(self.directory, self.base_offset))
+            if files.deferring():  # no descriptor needed: the block's syncfs covers the file
+                files.defer_fsync(self.log_path)
+            else:
+                files.fsync(self.fd, self.log_path)
             if self.txn_index.has_pending or indexes:
                 self.txn_index.flush(fsync=True)
             if indexes:

@@ -30,6 +30,7 @@ class TimeIndex(IndexFile):
     __slots__ = (
         "_flushed_entries",
         "_offsets",
+        "_rewrite",
         "_timestamps",
         "_unsynced",
         "base_offset",
@@ -85,6 +86,22 @@ class TimeIndex(IndexFile):
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._timestamps, self._offsets, strict=True))
 
+    def keep_final_entry(self, timestamp: int, offset: int) -> None:
+        """After a lazy reset and a rebuild: when the file still holds the rebuilt entries plus the entry a
+        clean close adds (`timestamp`, `offset`: the segment's largest timestamp), keep that entry too, so
+        that the rewrite finds the file unchanged (no ftruncate for every recovered partition)."""
+        if not self._rewrite or (self._timestamps and timestamp <= self._timestamps[-1]):
+            return
+        entries = [*zip(self._timestamps, self._offsets, strict=True), (timestamp, offset)]
+        expected = b"".join(_ENTRY.pack(ts, off - self.base_offset) for ts, off in entries)
+        try:
+            with open(self.path, "rb") as f:
+                found = f.read(len(expected) + 1)
+        except FileNotFoundError:
+            return
+        if found == expected:
+            self.maybe_append(timestamp, offset)
+
     def maybe_append(self, timestamp: int, offset: int) -> None:
         if self._timestamps and timestamp <= self._timestamps[-1]:
             return
@@ -105,11 +122,12 @@ class TimeIndex(IndexFile):
                 self._flushed_entries = keep
                 self._truncate_file(keep * ENTRY_SIZE)
 
-    def reset(self) -> None:
+    def reset(self, *, lazily: bool = False) -> None:
+        """No entries; the file follows now, or `lazily` at the next flush (see index_file)."""
         self._offsets.clear()
         self._timestamps.clear()
         self._flushed_entries = 0
-        self._truncate_file(0)
+        self._truncate_file(0, lazily=lazily)
 
     def flush(self, fsync: bool) -> None:
         n = len(self._offsets)

@@ -56,7 +56,7 @@ class FetchAbortedTxn:
 
 
 class TransactionIndex(IndexFile):
-    __slots__ = ("_entries", "_flushed_entries", "_unsynced", "base_offset", "path")
+    __slots__ = ("_entries", "_flushed_entries", "_rewrite", "_unsynced", "base_offset", "path")
 
     def __init__(self, path: Path, base_offset: int) -> None:
         super().__init__(path)
@@ -117,10 +117,11 @@ class TransactionIndex(IndexFile):
                 self._flushed_entries = keep
                 self._truncate_file(keep * ENTRY_SIZE)
 
-    def reset(self) -> None:
+    def reset(self, *, lazily: bool = False) -> None:
+        """No entries; the file follows now, or `lazily` at the next flush (see index_file)."""
         self._entries.clear()
         self._flushed_entries = 0
-        self._truncate_file(0)
+        self._truncate_file(0, lazily=lazily)
 
     def flush(self, fsync: bool) -> None:
         n = len(self._entries)

@@ -1,0 +1,84 @@
+"""The acks=all group commit (exactly.broker.flusher): one log at a time, and many logs with one syncfs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+from exactly.broker.flusher import GROUP_SYNC_MIN_LOGS, Flusher
+from exactly.storage import files
+from exactly.storage.log import PartitionLog
+from exactly.verify.disk import read_ledger
+from tests.storage.helpers import data_batch, open_log
+
+
+def _logs(data: Path, count: int) -> list[PartitionLog]:
+    logs = []
+    for i in range(count):
+        log = open_log(data / f"t-{i}")
+        log.append_as_leader(data_batch(3))
+        logs.append(log)
+    return logs
+
+
+def _wait(flusher: Flusher, logs: list[PartitionLog]) -> list[object]:
+    async def run() -> list[object]:
+        return list(await flusher.wait_durable_each([(log, log.log_end_offset) for log in logs]))
+
+    return asyncio.run(run())
+
+
+def test_many_logs_are_made_durable_by_one_sync_and_recorded_in_the_ledger(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    logs = _logs(data, GROUP_SYNC_MIN_LOGS + 8)
+    files.open_fsync_ledger(tmp_path / "ledger", data)
+    flusher = Flusher(data)
+    try:
+        assert [log.recovery_point for log in logs] == [0] * len(logs)
+        assert _wait(flusher, logs) == [None] * len(logs)
+        assert flusher.group_syncs == 1
+    finally:
+        flusher.close()
+        files.close_fsync_ledger()
+    assert [log.recovery_point for log in logs] == [3] * len(logs)
+    durable = read_ledger(tmp_path / "ledger")
+    for i, log in enumerate(logs):  # every log file at its full length, through the group path's ledger lines
+        assert durable[f"t-{i}/00000000000000000000.log"] == log.size_in_bytes
+    for log in logs:
+        log.close()
+
+
+def test_few_logs_take_one_flush_each(tmp_path: Path) -> None:
+    logs = _logs(tmp_path / "data", 3)
+    flusher = Flusher(tmp_path / "data")
+    try:
+        assert _wait(flusher, logs) == [None, None, None]
+        assert flusher.group_syncs == 0
+    finally:
+        flusher.close()
+    assert [log.recovery_point for log in logs] == [3, 3, 3]
+
+
+def test_synced_together_defers_only_its_own_threads_fsyncs(tmp_path: Path) -> None:
+    """Another thread's fsync inside the block is a real fsync (it must not be acknowledged on the strength
+    of a sync that has not happened yet)."""
+    files.open_fsync_ledger(tmp_path / "ledger", tmp_path)
+    other = tmp_path / "other"
+    seen: list[bool] = []
+
+    def elsewhere() -> None:
+        seen.append(files.deferring())
+        files.write_atomically(other, b"x" * 7)
+
+    try:
+        with files.synced_together(tmp_path):
+            assert files.deferring()
+            thread = threading.Thread(target=elsewhere)
+            thread.start()
+            thread.join()
+            assert read_ledger(tmp_path / "ledger")["other"] == 7  # recorded before the block ends
+    finally:
+        files.close_fsync_ledger()
+    assert seen == [False]
+    assert not files.deferring()
