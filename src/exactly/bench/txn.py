@@ -478,7 +478,7 @@ def visibility(bootstrap: str, commits: int, fetch_wait_ms: int, tag: str) -> tu
 # --- 4. many transactional ids (our own codecs) -----------------------------------------------------------
 
 
-class _Connection:
+class PipelinedConnection:
     """One producer's connection: requests pipelined, responses matched by correlation id."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -525,7 +525,7 @@ class _IdStats:
         self.errors: Counter[str] = Counter()
 
 
-async def _init_id(conn: _Connection, txn_id: str) -> tuple[int, int]:
+async def _init_id(conn: PipelinedConnection, txn_id: str) -> tuple[int, int]:
     from exactly.errors import ErrorCode
     from exactly.protocol.messages import ApiKey
     from exactly.protocol.messages.init_producer_id import InitProducerIdRequest
@@ -541,7 +541,13 @@ async def _init_id(conn: _Connection, txn_id: str) -> tuple[int, int]:
 
 
 async def _run_id(
-    conn: _Connection, txn_id: str, pid: int, epoch: int, partition: int, until: float, stats: _IdStats
+    conn: PipelinedConnection,
+    txn_id: str,
+    pid: int,
+    epoch: int,
+    partition: int,
+    until: float,
+    stats: _IdStats,
 ) -> None:
     from exactly.errors import ErrorCode
     from exactly.protocol.messages import ApiKey
@@ -605,7 +611,7 @@ async def _ids_async(
     port: int, first: int, count: int, seconds: float, ready: Any, start: Any
 ) -> tuple[int, float, float, dict[str, Any]]:
     loop = asyncio.get_running_loop()
-    conns = [_Connection(*await asyncio.open_connection("127.0.0.1", port)) for _ in range(count)]
+    conns = [PipelinedConnection(*await asyncio.open_connection("127.0.0.1", port)) for _ in range(count)]
     ids = [f"bench-id-{first + i}" for i in range(count)]
     inits = await asyncio.gather(*(_init_id(c, txn_id) for c, txn_id in zip(conns, ids, strict=True)))
     ready.put(first)

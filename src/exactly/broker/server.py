@@ -53,6 +53,7 @@ from exactly.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 
 _CLOSE_WAIT_S = 2.0  # stop(): the most connections get to end (each needs a loop turn, at most 1 s)
+_BACKGROUND_LOAD_SLICE = 50  # partitions loaded per event-loop turn after start-up (~50 ms of loading)
 
 
 class Broker:
@@ -317,7 +318,8 @@ class Broker:
         record never landed are removed, and a partition the metadata has but whose log is gone (deleted by
         hand, or an older version's create order) is made again; one line per topic says what was done."""
         stray: dict[str, list[int]] = {}
-        for (topic, partition), _ in self.logs.logs():
+        present = set(self.logs.partitions())
+        for topic, partition in present:
             existing = self.metadata.topics.get(topic)
             if existing is None or partition >= existing.partitions:
                 stray.setdefault(topic, []).append(partition)
@@ -337,7 +339,7 @@ class Broker:
                 else f"the topic has {existing.partitions} partitions (an interrupted CreatePartitions)",
             )
         for name, info in self.metadata.topics.items():
-            missing = [p for p in range(info.partitions) if self.log(name, p) is None]
+            missing = [p for p in range(info.partitions) if (name, p) not in present]
             for partition in missing:
                 self.logs.get_or_create_log(name, partition, self._log_config(info.configs))
             if missing:
@@ -389,6 +391,19 @@ class Broker:
             except Exception:
                 log.exception("periodic task %s failed", getattr(work, "__name__", work))
 
+    async def _load_logs_in_background(self) -> None:
+        """Load the partitions no request has asked for yet, a slice per loop turn (the broker serves
+        between slices; a request for one of them loads it at once)."""
+        started, total = time.monotonic(), self.logs.pending
+        while self.logs.pending:
+            try:
+                self.logs.load_pending(_BACKGROUND_LOAD_SLICE)
+            except Exception:
+                log.exception("loading logs in the background failed; the rest load when first asked for")
+                return
+            await asyncio.sleep(0)
+        log.info("loaded %d logs in the background in %.1f s", total, time.monotonic() - started)
+
     # --- lifecycle ---------------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -410,6 +425,8 @@ class Broker:
                 )
             ),
         ]
+        if self.logs.pending:
+            self._tasks.append(asyncio.create_task(self._load_logs_in_background()))
         self._tasks += self.groups.start()  # loads __consumer_offsets before the broker listens
         self._tasks += self.transactions.start()  # loads __transaction_state, resumes marker writing
         for listener in self.config.listeners:

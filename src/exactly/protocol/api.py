@@ -133,11 +133,30 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     return header, body
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A response body its handler encoded itself (the chunks after the response header), e.g. Metadata's
+    cached topic encodings (built with the generated encoders: see handlers/metadata.py)."""
+
+    chunks: list[p.Chunk]
+
+
+def _emit_encoded(body: EncodedBody, out: list[p.Chunk]) -> None:
+    out.extend(body.chunks)
+
+
+def response_body_chunks(api_key: int, api_version: int, body: Any) -> list[p.Chunk]:
+    """The encoded body alone (no size prefix, no header), as chunks."""
+    out: list[p.Chunk] = []
+    API_SPECS[api_key].response_encoders[api_version](body, out)
+    return out
+
+
 def encode_response(header: RequestHeader, body: Any) -> list[p.Chunk]:
     """Size prefix + response header + body for the request `header`, as chunks to join or write."""
     spec = API_SPECS[header.api_key]
     return _frame(
-        spec.response_encoders[header.api_version],
+        _emit_encoded if isinstance(body, EncodedBody) else spec.response_encoders[header.api_version],
         body,
         _RESPONSE_HEADER.pack(header.correlation_id)
         + (b"\x00" if spec.response_header_version(header.api_version) else b""),

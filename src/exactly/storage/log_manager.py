@@ -8,9 +8,14 @@ Layout::
       log-start-offset-checkpoint
       <topic>-<partition>/                 one PartitionLog each (see files.py)
 
-`startup()` loads every partition (recovering those that need it, see loader.py) and removes the
-clean-shutdown marker, so a crash from then on is noticed at the next start. `close()` closes every log
-cleanly, writes the checkpoints and puts the marker back.
+`startup()` finds every partition directory and removes the clean-shutdown marker, so a crash from then on
+is noticed at the next start; it loads no log. A partition is loaded (and recovered when the last stop was
+not clean, from its checkpointed recovery point, see loader.py) when first asked for (`get_log`), or by
+`load_pending`, which the broker calls in small slices after it listens until none is left: start-up time
+does not grow with the partition count (Kafka loads every log before it listens). A log enters the map only
+after the sync that ends its loading, so no recovery point is read before it is durable. `close()` closes
+every loaded log cleanly, writes the checkpoints (an unloaded partition keeps its checkpointed values) and
+puts the marker back, unless a partition that needed recovery was never loaded.
 
 The broker owns the timers; storage only exposes the periodic work: `flush_dirty_logs` (flush.ms),
 `checkpoint` (recovery points, only ever advanced by flushes), `delete_old_segments` (retention),
@@ -22,6 +27,7 @@ Per-topic configuration lives in the broker's metadata; the broker passes overri
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import shutil
@@ -45,6 +51,16 @@ _JAVA_LONG_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
+class _Unloaded:
+    """A partition directory found at start-up, with what its loading needs."""
+
+    path: Path
+    recovery_point: int
+    log_start_offset: int
+    clean: bool  # the last stop was clean: no recovery
+
+
+@dataclass(frozen=True, slots=True)
 class DiskSpace:
     """The file system holding a data directory, in bytes (Java's FileStore total / usable space)."""
 
@@ -65,44 +81,63 @@ class LogManager:
         self.clock = clock
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._unloaded: dict[TopicPartition, _Unloaded] = {}
         self._started = False
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Load (and if needed recover) every partition directory."""
+        """Find every partition directory (loading none, see the module doc)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         marker = self.data_dir / files.CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         recovery = read_checkpoint(self.data_dir / files.RECOVERY_POINT_CHECKPOINT)
         starts = read_checkpoint(self.data_dir / files.LOG_START_CHECKPOINT)
-        with files.synced_together(self.data_dir):  # one syncfs for every recovery, not fsyncs each
-            for name in sorted(os.listdir(self.data_dir)):
-                path = self.data_dir / name
-                if name.endswith(".tmp-delete"):
-                    shutil.rmtree(path, ignore_errors=True)
-                    continue
-                parsed = files.parse_partition_dir_name(name)
-                if parsed is None or not path.is_dir():
-                    continue
-                tp = parsed
-                self._logs[tp] = load_log(
-                    path,
-                    tp[0],
-                    tp[1],
-                    self.config_for(tp[0]),
-                    self.clock,
-                    recovery_point=recovery.get(tp, 0),
-                    log_start_offset=starts.get(tp, 0),
-                    had_clean_shutdown=clean,
-                )
-        try:
-            self.checkpoint()
-        except OSError as e:  # a full disk: the old checkpoints stay (only more recovery next time)
-            files.storage_error(e, "the checkpoints")
+        for name in sorted(os.listdir(self.data_dir)):
+            path = self.data_dir / name
+            if name.endswith(".tmp-delete"):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            tp = files.parse_partition_dir_name(name)
+            if tp is None or not path.is_dir():
+                continue
+            self._unloaded[tp] = _Unloaded(path, recovery.get(tp, 0), starts.get(tp, 0), clean)
         files.unlink(marker, missing_ok=True)
         files.fsync_dir(self.data_dir)
         self._started = True
+
+    @property
+    def pending(self) -> int:
+        """Partitions found at start-up and not loaded yet."""
+        return len(self._unloaded)
+
+    def load_pending(self, limit: int) -> int:
+        """Load up to `limit` of the partitions not loaded yet, with one sync; returns how many are left."""
+        batch = list(itertools.islice(self._unloaded, limit))
+        loaded: list[tuple[TopicPartition, PartitionLog]] = []
+        with files.synced_together(self.data_dir):  # one syncfs for every recovery, not fsyncs each
+            for tp in batch:
+                loaded.append((tp, self._load(tp, self._unloaded[tp])))
+        for tp, plog in loaded:
+            self._logs[tp] = plog
+            self._unloaded.pop(tp, None)
+        return len(self._unloaded)
+
+    def load_all(self) -> None:
+        while self._unloaded:
+            self.load_pending(1000)
+
+    def _load(self, tp: TopicPartition, found: _Unloaded) -> PartitionLog:
+        return load_log(
+            found.path,
+            tp[0],
+            tp[1],
+            self.config_for(tp[0]),
+            self.clock,
+            recovery_point=found.recovery_point,
+            log_start_offset=found.log_start_offset,
+            had_clean_shutdown=found.clean,
+        )
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, checkpoint, write the clean-shutdown marker."""
@@ -111,12 +146,19 @@ class LogManager:
                 for plog in self._logs.values():
                     plog.close()
             self.checkpoint()
-            files.write_atomically(self.data_dir / files.CLEAN_SHUTDOWN_FILE, b"")
+            if any(not found.clean for found in self._unloaded.values()):
+                log.warning(
+                    "%d partitions that need recovery were not loaded: the next start recovers them",
+                    sum(1 for found in self._unloaded.values() if not found.clean),
+                )
+            else:
+                files.write_atomically(self.data_dir / files.CLEAN_SHUTDOWN_FILE, b"")
         except (OSError, KafkaError) as e:  # a full disk: stop as after a crash (recovery at next start)
             log.warning("shutting down without the clean-shutdown marker: %s", e)
             for plog in self._logs.values():
                 plog.close_without_flush()
         self._logs.clear()
+        self._unloaded.clear()
         self._started = False
 
     # -- partitions ---------------------------------------------------------------------------------------
@@ -126,18 +168,39 @@ class LogManager:
 
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         self._topic_configs[topic] = config
-        for (t, _p), plog in self._logs.items():
+        for (t, _p), plog in list(self._logs.items()):
             if t == topic:
                 plog.update_config(config)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
-        return self._logs.get((topic, partition))
+        plog = self._logs.get((topic, partition))
+        if plog is None and (topic, partition) in self._unloaded:
+            plog = self._load_now((topic, partition))
+        return plog
+
+    def _load_now(self, tp: TopicPartition) -> PartitionLog:
+        found = self._unloaded[tp]
+        with files.synced_together(self.data_dir):
+            plog = self._load(tp, found)
+        self._logs[tp] = plog
+        del self._unloaded[tp]
+        return plog
 
     def logs(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
+        """The loaded logs (periodic work: a partition not loaded yet has nothing to flush or clean)."""
         yield from list(self._logs.items())
 
+    def all_logs(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
+        """Every log, loading those not loaded yet."""
+        self.load_all()
+        return self.logs()
+
+    def partitions(self) -> list[TopicPartition]:
+        """Every partition with a directory, loaded or not."""
+        return [*self._logs, *self._unloaded]
+
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
-        existing = self._logs.get((topic, partition))
+        existing = self.get_log(topic, partition)
         if existing is not None:
             return existing
         if config is not None:
@@ -152,7 +215,7 @@ class LogManager:
     def remove_partition_dir(self, topic: str, partition: int) -> None:
         """Remove what a failed `get_or_create_log` left of a partition that has no log (a half-made
         directory); a partition with a log is left alone (that is `delete_log`'s job)."""
-        if (topic, partition) in self._logs:
+        if (topic, partition) in self._logs or (topic, partition) in self._unloaded:
             return
         path = self.data_dir / files.partition_dir_name(topic, partition)
         if path.exists():
@@ -161,10 +224,14 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> None:
         plog = self._logs.pop((topic, partition), None)
-        if plog is None:
+        found = self._unloaded.pop((topic, partition), None)
+        if plog is not None:
+            plog.close_without_flush()
+            path = plog.directory
+        elif found is not None:
+            path = found.path
+        else:
             return
-        plog.close_without_flush()
-        path = plog.directory
         doomed = path.with_name(path.name + ".tmp-delete")
         os.replace(path, doomed)
         files.fsync_dir(self.data_dir)
@@ -188,8 +255,12 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the recovery points (advanced only by flushes) and log start offsets."""
-        rp = {tp: plog.recovery_point for tp, plog in self._logs.items()}
-        ls = {tp: plog.log_start_offset for tp, plog in self._logs.items()}
+        unloaded = list(self._unloaded.items())
+        loaded = list(self.logs())
+        rp = {tp: found.recovery_point for tp, found in unloaded}
+        ls = {tp: found.log_start_offset for tp, found in unloaded}
+        rp.update((tp, plog.recovery_point) for tp, plog in loaded)
+        ls.update((tp, plog.log_start_offset) for tp, plog in loaded)
         write_checkpoint(self.data_dir / files.RECOVERY_POINT_CHECKPOINT, rp)
         write_checkpoint(self.data_dir / files.LOG_START_CHECKPOINT, ls)
 

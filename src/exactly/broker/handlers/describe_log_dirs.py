@@ -37,7 +37,7 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> Descri
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     by_topic: dict[str, list[DescribeLogDirsPartition]] = {}
-    for (topic, partition), plog in sorted(logs.logs()):
+    for (topic, partition), plog in sorted(logs.all_logs()):
         if wanted is not None and (topic, partition) not in wanted:
             continue
         by_topic.setdefault(topic, []).append(
