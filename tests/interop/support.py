@@ -14,6 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.create_topics import (
@@ -203,3 +210,26 @@ def create_topic(
         assert result.error_code == ErrorCode.NONE, (result.error_code, result.error_message)
     finally:
         client.close()
+
+
+# --- SCRAM users --------------------------------------------------------------------------------------
+
+
+def add_scram_users(
+    bootstrap: str,
+    users: dict[str, str],
+    mechanism: ScramMechanism,
+    iterations: int = 8192,
+    client_conf: dict[str, str] | None = None,
+) -> None:
+    """Store `users` (name -> password) with confluent-kafka's AlterUserScramCredentials; `client_conf`
+    reaches a SASL listener as an existing user."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client_conf or {})})
+    futures = admin.alter_user_scram_credentials(
+        [
+            UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, iterations), password.encode())
+            for user, password in users.items()
+        ]
+    )
+    for future in futures.values():
+        future.result(30)

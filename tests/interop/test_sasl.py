@@ -26,10 +26,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import (
     AdminClient,
-    ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
 )
 from kafka import KafkaConsumer, KafkaProducer
 
@@ -50,7 +48,7 @@ from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from exactly.verify.processes import BrokerProcess, free_port
 from tests.interop.client import RawClient as _RawClient
-from tests.interop.support import running_broker
+from tests.interop.support import add_scram_users, running_broker
 from tests.interop.tls_support import make_tls_files, ssl_settings
 
 USERS = {"alice": "alice-secret-1", "bob": "bob-secret-2"}
@@ -89,20 +87,6 @@ class SaslBroker:
         return [line for line in self.proc.full_log().splitlines() if text in line]
 
 
-def add_users(
-    bootstrap: str, users: dict[str, str], mechanism: ScramMechanism, iterations: int = 8192
-) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.alter_user_scram_credentials(
-        [
-            UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, iterations), password.encode())
-            for user, password in users.items()
-        ]
-    )
-    for future in futures.values():
-        future.result(30)
-
-
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     root = tmp_path_factory.mktemp("sasl")
@@ -117,8 +101,8 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker
     ]
     with running_broker(root / "data", *settings, port=plain_port) as proc:
         broker = SaslBroker(proc, sasl_port, jaas_port, plain_port)
-        add_users(broker.plain_bootstrap, USERS, ScramMechanism.SCRAM_SHA_256)
-        add_users(broker.plain_bootstrap, USERS, ScramMechanism.SCRAM_SHA_512, iterations=4096)
+        add_scram_users(broker.plain_bootstrap, USERS, ScramMechanism.SCRAM_SHA_256)
+        add_scram_users(broker.plain_bootstrap, USERS, ScramMechanism.SCRAM_SHA_512, iterations=4096)
         yield broker
 
 
@@ -458,7 +442,7 @@ def test_scram_credential_admin_errors(sasl_broker: SaslBroker) -> None:
 
 def test_deleted_credentials_no_longer_authenticate(sasl_broker: SaslBroker) -> None:
     admin = AdminClient({"bootstrap.servers": sasl_broker.plain_bootstrap})
-    add_users(sasl_broker.plain_bootstrap, {"dave": "dave-pw-1"}, ScramMechanism.SCRAM_SHA_256)
+    add_scram_users(sasl_broker.plain_bootstrap, {"dave": "dave-pw-1"}, ScramMechanism.SCRAM_SHA_256)
     with RawClient(sasl_broker.sasl_bootstrap) as raw:
         assert _authenticate_plain(raw, "dave", "dave-pw-1").error_code == 0  # type: ignore[attr-defined]
     for future in admin.alter_user_scram_credentials(
@@ -480,7 +464,7 @@ def test_credentials_survive_kill_9(tmp_path: Path) -> None:
         "sasl.enabled.mechanisms=SCRAM-SHA-512",
     ]
     with running_broker(tmp_path / "data", *settings, port=plain_port) as proc:
-        add_users(f"127.0.0.1:{plain_port}", {"erin": "erin-pw-9"}, ScramMechanism.SCRAM_SHA_512)
+        add_scram_users(f"127.0.0.1:{plain_port}", {"erin": "erin-pw-9"}, ScramMechanism.SCRAM_SHA_512)
         proc.kill()
         proc.restart()
         stored = (tmp_path / "data" / "__cluster_metadata.log").read_text()
@@ -507,7 +491,7 @@ def test_scram_over_sasl_ssl(tmp_path: Path) -> None:
         *ssl_settings(files, client_auth="none"),
     ]
     with running_broker(tmp_path / "data", *settings, port=plain_port) as proc:
-        add_users(f"127.0.0.1:{plain_port}", {"frank": "frank-pw-7"}, ScramMechanism.SCRAM_SHA_512)
+        add_scram_users(f"127.0.0.1:{plain_port}", {"frank": "frank-pw-7"}, ScramMechanism.SCRAM_SHA_512)
         conf = {
             "bootstrap.servers": f"127.0.0.1:{ssl_port}",
             "security.protocol": "SASL_SSL",
@@ -533,7 +517,7 @@ def test_reauthentication_and_expiry(tmp_path: Path) -> None:
         "connections.max.reauth.ms=1500",
     ]
     with running_broker(tmp_path / "data", *settings, port=plain_port) as proc:
-        add_users(f"127.0.0.1:{plain_port}", {"gina": "gina-pw-3"}, ScramMechanism.SCRAM_SHA_256)
+        add_scram_users(f"127.0.0.1:{plain_port}", {"gina": "gina-pw-3"}, ScramMechanism.SCRAM_SHA_256)
         conf = {
             "bootstrap.servers": f"127.0.0.1:{sasl_port}",
             "security.protocol": "SASL_PLAINTEXT",
