@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, KafkaProducer
 
+from exactly.client.twopc import TwoPhaseClient, TwoPhaseCommitError
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.alter_user_scram_credentials import (
@@ -570,3 +571,22 @@ def test_unknown_enabled_mechanism_is_one_error_line(tmp_path: Path) -> None:
     assert len(errors) == 1, out.stderr
     assert "sasl.enabled.mechanisms GSSAPI: exactly supports PLAIN, SCRAM-SHA-256, SCRAM-SHA-512" in errors[0]
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_two_phase_commit_client_authenticates(sasl_broker: SaslBroker, mechanism: str) -> None:
+    """exactly's own 2PC client (the Spark sink's) takes the librdkafka settings and authenticates."""
+    conf = sasl_broker.confluent(mechanism, "bob")
+    with TwoPhaseClient(conf["bootstrap.servers"], config=conf, timeout=10) as client:
+        assert client.supported()
+        assert client.list_prepared("no-such-query") == ([], [])
+    assert sasl_broker.log_lines(f"authenticated as User:bob ({mechanism})")
+    wrong = {**conf, "sasl.password": "WRONG-pw-2pc"}
+    started = time.monotonic()
+    with (
+        TwoPhaseClient(conf["bootstrap.servers"], config=wrong, timeout=10) as client,
+        pytest.raises(TwoPhaseCommitError) as refused,
+    ):
+        client.supported()
+    assert refused.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert time.monotonic() - started < 5  # refused at once, not retried until the timeout
