@@ -25,7 +25,6 @@ import socket
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import scramp
@@ -34,27 +33,13 @@ from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from exactly.security.listeners import SecurityProtocol
 
-__all__ = ["ClientSecurity", "Protocol", "SaslRefusedError"]
+__all__ = ["ClientSecurity", "SaslRefusedError"]
 
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 Exchange = Callable[[ApiKey, int, Any], Any]  # (api key, version, request) -> response, on one connection
-
-
-class Protocol(Enum):
-    PLAINTEXT = "plaintext"
-    SSL = "ssl"
-    SASL_PLAINTEXT = "sasl_plaintext"
-    SASL_SSL = "sasl_ssl"
-
-    @property
-    def tls(self) -> bool:
-        return self in (Protocol.SSL, Protocol.SASL_SSL)
-
-    @property
-    def sasl(self) -> bool:
-        return self in (Protocol.SASL_PLAINTEXT, Protocol.SASL_SSL)
 
 
 class SaslRefusedError(Exception):
@@ -71,8 +56,8 @@ def _flag(value: str | None, default: bool) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ClientSecurity:
-    protocol: Protocol = Protocol.PLAINTEXT
-    mechanism: str = "PLAIN"
+    protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    mechanism: str = "GSSAPI"  # librdkafka's default (refused with SASL)
     username: str = ""
     password: str = ""
     ca_location: str | None = None
@@ -91,14 +76,16 @@ class ClientSecurity:
             value = config.get(name)
             return None if value is None else str(value)
 
-        raw = (get("security.protocol") or "plaintext").strip().lower()
+        raw = (get("security.protocol") or "plaintext").strip().upper()
         try:
-            protocol = Protocol(raw)
+            protocol = SecurityProtocol(raw)
         except ValueError:
             raise ValueError(
                 f"security.protocol {raw!r} is not one of plaintext, ssl, sasl_plaintext, sasl_ssl"
             ) from None
-        mechanism = (get("sasl.mechanism") or get("sasl.mechanisms") or "PLAIN").strip().upper()
+        mechanism = (
+            (get("sasl.mechanism") or get("sasl.mechanisms") or "GSSAPI").strip().upper()
+        )  # librdkafka's default
         if protocol.sasl and mechanism not in _MECHANISMS:
             raise ValueError(f"sasl.mechanism {mechanism!r} is not one of {', '.join(_MECHANISMS)}")
         return cls(
