@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from exactly.cluster.metadata import ClusterMetadata
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.create_topics import (
@@ -36,6 +37,7 @@ from exactly.protocol.messages.list_offsets import (
 )
 from exactly.records.batch import RecordBatch, iter_batches
 from exactly.records.record import Record
+from exactly.security.sasl import make_scram_credential
 from exactly.verify.processes import BrokerProcess
 from tests.interop.client import RawClient
 
@@ -233,3 +235,14 @@ def add_scram_users(
     )
     for future in futures.values():
         future.result(30)
+
+
+def store_scram_users(data_dir: Path, users: dict[str, str], mechanism: str = "SCRAM-SHA-256") -> None:
+    """Store `users` (name -> password, 4096 iterations) in a broker's metadata log before it starts, as
+    `exactly users add --data-dir` does (the way to make the first users of a SASL-only broker)."""
+    metadata = ClusterMetadata(data_dir)
+    try:
+        for user, password in users.items():
+            metadata.set_scram_credential(user, mechanism, make_scram_credential(mechanism, password, 4096))
+    finally:
+        metadata.close()
