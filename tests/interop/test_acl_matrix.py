@@ -2,16 +2,14 @@
 what the row needs (it passes the authorizer) and by one without it (the exact error code of the row).
 
 Principals are real: the broker's one listener is SASL_PLAINTEXT with SCRAM-SHA-256, and every client
-authenticates as its own user. `User:admin`, the super user, is created before the broker starts (`exactly
-users add --data-dir`, as Kafka's `kafka-storage.sh format --add-scram`); it then creates the two users of
+authenticates as its own user. `User:admin`, the super user, is stored before the broker starts (as `exactly
+users add --data-dir` or Kafka's `kafka-storage.sh format --add-scram` do); it then creates the two users of
 every row (`User:m<row>-yes`, `User:m<row>-no`) with confluent-kafka's AlterUserScramCredentials, and every
 ACL with a raw CreateAcls request.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -25,7 +23,7 @@ from exactly.security.rules import RULES
 from exactly.verify.processes import BrokerProcess, free_port
 from tests.interop.acl_scenarios import SCENARIOS, Names, Row
 from tests.interop.client import RawClient
-from tests.interop.support import add_scram_users, running_broker
+from tests.interop.support import add_scram_users, running_broker, store_scram_users
 
 pytestmark = pytest.mark.interop
 
@@ -70,8 +68,7 @@ def grant(principal: str, row: Row, n: Names) -> AclCreation:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("acl-matrix") / "data"
-    add_admin = [sys.executable, "-m", "exactly", "users", "add", "admin", "--password", ADMIN_PASSWORD]
-    subprocess.run([*add_admin, "--data-dir", str(data)], check=True, capture_output=True, timeout=60)
+    store_scram_users(data, {"admin": ADMIN_PASSWORD})
     port = free_port()
     with running_broker(data, f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}", *SETTINGS, port=port) as proc:
         users = [
