@@ -1,6 +1,6 @@
 """One raw request per row of exactly.security.rules.RULES, for the ACL matrix (test_acl_matrix.py).
 
-A `Scenario` sends the API's request as its principal (`exactly.debug.principal.by.client.id`) against
+A `Scenario` sends the API's request as its principal (a client authenticated as its SCRAM user) against
 the resources of its `Names` and returns the error code of the resource the row is about. `needs` lists
 every (api, role) the request needs in order to pass (for the rows whose API needs more than one thing);
 `alternatives` are rows that each suffice on their own (CREATE on the cluster or on the topic). `passes`

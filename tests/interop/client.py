@@ -6,8 +6,13 @@ import socket
 import struct
 from typing import Any
 
+import scramp
+
 from exactly.protocol.api import decode_response, encode_request
 from exactly.protocol.framing import FrameDecoder
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest
 
 
 class RawClient:
@@ -43,6 +48,24 @@ class RawClient:
         correlation_id, response = decode_response(api_key, version, self.read_frame())
         assert correlation_id == self.correlation_id
         return response
+
+    def login(self, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> RawClient:
+        """Authenticate on a SASL listener (SaslHandshake v1, then SaslAuthenticate v2 per token) as
+        `user`; AssertionError with the broker's message if it refuses."""
+        handshake = self.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism))
+        assert handshake.error_code == 0, (mechanism, handshake.error_code, handshake.mechanisms)
+        if mechanism == "PLAIN":
+            self._token(f"\0{user}\0{password}".encode())
+            return self
+        scram = scramp.ScramClient([mechanism], user, password)
+        scram.set_server_first(self._token(scram.get_client_first().encode()).decode())
+        scram.set_server_final(self._token(scram.get_client_final().encode()).decode())  # checks the server
+        return self
+
+    def _token(self, token: bytes) -> bytes:
+        answer = self.request(ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(token))
+        assert answer.error_code == 0, (answer.error_code, answer.error_message)
+        return bytes(answer.auth_bytes)
 
     def is_closed_by_peer(self, wait: float = 5.0) -> bool:
         self.sock.settimeout(wait)

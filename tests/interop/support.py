@@ -14,6 +14,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from exactly.cluster.metadata import ClusterMetadata
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.create_topics import (
@@ -29,6 +37,7 @@ from exactly.protocol.messages.list_offsets import (
 )
 from exactly.records.batch import RecordBatch, iter_batches
 from exactly.records.record import Record
+from exactly.security.sasl import make_scram_credential
 from exactly.verify.processes import BrokerProcess
 from tests.interop.client import RawClient
 
@@ -203,3 +212,37 @@ def create_topic(
         assert result.error_code == ErrorCode.NONE, (result.error_code, result.error_message)
     finally:
         client.close()
+
+
+# --- SCRAM users --------------------------------------------------------------------------------------
+
+
+def add_scram_users(
+    bootstrap: str,
+    users: dict[str, str],
+    mechanism: ScramMechanism,
+    iterations: int = 8192,
+    client_conf: dict[str, str] | None = None,
+) -> None:
+    """Store `users` (name -> password) with confluent-kafka's AlterUserScramCredentials; `client_conf`
+    reaches a SASL listener as an existing user."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client_conf or {})})
+    futures = admin.alter_user_scram_credentials(
+        [
+            UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, iterations), password.encode())
+            for user, password in users.items()
+        ]
+    )
+    for future in futures.values():
+        future.result(30)
+
+
+def store_scram_users(data_dir: Path, users: dict[str, str], mechanism: str = "SCRAM-SHA-256") -> None:
+    """Store `users` (name -> password, 4096 iterations) in a broker's metadata log before it starts, as
+    `exactly users add --data-dir` does (the way to make the first users of a SASL-only broker)."""
+    metadata = ClusterMetadata(data_dir)
+    try:
+        for user, password in users.items():
+            metadata.set_scram_credential(user, mechanism, make_scram_credential(mechanism, password, 4096))
+    finally:
+        metadata.close()

@@ -1,8 +1,11 @@
 """The ACL matrix, generated from exactly.security.rules.RULES: each row's request sent by a principal with
 what the row needs (it passes the authorizer) and by one without it (the exact error code of the row).
 
-Principals come from the client id (`exactly.debug.principal.by.client.id`, tests only) until SASL is
-on; `User:admin` is a super user and creates every ACL with a raw CreateAcls request.
+Principals are real: the broker's one listener is SASL_PLAINTEXT with SCRAM-SHA-256, and every client
+authenticates as its own user. `User:admin`, the super user, is stored before the broker starts (as `exactly
+users add --data-dir` or Kafka's `kafka-storage.sh format --add-scram` do); it then creates the two users of
+every row (`User:m<row>-yes`, `User:m<row>-no`) with confluent-kafka's AlterUserScramCredentials, and every
+ACL with a raw CreateAcls request.
 """
 
 from __future__ import annotations
@@ -10,16 +13,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka.admin import ScramMechanism
 
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.create_acls import AclCreation, CreateAclsRequest
 from exactly.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from exactly.security.rules import RULES
-from exactly.verify.processes import BrokerProcess
+from exactly.verify.processes import BrokerProcess, free_port
 from tests.interop.acl_scenarios import SCENARIOS, Names, Row
 from tests.interop.client import RawClient
-from tests.interop.support import running_broker
+from tests.interop.support import add_scram_users, running_broker, store_scram_users
 
 pytestmark = pytest.mark.interop
 
@@ -27,15 +31,31 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SETTINGS = (
     f"authorizer.class.name={AUTHORIZER}",
     "super.users=User:admin",
-    "exactly.debug.principal.by.client.id=true",
+    "sasl.enabled.mechanisms=SCRAM-SHA-256",
     "group.initial.rebalance.delay.ms=0",
 )
+MECHANISM = "SCRAM-SHA-256"
+ADMIN_PASSWORD = "admin-matrix-pw"
 ROWS: list[Row] = [(api, role) for api, roles in RULES.items() for role in roles]
 LITERAL, ALLOW, ANY_HOST = 3, 3, "*"
 
 
 def names(index: int, who: str) -> Names:
     return Names(f"m{index}-{who}-t", f"m{index}-{who}-g", f"m{index}-{who}-x")
+
+
+def password(user: str) -> str:
+    return f"{user}-pw"
+
+
+def client(proc: BrokerProcess, user: str) -> RawClient:
+    """A raw client authenticated as `user` (SCRAM-SHA-256)."""
+    raw = RawClient(proc.bootstrap, client_id=f"{user}-client")
+    try:
+        return raw.login(user, ADMIN_PASSWORD if user == "admin" else password(user), MECHANISM)
+    except BaseException:
+        raw.close()
+        raise
 
 
 def grant(principal: str, row: Row, n: Names) -> AclCreation:
@@ -47,8 +67,22 @@ def grant(principal: str, row: Row, n: Names) -> AclCreation:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with running_broker(tmp_path_factory.mktemp("acl-matrix") / "data", *SETTINGS) as proc:
-        admin = RawClient(proc.bootstrap, client_id="admin")
+    data = tmp_path_factory.mktemp("acl-matrix") / "data"
+    store_scram_users(data, {"admin": ADMIN_PASSWORD})
+    port = free_port()
+    with running_broker(data, f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}", *SETTINGS, port=port) as proc:
+        users = [
+            f"m{index}-{who}" for index, row in enumerate(ROWS) if row in SCENARIOS for who in ("yes", "no")
+        ]
+        as_admin = {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": MECHANISM,
+            "sasl.username": "admin",
+            "sasl.password": ADMIN_PASSWORD,
+        }
+        passwords = {user: password(user) for user in users}
+        add_scram_users(proc.bootstrap, passwords, ScramMechanism.SCRAM_SHA_256, 4096, as_admin)
+        admin = client(proc, "admin")
         try:
             creations: list[AclCreation] = []
             topics: list[CreatableTopic] = []
@@ -89,11 +123,11 @@ def test_row(broker: BrokerProcess, row: Row) -> None:
     index = ROWS.index(row)
     rule = RULES[row[0]][row[1]]
     for who, expected in (("yes", scenario.passes), ("no", rule.error)):
-        client = RawClient(broker.bootstrap, client_id=f"m{index}-{who}")
+        raw = client(broker, f"m{index}-{who}")
         try:
-            code = scenario.send(client, names(index, who))
+            code = scenario.send(raw, names(index, who))
         finally:
-            client.close()
+            raw.close()
         assert ErrorCode(code) == expected, f"{who}: {ErrorCode(code).name}, expected {expected.name}"
     # one audit line for the denial, naming the principal, the operation and the resource (of one of
     # the alternatives, when any of several would do)

@@ -2,7 +2,8 @@
 them; they survive kill -9; a principal without TRANSACTIONAL_ID WRITE cannot init, fence or abort another
 principal's transactional id, and the owner's transaction commits untouched.
 
-Principals come from the client id (`exactly.debug.principal.by.client.id`, tests only) until SASL is on.
+Principals are real: the broker listens on SASL_PLAINTEXT (SCRAM-SHA-256) only, its users are stored before
+it starts (as `exactly users add --data-dir` does), and every client authenticates as its user.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -33,22 +35,47 @@ from exactly.protocol.messages.write_txn_markers import (
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
-from exactly.verify.processes import BrokerProcess
+from exactly.verify.processes import BrokerProcess, free_port
 from tests.interop.client import RawClient
-from tests.interop.support import create_topic, running_broker
+from tests.interop.support import running_broker, store_scram_users
 
 pytestmark = pytest.mark.interop
 
 TIMEOUT = 30.0
 SETTINGS = (
     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    "super.users=User:admin;User:raw-test",
-    "exactly.debug.principal.by.client.id=true",
+    "super.users=User:admin",
+    "sasl.enabled.mechanisms=SCRAM-SHA-256",
 )
+PASSWORDS = {user: f"{user}-acls-pw" for user in ("admin", "alice", "mallory")}
 
 
-def admin(bootstrap: str, client_id: str = "admin") -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "client.id": client_id})
+def as_user(user: str) -> dict[str, str]:
+    """The confluent-kafka settings of a client authenticated as `user`."""
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": user,
+        "sasl.password": PASSWORDS[user],
+    }
+
+
+def kafka_python_as(user: str) -> dict[str, str]:
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": user,
+        "sasl_plain_password": PASSWORDS[user],
+    }
+
+
+def admin(bootstrap: str, user: str = "admin") -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, **as_user(user)})
+
+
+def create_topic(bootstrap: str, name: str) -> None:
+    client = admin(bootstrap)  # kept alive until the answer (a dropped client cancels its requests)
+    client.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=TIMEOUT)
 
 
 def topic_acl(
@@ -78,7 +105,11 @@ def create(client: AdminClient, *bindings: AclBinding) -> None:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    with running_broker(tmp_path / "data", *SETTINGS) as proc:
+    store_scram_users(tmp_path / "data", PASSWORDS)
+    port = free_port()
+    with running_broker(
+        tmp_path / "data", f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}", *SETTINGS, port=port
+    ) as proc:
         yield proc
 
 
@@ -132,7 +163,7 @@ def test_confluent_admin_acls_survive_kill_9(broker: BrokerProcess) -> None:
 
 
 def test_only_cluster_alter_may_create_acls(broker: BrokerProcess) -> None:
-    outsider = admin(broker.bootstrap, client_id="mallory")
+    outsider = admin(broker.bootstrap, "mallory")
     futures = outsider.create_acls([topic_acl("orders", "User:mallory", AclOperation.ALL)])
     for future in futures.values():
         with pytest.raises(KafkaException) as raised:
@@ -175,7 +206,7 @@ def test_kafka_python_admin_acls(broker: BrokerProcess) -> None:
     from kafka.admin import ACLResourcePatternType as PatternType
     from kafka.admin import ResourceType as KpResourceType
 
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="admin")
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, **kafka_python_as("admin"))
     try:
         acl = ACL(
             "User:carol",
@@ -207,7 +238,7 @@ def test_kafka_python_admin_acls(broker: BrokerProcess) -> None:
         client.close()
 
 
-def _kafka_python_describe(bootstrap: str, client_id: str) -> object:
+def _kafka_python_describe(bootstrap: str, user: str | None) -> object:
     from kafka.admin import (
         ACLFilter,
         ACLOperation,
@@ -218,7 +249,7 @@ def _kafka_python_describe(bootstrap: str, client_id: str) -> object:
     from kafka.admin import ACLResourcePatternType as PatternType
     from kafka.admin import ResourceType as KpResourceType
 
-    client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id)
+    client = KafkaAdminClient(bootstrap_servers=bootstrap, **(kafka_python_as(user) if user else {}))
     try:
         pattern = ResourcePatternFilter(KpResourceType.ANY, None, PatternType.ANY)
         return client.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY, pattern))
@@ -233,12 +264,13 @@ def test_describe_denied_and_no_authorizer(broker: BrokerProcess, tmp_path: Path
     with pytest.raises(ClusterAuthorizationFailedError):
         _kafka_python_describe(broker.bootstrap, "mallory")
     with running_broker(tmp_path / "plain") as proc, pytest.raises(SecurityDisabledError):
-        _kafka_python_describe(proc.bootstrap, "admin")
+        _kafka_python_describe(proc.bootstrap, None)  # PLAINTEXT, no authorizer
 
 
-def _raw(bootstrap: str, client_id: str, api: ApiKey, version: int, body: object) -> object:
-    client = RawClient(bootstrap, client_id=client_id)
+def _raw(bootstrap: str, user: str, api: ApiKey, version: int, body: object) -> object:
+    client = RawClient(bootstrap, client_id=user)
     try:
+        client.login(user, PASSWORDS[user])
         return client.request(api, version, body)
     finally:
         client.close()
@@ -263,7 +295,7 @@ def test_a_stranger_cannot_init_fence_or_abort_anothers_transaction(broker: Brok
         topic_acl(topic, "User:alice", AclOperation.WRITE),
         topic_acl(topic, "User:mallory", AclOperation.WRITE),  # mallory may write the topic, not the id
     )
-    owner = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "alice", "transactional.id": txn})
+    owner = Producer({"bootstrap.servers": broker.bootstrap, **as_user("alice"), "transactional.id": txn})
     owner.init_transactions(TIMEOUT)
     owner.begin_transaction()
     for i in range(3):
@@ -271,7 +303,7 @@ def test_a_stranger_cannot_init_fence_or_abort_anothers_transaction(broker: Brok
     assert owner.flush(TIMEOUT) == 0
 
     stranger = Producer(
-        {"bootstrap.servers": broker.bootstrap, "client.id": "mallory", "transactional.id": txn}
+        {"bootstrap.servers": broker.bootstrap, **as_user("mallory"), "transactional.id": txn}
     )
     with pytest.raises(KafkaException) as raised:
         stranger.init_transactions(TIMEOUT)
@@ -307,7 +339,7 @@ def test_a_stranger_cannot_init_fence_or_abort_anothers_transaction(broker: Brok
     consumer = Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
-            "client.id": "admin",
+            **as_user("admin"),
             "group.id": "acl-check",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
@@ -339,7 +371,7 @@ def test_authorized_operations_come_from_the_acls(broker: BrokerProcess) -> None
         topic_acl("ops", "User:alice", AclOperation.ALTER_CONFIGS),
         topic_acl("ops", "User:alice", AclOperation.DELETE, permission=AclPermissionType.DENY),
     )
-    alice = admin(broker.bootstrap, client_id="alice")
+    alice = admin(broker.bootstrap, "alice")
     futures = alice.describe_topics(TopicCollection(["ops"]), include_authorized_operations=True)
     described = futures["ops"].result(timeout=TIMEOUT)
     # READ implies DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS

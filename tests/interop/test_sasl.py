@@ -9,30 +9,25 @@ One broker serves three listeners:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import shutil
 import struct
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
-    ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
 )
-from kafka import KafkaConsumer, KafkaProducer
 
+from exactly.client.twopc import TwoPhaseClient, TwoPhaseCommitError
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.alter_user_scram_credentials import (
@@ -50,8 +45,18 @@ from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from exactly.verify.processes import BrokerProcess, free_port
 from tests.interop.client import RawClient as _RawClient
-from tests.interop.support import running_broker
-from tests.interop.tls_support import make_tls_files, ssl_settings
+from tests.interop.support import add_scram_users, running_broker
+from tests.interop.tls_support import (
+    aiokafka_round_trip,
+    consume_confluent,
+    kafka_python_round_trip,
+    kcat_round_trip,
+    make_tls_files,
+    ssl_settings,
+    transactions_confluent,
+    unique_topic,
+    wait_for,
+)
 
 USERS = {"alice": "alice-secret-1", "bob": "bob-secret-2"}
 JAAS_USERS = {"carol": "carol-jaas-pw"}
@@ -89,20 +94,6 @@ class SaslBroker:
         return [line for line in self.proc.full_log().splitlines() if text in line]
 
 
-def add_users(
-    bootstrap: str, users: dict[str, str], mechanism: ScramMechanism, iterations: int = 8192
-) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.alter_user_scram_credentials(
-        [
-            UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, iterations), password.encode())
-            for user, password in users.items()
-        ]
-    )
-    for future in futures.values():
-        future.result(30)
-
-
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     root = tmp_path_factory.mktemp("sasl")
@@ -117,8 +108,8 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker
     ]
     with running_broker(root / "data", *settings, port=plain_port) as proc:
         broker = SaslBroker(proc, sasl_port, jaas_port, plain_port)
-        add_users(broker.plain_bootstrap, USERS, ScramMechanism.SCRAM_SHA_256)
-        add_users(broker.plain_bootstrap, USERS, ScramMechanism.SCRAM_SHA_512, iterations=4096)
+        add_scram_users(broker.plain_bootstrap, USERS, ScramMechanism.SCRAM_SHA_256)
+        add_scram_users(broker.plain_bootstrap, USERS, ScramMechanism.SCRAM_SHA_512, iterations=4096)
         yield broker
 
 
@@ -131,34 +122,6 @@ def RawClient(bootstrap: str) -> Iterator[_RawClient]:
         raw.close()
 
 
-def _wait_for(condition: Callable[[], object], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
-def _topic() -> str:
-    return f"sasl-{uuid.uuid4().hex[:8]}"
-
-
-def _consume_confluent(conf: dict[str, str], topic: str, count: int, **extra: str) -> list[bytes]:
-    consumer = Consumer(
-        {**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest", **extra}
-    )
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 30
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                values.append(msg.value())
-    finally:
-        consumer.close()
-    return values
-
-
 def _produce_confluent(conf: dict[str, str], topic: str, values: list[bytes]) -> None:
     producer = Producer(conf)
     for value in values:
@@ -168,18 +131,18 @@ def _produce_confluent(conf: dict[str, str], topic: str, values: list[bytes]) ->
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
 def test_confluent_kafka_produces_and_consumes(sasl_broker: SaslBroker, mechanism: str) -> None:
-    topic = _topic()
+    topic = unique_topic("sasl")
     before = len(sasl_broker.log_lines(f"authenticated as User:bob ({mechanism})"))
     values = [f"{mechanism}-{i}".encode() for i in range(20)]
     _produce_confluent(sasl_broker.confluent(mechanism, "bob"), topic, values)
-    assert _consume_confluent(sasl_broker.confluent(mechanism, "bob"), topic, 20) == values
+    assert consume_confluent(sasl_broker.confluent(mechanism, "bob"), topic, 20) == values
     lines = sasl_broker.log_lines(f"authenticated as User:bob ({mechanism})")
     assert len(lines) > before
     assert all(" INFO " in line and "connection " in line for line in lines)
 
 
 def test_plain_against_jaas_users(sasl_broker: SaslBroker) -> None:
-    topic = _topic()
+    topic = unique_topic("sasl")
     conf = {
         "bootstrap.servers": f"127.0.0.1:{sasl_broker.jaas_port}",
         "security.protocol": "SASL_PLAINTEXT",
@@ -188,7 +151,7 @@ def test_plain_against_jaas_users(sasl_broker: SaslBroker) -> None:
         "sasl.password": JAAS_USERS["carol"],
     }
     _produce_confluent(conf, topic, [b"jaas"])
-    assert _consume_confluent(conf, topic, 1) == [b"jaas"]
+    assert consume_confluent(conf, topic, 1) == [b"jaas"]
     assert sasl_broker.log_lines("authenticated as User:carol (PLAIN)")
     # The JAAS listener has its own users: alice's SCRAM password is not a PLAIN password there.
     with RawClient(f"127.0.0.1:{sasl_broker.jaas_port}") as raw:
@@ -204,105 +167,40 @@ def test_plain_against_jaas_users(sasl_broker: SaslBroker) -> None:
 
 
 def test_kafka_python_scram_sha_512(sasl_broker: SaslBroker) -> None:
-    topic = _topic()
-    args = {
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": "SCRAM-SHA-512",
-        "sasl_plain_username": "alice",
-        "sasl_plain_password": USERS["alice"],
-    }
-    producer = KafkaProducer(bootstrap_servers=sasl_broker.sasl_bootstrap, **args)
-    for i in range(10):
-        producer.send(topic, f"k{i}".encode(), partition=0)
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=sasl_broker.sasl_bootstrap,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=15_000,
-        **args,
+    values = kafka_python_round_trip(
+        sasl_broker.sasl_bootstrap,
+        unique_topic("sasl"),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="alice",
+        sasl_plain_password=USERS["alice"],
     )
-    values = [m.value for m in consumer]
-    consumer.close()
     assert values == [f"k{i}".encode() for i in range(10)]
 
 
 def test_aiokafka_scram_sha_256(sasl_broker: SaslBroker) -> None:
-    topic = _topic()
-    args = {
-        "bootstrap_servers": sasl_broker.sasl_bootstrap,
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": "SCRAM-SHA-256",
-        "sasl_plain_username": "bob",
-        "sasl_plain_password": USERS["bob"],
-    }
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**args)
-        await producer.start()
-        try:
-            for i in range(10):
-                await producer.send_and_wait(topic, f"a{i}".encode(), partition=0)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **args)
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for msg in consumer:
-                    assert msg.value is not None
-                    values.append(msg.value)
-                    if len(values) == 10:
-                        break
-        finally:
-            await consumer.stop()
-        return values
-
-    assert asyncio.run(run()) == [f"a{i}".encode() for i in range(10)]
+    values = aiokafka_round_trip(
+        sasl_broker.sasl_bootstrap,
+        unique_topic("sasl"),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username="bob",
+        sasl_plain_password=USERS["bob"],
+    )
+    assert values == [f"a{i}".encode() for i in range(10)]
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (.ci/run installs it)")
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
 def test_kcat(sasl_broker: SaslBroker, mechanism: str) -> None:
-    topic = _topic()
     conf = sasl_broker.confluent(mechanism)
-    options = [
-        x
-        for key in ("security.protocol", "sasl.mechanism", "sasl.username", "sasl.password")
-        for x in ("-X", f"{key}={conf[key]}")
-    ]
-    base = ["kcat", "-b", sasl_broker.sasl_bootstrap, *options, "-t", topic]
-    lines = "".join(f"kc{i}\n" for i in range(5))
-    subprocess.run([*base, "-P", "-p", "0"], input=lines, text=True, check=True, timeout=60)
-    out = subprocess.run(
-        [*base, "-C", "-p", "0", "-o", "beginning", "-e", "-q"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    assert out.stdout.splitlines() == [f"kc{i}" for i in range(5)]
+    settings = {k: conf[k] for k in ("security.protocol", "sasl.mechanism", "sasl.username", "sasl.password")}
+    lines = kcat_round_trip(sasl_broker.sasl_bootstrap, unique_topic("sasl"), settings)
+    assert lines == [f"kc{i}" for i in range(5)]
 
 
 def test_transaction_over_scram(sasl_broker: SaslBroker) -> None:
-    topic = _topic()
-    conf = sasl_broker.confluent("SCRAM-SHA-256")
-    producer = Producer({**conf, "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, f"committed-{i}".encode(), partition=0)
-    producer.commit_transaction(30)
-    producer.begin_transaction()
-    producer.produce(topic, b"aborted", partition=0)
-    producer.flush(30)
-    producer.abort_transaction(30)
-    producer.begin_transaction()
-    producer.produce(topic, b"last", partition=0)
-    producer.commit_transaction(30)
-    values = _consume_confluent(conf, topic, 6, **{"isolation.level": "read_committed"})
+    values = transactions_confluent(sasl_broker.confluent("SCRAM-SHA-256"), unique_topic("sasl"))
     assert values == [*(f"committed-{i}".encode() for i in range(5)), b"last"]
 
 
@@ -321,7 +219,7 @@ def test_wrong_password_and_unknown_user(sasl_broker: SaslBroker, user: str, pas
         assert answer.error_message == "Authentication failed: Invalid username or password"  # type: ignore[attr-defined]
         assert took >= 0.1  # connection.failed.authentication.delay.ms
         assert raw.is_closed_by_peer()
-    _wait_for(
+    wait_for(
         lambda: sasl_broker.log_lines(f"authentication failed (PLAIN, user '{user}': invalid credentials)")
     )
     assert password not in sasl_broker.proc.full_log()
@@ -373,7 +271,7 @@ def test_a_request_before_authentication_closes_the_connection(
         with pytest.raises(ConnectionError):
             raw.request(ApiKey.METADATA, 12, MetadataRequest(topics=[]))
     state = "authenticating" if after_handshake else "waiting for SaslHandshake"
-    _wait_for(lambda: sasl_broker.log_lines(f"(bad request: ILLEGAL_SASL_STATE: METADATA v12 while {state})"))
+    wait_for(lambda: sasl_broker.log_lines(f"(bad request: ILLEGAL_SASL_STATE: METADATA v12 while {state})"))
 
 
 def test_garbage_tokens_and_frames_are_refused_and_others_are_served(sasl_broker: SaslBroker) -> None:
@@ -388,15 +286,15 @@ def test_garbage_tokens_and_frames_are_refused_and_others_are_served(sasl_broker
     # SaslAuthenticate before SaslHandshake
     with RawClient(sasl_broker.sasl_bootstrap) as raw, pytest.raises(ConnectionError):
         raw.request(ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(b"\0alice\0x"))
-    topic = _topic()
+    topic = unique_topic("sasl")
     _produce_confluent(sasl_broker.confluent("SCRAM-SHA-512"), topic, [b"still-serving"])
-    assert _consume_confluent(sasl_broker.confluent("SCRAM-SHA-512"), topic, 1) == [b"still-serving"]
+    assert consume_confluent(sasl_broker.confluent("SCRAM-SHA-512"), topic, 1) == [b"still-serving"]
 
 
 def test_raw_token_framing_of_handshake_v0_is_refused(sasl_broker: SaslBroker) -> None:
     with RawClient(sasl_broker.sasl_bootstrap) as raw, pytest.raises(ConnectionError):
         raw.request(ApiKey.SASL_HANDSHAKE, 0, SaslHandshakeRequest("PLAIN"))
-    _wait_for(
+    wait_for(
         lambda: sasl_broker.log_lines("SaslHandshake v0 (raw tokens without SaslAuthenticate, not built)")
     )
 
@@ -458,7 +356,7 @@ def test_scram_credential_admin_errors(sasl_broker: SaslBroker) -> None:
 
 def test_deleted_credentials_no_longer_authenticate(sasl_broker: SaslBroker) -> None:
     admin = AdminClient({"bootstrap.servers": sasl_broker.plain_bootstrap})
-    add_users(sasl_broker.plain_bootstrap, {"dave": "dave-pw-1"}, ScramMechanism.SCRAM_SHA_256)
+    add_scram_users(sasl_broker.plain_bootstrap, {"dave": "dave-pw-1"}, ScramMechanism.SCRAM_SHA_256)
     with RawClient(sasl_broker.sasl_bootstrap) as raw:
         assert _authenticate_plain(raw, "dave", "dave-pw-1").error_code == 0  # type: ignore[attr-defined]
     for future in admin.alter_user_scram_credentials(
@@ -480,7 +378,7 @@ def test_credentials_survive_kill_9(tmp_path: Path) -> None:
         "sasl.enabled.mechanisms=SCRAM-SHA-512",
     ]
     with running_broker(tmp_path / "data", *settings, port=plain_port) as proc:
-        add_users(f"127.0.0.1:{plain_port}", {"erin": "erin-pw-9"}, ScramMechanism.SCRAM_SHA_512)
+        add_scram_users(f"127.0.0.1:{plain_port}", {"erin": "erin-pw-9"}, ScramMechanism.SCRAM_SHA_512)
         proc.kill()
         proc.restart()
         stored = (tmp_path / "data" / "__cluster_metadata.log").read_text()
@@ -493,9 +391,9 @@ def test_credentials_survive_kill_9(tmp_path: Path) -> None:
             "sasl.username": "erin",
             "sasl.password": "erin-pw-9",
         }
-        topic = _topic()
+        topic = unique_topic("sasl")
         _produce_confluent(conf, topic, [b"after-kill"])
-        assert _consume_confluent(conf, topic, 1) == [b"after-kill"]
+        assert consume_confluent(conf, topic, 1) == [b"after-kill"]
         assert "authenticated as User:erin (SCRAM-SHA-512)" in proc.full_log()
 
 
@@ -507,7 +405,7 @@ def test_scram_over_sasl_ssl(tmp_path: Path) -> None:
         *ssl_settings(files, client_auth="none"),
     ]
     with running_broker(tmp_path / "data", *settings, port=plain_port) as proc:
-        add_users(f"127.0.0.1:{plain_port}", {"frank": "frank-pw-7"}, ScramMechanism.SCRAM_SHA_512)
+        add_scram_users(f"127.0.0.1:{plain_port}", {"frank": "frank-pw-7"}, ScramMechanism.SCRAM_SHA_512)
         conf = {
             "bootstrap.servers": f"127.0.0.1:{ssl_port}",
             "security.protocol": "SASL_SSL",
@@ -516,13 +414,13 @@ def test_scram_over_sasl_ssl(tmp_path: Path) -> None:
             "sasl.username": "frank",
             "sasl.password": "frank-pw-7",
         }
-        topic = _topic()
+        topic = unique_topic("sasl")
         _produce_confluent(conf, topic, [b"over-tls"])
-        assert _consume_confluent(conf, topic, 1) == [b"over-tls"]
+        assert consume_confluent(conf, topic, 1) == [b"over-tls"]
         assert "authenticated as User:frank (SCRAM-SHA-512)" in proc.full_log()
         errors: list[object] = []
         producer = Producer({**conf, "sasl.password": "wrong-pw-7", "error_cb": errors.append})
-        _wait_for(lambda: producer.poll(0.2) is not None and errors)
+        wait_for(lambda: producer.poll(0.2) is not None and errors)
         assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in str(errors[0])
 
 
@@ -533,7 +431,7 @@ def test_reauthentication_and_expiry(tmp_path: Path) -> None:
         "connections.max.reauth.ms=1500",
     ]
     with running_broker(tmp_path / "data", *settings, port=plain_port) as proc:
-        add_users(f"127.0.0.1:{plain_port}", {"gina": "gina-pw-3"}, ScramMechanism.SCRAM_SHA_256)
+        add_scram_users(f"127.0.0.1:{plain_port}", {"gina": "gina-pw-3"}, ScramMechanism.SCRAM_SHA_256)
         conf = {
             "bootstrap.servers": f"127.0.0.1:{sasl_port}",
             "security.protocol": "SASL_PLAINTEXT",
@@ -542,7 +440,7 @@ def test_reauthentication_and_expiry(tmp_path: Path) -> None:
             "sasl.password": "gina-pw-3",
         }
         producer = Producer(conf)
-        topic = _topic()
+        topic = unique_topic("sasl")
         sent = 0
         # librdkafka re-authenticates its connections before each 1.5 s session ends; keep producing
         # until the broker has logged two re-authentications, every record delivered.
@@ -552,7 +450,7 @@ def test_reauthentication_and_expiry(tmp_path: Path) -> None:
             producer.produce(topic, f"r{sent}".encode(), partition=0)
             sent += 1
             assert producer.flush(10) == 0
-        assert _consume_confluent(conf, topic, sent) == [f"r{i}".encode() for i in range(sent)]
+        assert consume_confluent(conf, topic, sent) == [f"r{i}".encode() for i in range(sent)]
         assert "after the session expired" not in proc.full_log()
         # A client that does not re-authenticate is closed at its next request after the lifetime.
         with RawClient(f"127.0.0.1:{sasl_port}") as raw:
@@ -561,10 +459,10 @@ def test_reauthentication_and_expiry(tmp_path: Path) -> None:
             assert (answer.error_code, answer.session_lifetime_ms) == (0, 1500)
             assert raw.request(ApiKey.METADATA, 12, MetadataRequest(topics=[])).brokers
             expiry = time.monotonic() + 1.6
-            _wait_for(lambda: time.monotonic() > expiry)
+            wait_for(lambda: time.monotonic() > expiry)
             with pytest.raises(ConnectionError):
                 raw.request(ApiKey.METADATA, 12, MetadataRequest(topics=[]))
-        _wait_for(lambda: "METADATA v12 after the session expired" in proc.full_log())
+        wait_for(lambda: "METADATA v12 after the session expired" in proc.full_log())
 
 
 def test_unknown_enabled_mechanism_is_one_error_line(tmp_path: Path) -> None:
@@ -586,3 +484,22 @@ def test_unknown_enabled_mechanism_is_one_error_line(tmp_path: Path) -> None:
     assert len(errors) == 1, out.stderr
     assert "sasl.enabled.mechanisms GSSAPI: exactly supports PLAIN, SCRAM-SHA-256, SCRAM-SHA-512" in errors[0]
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_two_phase_commit_client_authenticates(sasl_broker: SaslBroker, mechanism: str) -> None:
+    """exactly's own 2PC client (the Spark sink's) takes the librdkafka settings and authenticates."""
+    conf = sasl_broker.confluent(mechanism, "bob")
+    with TwoPhaseClient(conf["bootstrap.servers"], config=conf, timeout=10) as client:
+        assert client.supported()
+        assert client.list_prepared("no-such-query") == ([], [])
+    assert sasl_broker.log_lines(f"authenticated as User:bob ({mechanism})")
+    wrong = {**conf, "sasl.password": "WRONG-pw-2pc"}
+    started = time.monotonic()
+    with (
+        TwoPhaseClient(conf["bootstrap.servers"], config=wrong, timeout=10) as client,
+        pytest.raises(TwoPhaseCommitError) as refused,
+    ):
+        client.supported()
+    assert refused.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert time.monotonic() - started < 5  # refused at once, not retried until the timeout

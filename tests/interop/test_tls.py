@@ -10,28 +10,37 @@ The broker logs one INFO line per client authenticated by its certificate; the t
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import socket
 import struct
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-from kafka import KafkaConsumer, KafkaProducer
 
 from exactly.verify.processes import BrokerProcess, free_port
 from tests.interop.support import running_broker
-from tests.interop.tls_support import ClientCert, TlsFiles, confluent_ssl, make_tls_files, ssl_settings
+from tests.interop.tls_support import (
+    ClientCert,
+    TlsFiles,
+    aiokafka_round_trip,
+    confluent_ssl,
+    consume_confluent,
+    kafka_python_round_trip,
+    kcat_round_trip,
+    make_tls_files,
+    ssl_settings,
+    transactions_confluent,
+    unique_topic,
+    wait_for,
+)
 
 KEY_PASSWORD = "s3cret-pw"
 
@@ -76,47 +85,17 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
         yield TlsBroker(proc, files, files.client("alice"), ssl_port, mapped_port, plain_port)
 
 
-def _topic() -> str:
-    return f"tls-{uuid.uuid4().hex[:8]}"
-
-
-def _wait_for(condition: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if callable(condition) and condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
 def _log_lines(broker: TlsBroker, text: str) -> list[str]:
     return [line for line in broker.proc.full_log().splitlines() if text in line]
 
 
-def _consume_confluent(conf: dict[str, str], topic: str, count: int, **extra: str) -> list[bytes]:
-    consumer = Consumer(
-        {**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest", **extra}
-    )
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 30
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                values.append(msg.value())
-    finally:
-        consumer.close()
-    return values
-
-
 def test_confluent_kafka_produces_and_consumes_with_its_certificate(tls_broker: TlsBroker) -> None:
-    topic = _topic()
+    topic = unique_topic("tls")
     producer = Producer(tls_broker.confluent())
     for i in range(20):
         producer.produce(topic, f"c{i}".encode(), partition=0)
     assert producer.flush(30) == 0
-    assert _consume_confluent(tls_broker.confluent(), topic, 20) == [f"c{i}".encode() for i in range(20)]
+    assert consume_confluent(tls_broker.confluent(), topic, 20) == [f"c{i}".encode() for i in range(20)]
     lines = _log_lines(tls_broker, "on listener SSL authenticated as")
     assert lines
     assert all(line.endswith("authenticated as User:CN=alice,OU=x,O=y") for line in lines), lines
@@ -124,114 +103,43 @@ def test_confluent_kafka_produces_and_consumes_with_its_certificate(tls_broker: 
 
 
 def test_kafka_python_over_tls(tls_broker: TlsBroker) -> None:
-    topic = _topic()
-    ssl_args = {
-        "security_protocol": "SSL",
-        "ssl_cafile": str(tls_broker.files.ca),
-        "ssl_certfile": str(tls_broker.alice.cert),
-        "ssl_keyfile": str(tls_broker.alice.key),
-    }
-    producer = KafkaProducer(bootstrap_servers=tls_broker.ssl_bootstrap, **ssl_args)
-    for i in range(10):
-        producer.send(topic, f"k{i}".encode(), partition=0)
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=tls_broker.ssl_bootstrap,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=15_000,
-        **ssl_args,
+    values = kafka_python_round_trip(
+        tls_broker.ssl_bootstrap,
+        unique_topic("tls"),
+        security_protocol="SSL",
+        ssl_cafile=str(tls_broker.files.ca),
+        ssl_certfile=str(tls_broker.alice.cert),
+        ssl_keyfile=str(tls_broker.alice.key),
     )
-    values = [m.value for m in consumer]
-    consumer.close()
     assert values == [f"k{i}".encode() for i in range(10)]
 
 
 def test_aiokafka_over_tls(tls_broker: TlsBroker) -> None:
-    topic = _topic()
-
-    async def run() -> list[bytes]:
-        ctx = create_ssl_context(
-            cafile=str(tls_broker.files.ca),
-            certfile=str(tls_broker.alice.cert),
-            keyfile=str(tls_broker.alice.key),
-        )
-        producer = AIOKafkaProducer(
-            bootstrap_servers=tls_broker.ssl_bootstrap, security_protocol="SSL", ssl_context=ctx
-        )
-        await producer.start()
-        try:
-            for i in range(10):
-                await producer.send_and_wait(topic, f"a{i}".encode(), partition=0)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(
-            topic,
-            bootstrap_servers=tls_broker.ssl_bootstrap,
-            security_protocol="SSL",
-            ssl_context=ctx,
-            auto_offset_reset="earliest",
-        )
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for msg in consumer:
-                    assert msg.value is not None
-                    values.append(msg.value)
-                    if len(values) == 10:
-                        break
-        finally:
-            await consumer.stop()
-        return values
-
-    assert asyncio.run(run()) == [f"a{i}".encode() for i in range(10)]
+    context = create_ssl_context(
+        cafile=str(tls_broker.files.ca),
+        certfile=str(tls_broker.alice.cert),
+        keyfile=str(tls_broker.alice.key),
+    )
+    values = aiokafka_round_trip(
+        tls_broker.ssl_bootstrap, unique_topic("tls"), security_protocol="SSL", ssl_context=context
+    )
+    assert values == [f"a{i}".encode() for i in range(10)]
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (.ci/run installs it)")
 def test_kcat_over_tls(tls_broker: TlsBroker) -> None:
-    topic = _topic()
-    tls = [
-        "-X",
-        "security.protocol=SSL",
-        "-X",
-        f"ssl.ca.location={tls_broker.files.ca}",
-        "-X",
-        f"ssl.certificate.location={tls_broker.alice.cert}",
-        "-X",
-        f"ssl.key.location={tls_broker.alice.key}",
-    ]
-    base = ["kcat", "-b", tls_broker.ssl_bootstrap, *tls, "-t", topic]
-    lines = "".join(f"kc{i}\n" for i in range(5))
-    subprocess.run([*base, "-P", "-p", "0"], input=lines, text=True, check=True, timeout=60)
-    out = subprocess.run(
-        [*base, "-C", "-p", "0", "-o", "beginning", "-e", "-q"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    assert out.stdout.splitlines() == [f"kc{i}" for i in range(5)]
+    settings = {
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(tls_broker.files.ca),
+        "ssl.certificate.location": str(tls_broker.alice.cert),
+        "ssl.key.location": str(tls_broker.alice.key),
+    }
+    lines = kcat_round_trip(tls_broker.ssl_bootstrap, unique_topic("tls"), settings)
+    assert lines == [f"kc{i}" for i in range(5)]
 
 
 def test_transactions_over_tls(tls_broker: TlsBroker) -> None:
-    topic = _topic()
-    producer = Producer({**tls_broker.confluent(), "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, f"committed-{i}".encode(), partition=0)
-    producer.commit_transaction(30)
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, f"aborted-{i}".encode(), partition=0)
-    producer.flush(30)
-    producer.abort_transaction(30)
-    producer.begin_transaction()
-    producer.produce(topic, b"last", partition=0)
-    producer.commit_transaction(30)
-    values = _consume_confluent(tls_broker.confluent(), topic, 6, **{"isolation.level": "read_committed"})
+    values = transactions_confluent(tls_broker.confluent(), unique_topic("tls"))
     assert values == [*(f"committed-{i}".encode() for i in range(5)), b"last"]
 
 
@@ -240,7 +148,7 @@ def test_a_client_without_a_certificate_is_refused_and_others_are_served(tls_bro
     admin = AdminClient({**tls_broker.confluent(), "ssl.certificate.location": "", "ssl.key.location": ""})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=5)
-    _wait_for(lambda: tls_broker.proc.full_log().count("on listener SSL failed") > failures_before)
+    wait_for(lambda: tls_broker.proc.full_log().count("on listener SSL failed") > failures_before)
     failed = [line for line in tls_broker.proc.full_log().splitlines() if "on listener SSL failed" in line]
     assert all(" INFO " in line and "TLS handshake with 127.0.0.1:" in line for line in failed)
     assert "Traceback" not in tls_broker.proc.full_log()
@@ -263,19 +171,19 @@ def test_a_plaintext_client_on_the_ssl_port_is_closed(tls_broker: TlsBroker) -> 
             except ConnectionResetError:
                 data = b""
             assert data == b""
-        _wait_for(lambda: "failed: " in tls_broker.proc.full_log())
-        topic = _topic()
+        wait_for(lambda: "failed: " in tls_broker.proc.full_log())
+        topic = unique_topic("tls")
         producer = Producer(tls_broker.confluent())
         producer.produce(topic, b"still-served", partition=0)
         assert producer.flush(30) == 0
-        assert _consume_confluent(tls_broker.confluent(), topic, 1) == [b"still-served"]
+        assert consume_confluent(tls_broker.confluent(), topic, 1) == [b"still-served"]
     finally:
         silent.close()
 
 
 def test_listener_overrides_requested_auth_and_mapping_rules(tls_broker: TlsBroker) -> None:
     bob = tls_broker.files.client("bob")
-    topic = _topic()
+    topic = unique_topic("tls")
     # without a certificate on MAPPED (client auth requested): served as ANONYMOUS
     anonymous = Producer(
         {
@@ -289,12 +197,12 @@ def test_listener_overrides_requested_auth_and_mapping_rules(tls_broker: TlsBrok
     named = Producer(tls_broker.confluent(bob, tls_broker.mapped_port))
     named.produce(topic, b"bob", partition=0)
     assert named.flush(30) == 0
-    _wait_for(lambda: "on listener MAPPED authenticated as User:BOB" in tls_broker.proc.full_log())
+    wait_for(lambda: "on listener MAPPED authenticated as User:BOB" in tls_broker.proc.full_log())
     mapped = _log_lines(tls_broker, "on listener MAPPED authenticated")
     assert all(line.endswith("User:BOB") for line in mapped), mapped
     # a plaintext client reads both through the loopback PLAINTEXT listener
     plain = {"bootstrap.servers": f"127.0.0.1:{tls_broker.plain_port}"}
-    assert sorted(_consume_confluent(plain, topic, 2)) == [b"anonymous", b"bob"]
+    assert sorted(consume_confluent(plain, topic, 2)) == [b"anonymous", b"bob"]
 
 
 def test_describe_configs_hides_the_key_password(tls_broker: TlsBroker) -> None:

@@ -15,6 +15,7 @@ from exactly.security.principal import KafkaPrincipal
 from exactly.security.sasl import (
     SUPPORTED_MECHANISMS,
     TRANSITIONS,
+    Derivation,
     IllegalSaslStateError,
     SaslEvent,
     SaslSession,
@@ -30,6 +31,14 @@ CREDENTIALS = {
     )
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
 }
+
+
+RIGHT_DERIVED = Derivation(
+    "SCRAM-SHA-256",
+    PASSWORD,
+    CREDENTIALS["alice", "SCRAM-SHA-256"].salt,
+    CREDENTIALS["alice", "SCRAM-SHA-256"].iterations,
+).run()
 
 
 def lookup(user: str, mechanism: str) -> ScramCredential | None:
@@ -82,6 +91,53 @@ def test_plain_uses_scram_credentials_without_jaas_users() -> None:
         "Authentication failed: Invalid username or password",
     )
     assert "wrong" not in outcome.failure
+
+
+def test_plain_against_scram_hands_out_its_pbkdf2_and_checks_what_comes_back() -> None:
+    s = session()
+    s.handshake("PLAIN")
+    token = f"\0alice\0{PASSWORD}".encode()
+    work = s.start_authenticate(token)
+    assert work == Derivation("SCRAM-SHA-256", PASSWORD, *_salt_iterations("SCRAM-SHA-256"))
+    with pytest.raises(IllegalSaslStateError):  # nothing else while the password is being checked
+        s.start_authenticate(token)
+    assert s.failed
+    s = session()
+    s.handshake("PLAIN")
+    assert s.start_authenticate(token) is not None
+    assert s.authenticate(token, 0.0, work.run()).error == ErrorCode.NONE
+    assert s.principal == KafkaPrincipal.user("alice")
+    # a result made for another password is not taken for this token's: derived again, refused
+    wrong = session()
+    wrong.handshake("PLAIN")
+    assert wrong.start_authenticate(b"\0alice\0guess") is not None
+    assert (
+        wrong.authenticate(b"\0alice\0guess", 0.0, RIGHT_DERIVED).error
+        == ErrorCode.SASL_AUTHENTICATION_FAILED
+    )
+    for blocked in ("api_versions", "handshake"):
+        s = session()
+        s.handshake("PLAIN")
+        assert s.start_authenticate(token) is not None
+        with pytest.raises(IllegalSaslStateError):
+            getattr(s, blocked)(*(("PLAIN",) if blocked == "handshake" else ()))
+
+
+def _salt_iterations(mechanism: str) -> tuple[bytes, int]:
+    stored = CREDENTIALS["alice", mechanism]
+    return stored.salt, stored.iterations
+
+
+def test_nothing_slow_to_hand_out() -> None:
+    """SCRAM's server side uses the stored keys; JAAS users, unknown users and bad tokens need no PBKDF2."""
+    s = session()
+    s.handshake("SCRAM-SHA-256")
+    first = scramp.ScramClient(["SCRAM-SHA-256"], "alice", PASSWORD).get_client_first().encode()
+    assert s.start_authenticate(first) is None
+    for plain_users, token in (({"carol": "c"}, b"\0carol\0c"), (None, b"\0bob\0pw"), (None, b"x")):
+        s = session(plain_users)
+        s.handshake("PLAIN")
+        assert s.start_authenticate(token) is None
 
 
 def test_plain_with_jaas_users_ignores_scram_credentials() -> None:
@@ -242,13 +298,21 @@ class SaslMachine(RuleBasedStateMachine):
         user=st.sampled_from(["alice", "bob", ""]),
         right=st.booleans(),
         authzid=st.sampled_from(["", "alice", "x"]),
+        derivation=st.sampled_from(["inline", "derived", "stale"]),
     )
-    def plain_token(self, valid: bool, user: str, right: bool, authzid: str) -> None:
+    def plain_token(self, valid: bool, user: str, right: bool, authzid: str, derivation: str) -> None:
         if valid:
             user, right, authzid = "alice", True, ""
         password = PASSWORD if right else "guess"
         was_plain = self.s.mechanism == "PLAIN" and self.s.state is SaslState.AUTHENTICATE
-        self._call(self.s.authenticate, f"{authzid}\0{user}\0{password}".encode())
+        token = f"{authzid}\0{user}\0{password}".encode()
+        if derivation == "inline":  # no start_authenticate: the session derives it itself
+            self._call(self.s.authenticate, token)
+        else:  # as the broker does: the derivation run elsewhere, or (stale) one for the right password
+            work = self._call(self.s.start_authenticate, token)
+            if not self.s.failed:
+                derived = RIGHT_DERIVED if derivation == "stale" else work.run() if work else None  # type: ignore[attr-defined]
+                self._call(self.s.authenticate, token, 0.0, derived)
         self.proved = was_plain and right and user == "alice" and authzid in ("", "alice")
 
     @precondition(lambda self: self.s.state is SaslState.AUTHENTICATE)

@@ -55,7 +55,7 @@ from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
 from exactly.protocol.messages.sasl_handshake import SaslHandshakeResponse
 from exactly.security.listeners import Listener
 from exactly.security.principal import ANONYMOUS, KafkaPrincipal
-from exactly.security.sasl import IllegalSaslStateError, SaslSession
+from exactly.security.sasl import Derivation, Derived, IllegalSaslStateError, SaslSession
 
 if TYPE_CHECKING:
     from exactly.broker.server import Broker
@@ -311,7 +311,8 @@ class Connection:
     def _sasl_gate(self, header: RequestHeader, body: Any) -> asyncio.Future[Response] | None:
         """Before authentication: None lets ApiVersions through; SaslHandshake and SaslAuthenticate are
         answered here (a refusal after connection.failed.authentication.delay.ms, then the writer closes);
-        anything else closes the connection (ProtocolError)."""
+        anything else closes the connection (ProtocolError). A password check that needs PBKDF2 (PLAIN
+        against a stored SCRAM credential) runs in a thread: the event loop serves others meanwhile."""
         session = self.sasl
         assert session is not None
         key = ApiKey(header.api_key)
@@ -325,24 +326,46 @@ class Connection:
                 if header.api_version == 0:  # librdkafka needs v0 advertised, but sends v1
                     session.other_request("SaslHandshake v0 (raw tokens without SaslAuthenticate, not built)")
                 outcome = session.handshake(body.mechanism)
-                response: Any = SaslHandshakeResponse(outcome.error, list(session.mechanisms))
-            elif key == ApiKey.SASL_AUTHENTICATE:
-                reauthentications = session.reauthentications
-                outcome = session.authenticate(body.auth_bytes, self._loop.time() * 1000)
-                response = SaslAuthenticateResponse(
-                    outcome.error, outcome.message, outcome.token, outcome.session_lifetime_ms
-                )
-                if session.reauthentications > reauthentications:
-                    log.info("connection %d re-authenticated as %s", self.id, session.principal)
-                    return _done(encode_response(header, response))
-            else:
-                session.other_request(f"{key.name} v{header.api_version}")
-                raise AssertionError("unreachable")
+                response = SaslHandshakeResponse(outcome.error, list(session.mechanisms))
+                return self._sasl_answer(header, response, outcome.failure)
+            if key == ApiKey.SASL_AUTHENTICATE:
+                work = session.start_authenticate(body.auth_bytes)
+                if work is None:
+                    return self._authenticated(header, body.auth_bytes, None)
+                return asyncio.ensure_future(self._authenticated_after(header, body.auth_bytes, work))
+            session.other_request(f"{key.name} v{header.api_version}")
+            raise AssertionError("unreachable")
         except IllegalSaslStateError as e:
             raise ProtocolError(str(e)) from None
+
+    async def _authenticated_after(self, header: RequestHeader, token: bytes, work: Derivation) -> Response:
+        derived = await self._loop.run_in_executor(None, work.run)
+        try:
+            return await self._authenticated(header, token, derived)
+        except IllegalSaslStateError as e:
+            raise ProtocolError(str(e)) from None
+
+    def _authenticated(
+        self, header: RequestHeader, token: bytes, derived: Derived | None
+    ) -> asyncio.Future[Response]:
+        session = self.sasl
+        assert session is not None
+        reauthentications = session.reauthentications
+        outcome = session.authenticate(token, self._loop.time() * 1000, derived)
+        response = SaslAuthenticateResponse(
+            outcome.error, outcome.message, outcome.token, outcome.session_lifetime_ms
+        )
+        if session.reauthentications > reauthentications:
+            log.info("connection %d re-authenticated as %s", self.id, session.principal)
+            return _done(encode_response(header, response))
+        return self._sasl_answer(header, response, outcome.failure)
+
+    def _sasl_answer(self, header: RequestHeader, response: Any, failure: str) -> asyncio.Future[Response]:
+        session = self.sasl
+        assert session is not None
         chunks = encode_response(header, response)
-        if outcome.failure:
-            log.info("connection %d from %s: authentication failed (%s)", self.id, self.peer, outcome.failure)
+        if failure:
+            log.info("connection %d from %s: authentication failed (%s)", self.id, self.peer, failure)
             return asyncio.ensure_future(
                 self._later(chunks, self.broker.config.failed_authentication_delay_ms)
             )

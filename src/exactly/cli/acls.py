@@ -17,6 +17,7 @@ principal removes every ACL of the resources given. `--command-config KEY=VALUE`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -190,34 +191,28 @@ def add(
         if not operations:
             fail("give --operation")
         pattern = _pattern(resource_pattern_type, filtering=False)
-        bindings = [
-            AclBinding(rtype, name, pattern, principal, host, _operation(op), permission)
-            for rtype, name in resources
-            for principal, host, permission in entries
-            for op in operations
-        ]
+        ops = [_operation(op) for op in operations]
+        bindings = _bindings(AclBinding, resources, entries, ops, pattern)
         admin = _Admin(ctx, bootstrap, parse_key_values(command_config, "client setting"))
         for binding, future in admin.client.create_acls(bindings, request_timeout=admin.timeout).items():
             admin.wait(future, f"cannot add {_text(binding)}")
             typer.echo(f"added {_text(binding)}")
 
 
-def _filters(
-    ctx: typer.Context,
-    principals: list[tuple[str | None, str | None, Any]],
-    operations: list[str] | None,
-    resources: list[tuple[Any, str | None]],
+def _bindings(
+    make: Any,
+    resources: Sequence[tuple[Any, str | None]],
+    entries: Sequence[tuple[str | None, str | None, Any]],
+    operations: list[Any],
     pattern: Any,
 ) -> list[Any]:
-    AclBindingFilter = _kafka().AclBindingFilter
-    AclOperation = _kafka().AclOperation
-
-    ops = [_operation(op) for op in operations] if operations else [AclOperation.ANY]
+    """Every resource x (principal, host, permission) x operation as `make`: AclBinding (add) or
+    AclBindingFilter (remove)."""
     return [
-        AclBindingFilter(rtype, name, pattern, principal, host, op, permission)
+        make(rtype, name, pattern, principal, host, op, permission)
         for rtype, name in resources
-        for principal, host, permission in principals
-        for op in ops
+        for principal, host, permission in entries
+        for op in operations
     ]
 
 
@@ -238,7 +233,7 @@ def remove(
     bootstrap: BootstrapOption = None,
 ) -> None:
     """Remove the ACLs that match (no principal: every ACL of the resources given)."""
-    AclPermissionType = _kafka().AclPermissionType
+    kafka = _kafka()
 
     with reported_errors():
         resources: list[tuple[Any, str | None]] = list(_resources(topics, groups, transactional_ids, cluster))
@@ -246,10 +241,11 @@ def remove(
             fail("give a resource: --topic, --group, --transactional-id or --cluster")
         principals: list[tuple[str | None, str | None, Any]] = list(
             _entries(allow_principal, deny_principal, allow_host, deny_host)
-        ) or [(None, None, AclPermissionType.ANY)]
+        ) or [(None, None, kafka.AclPermissionType.ANY)]
         pattern = _pattern(resource_pattern_type, filtering=True)
         admin = _Admin(ctx, bootstrap, parse_key_values(command_config, "client setting"))
-        filters = _filters(ctx, principals, operations, resources, pattern)
+        ops = [_operation(op) for op in operations] if operations else [kafka.AclOperation.ANY]
+        filters = _bindings(kafka.AclBindingFilter, resources, principals, ops, pattern)
         removed = 0
         for future in admin.client.delete_acls(filters, request_timeout=admin.timeout).values():
             for binding in admin.wait(future, "cannot remove ACLs"):
@@ -272,16 +268,18 @@ def list_(
     bootstrap: BootstrapOption = None,
 ) -> None:
     """List ACLs (of the resources given, else all)."""
-    AclPermissionType = _kafka().AclPermissionType
-    ResourceType = _kafka().ResourceType
+    kafka = _kafka()
 
     with reported_errors():
         resources: list[tuple[Any, str | None]] = list(_resources(topics, groups, transactional_ids, cluster))
-        resources = resources or [(ResourceType.ANY, None)]
+        resources = resources or [(kafka.ResourceType.ANY, None)]
         pattern = _pattern(resource_pattern_type, filtering=True)
         admin = _Admin(ctx, bootstrap, parse_key_values(command_config, "client setting"))
         found: dict[str, list[str]] = {}
-        for acl_filter in _filters(ctx, [(principal, None, AclPermissionType.ANY)], None, resources, pattern):
+        anyone = [(principal, None, kafka.AclPermissionType.ANY)]
+        for acl_filter in _bindings(
+            kafka.AclBindingFilter, resources, anyone, [kafka.AclOperation.ANY], pattern
+        ):
             for b in admin.wait(
                 admin.client.describe_acls(acl_filter, request_timeout=admin.timeout), "cannot list ACLs"
             ):

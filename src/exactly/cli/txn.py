@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from exactly.cli.common import BootstrapOption, bootstrap_server, fail, print_table, reported_errors
+from exactly.cli.common import (
+    BootstrapOption,
+    bootstrap_server,
+    client_settings,
+    fail,
+    print_table,
+    reported_errors,
+)
 
 if TYPE_CHECKING:
     from kafka.admin import KafkaAdminClient
@@ -113,7 +120,7 @@ def list_(
             state_filters=state or None,
             duration_filter_ms=duration_ms,
         )
-        prepared = _prepared_ids(bootstrap_server(ctx, bootstrap))
+        prepared = _prepared_ids(bootstrap_server(ctx, bootstrap), client_settings(ctx))
         rows = sorted(
             [
                 t.transactional_id,
@@ -168,7 +175,8 @@ def describe(
                     str(description.producer_id),
                     str(description.producer_epoch),
                     "Prepared"
-                    if transactional_id in _prepared_ids(bootstrap_server(ctx, bootstrap))
+                    if transactional_id
+                    in _prepared_ids(bootstrap_server(ctx, bootstrap), client_settings(ctx))
                     else _state(description.state),
                     str(description.transaction_timeout_ms),
                     str(start),
@@ -340,10 +348,10 @@ def abort(
 # --- two-phase commit: prepared work -------------------------------------------------------------------
 
 
-def _two_phase(server: str) -> TwoPhaseClient:
+def _two_phase(server: str, settings: dict[str, str]) -> TwoPhaseClient:
     from exactly.client.twopc import TwoPhaseClient
 
-    client = TwoPhaseClient(server, timeout=_TIMEOUT_MS / 1000, client_id="exactly-cli")
+    client = TwoPhaseClient(server, timeout=_TIMEOUT_MS / 1000, client_id="exactly-cli", config=settings)
     try:
         supported = client.supported()
     except Exception:
@@ -355,11 +363,13 @@ def _two_phase(server: str) -> TwoPhaseClient:
     return client
 
 
-def _prepared_ids(server: str) -> set[str]:
+def _prepared_ids(server: str, settings: dict[str, str]) -> set[str]:
     """The ids ListPreparedTxns lists (empty if the broker has no extension)."""
     from exactly.client.twopc import TwoPhaseClient
 
-    with TwoPhaseClient(server, timeout=_TIMEOUT_MS / 1000, client_id="exactly-cli") as client:
+    with TwoPhaseClient(
+        server, timeout=_TIMEOUT_MS / 1000, client_id="exactly-cli", config=settings
+    ) as client:
         if not client.supported():
             return set()
         prepared, _ = client.list_prepared()
@@ -377,7 +387,7 @@ def list_prepared(
 ) -> None:
     """Prepared transactions waiting for their batch's decision (or, --decisions, the decisions)."""
     with reported_errors():
-        with _two_phase(bootstrap_server(ctx, bootstrap)) as client:
+        with _two_phase(bootstrap_server(ctx, bootstrap), client_settings(ctx)) as client:
             prepared, decided = client.list_prepared(query)
         if decisions:
             if decided:
@@ -414,7 +424,7 @@ def abort_batch(
 ) -> None:
     """Abort the prepared work of one undecided batch of a query (a decided batch stays decided)."""
     with reported_errors():
-        with _two_phase(bootstrap_server(ctx, bootstrap)) as client:
+        with _two_phase(bootstrap_server(ctx, bootstrap), client_settings(ctx)) as client:
             decision, aborted = client.abort_batch_ids(query, batch)
         if decision is not None:
             typer.echo(
@@ -435,7 +445,7 @@ def abort_query(
 ) -> None:
     """Abort the prepared work of every undecided batch of a query (an abandoned query)."""
     with reported_errors():
-        with _two_phase(bootstrap_server(ctx, bootstrap)) as client:
+        with _two_phase(bootstrap_server(ctx, bootstrap), client_settings(ctx)) as client:
             aborted = client.abort_query(query)
         typer.echo(f"aborted {len(aborted)} prepared transactions of query {query}")
         for txn_id in aborted:

@@ -8,7 +8,9 @@ transactional producer whose `transactional.id` is unique per task attempt, flus
 alone names a transaction.
 
 One blocking TCP connection on exactly's own codecs (`exactly.protocol.api`), opened lazily to the first
-reachable address of `bootstrap` (a single-node broker is every transaction coordinator). Every operation
+reachable address of `bootstrap` (a single-node broker is every transaction coordinator); `config` takes the
+librdkafka security settings (`security.protocol`, `sasl.*`, `ssl.*`: exactly.client.security) and the
+connection does TLS and SASL as the confluent-kafka clients given the same settings would. Every operation
 is idempotent, so a lost connection or a retriable error (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_
 PROGRESS, ...) is retried on a fresh connection until `timeout` seconds have passed; a retried
 `commit_batch` whose first attempt had already decided answers `already_decided=True` with the same
@@ -17,13 +19,15 @@ winners. Errors raise `TwoPhaseCommitError`. Not thread-safe: one client per thr
 
 from __future__ import annotations
 
+import functools
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from exactly.client.security import ClientSecurity, SaslRefusedError
 from exactly.errors import ErrorCode, ProtocolError
 from exactly.protocol.api import decode_response, encode_request
 from exactly.protocol.framing import FrameDecoder
@@ -100,7 +104,16 @@ def _code(raw: int) -> ErrorCode:
 
 
 class TwoPhaseClient:
-    def __init__(self, bootstrap: str, *, timeout: float = 30.0, client_id: str = "exactly-2pc") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        timeout: float = 30.0,
+        client_id: str = "exactly-2pc",
+        config: Mapping[str, object] | None = None,
+    ) -> None:
+        """`config`: librdkafka settings; only the security ones are read (ValueError if they are bad)."""
+        self._security = ClientSecurity.from_config(config or {})
         self._addresses = [a.strip() for a in bootstrap.split(",") if a.strip()]
         if not self._addresses:
             raise ValueError("bootstrap names no broker address")
@@ -227,7 +240,11 @@ class TwoPhaseClient:
             attempt += 1
 
     def _exchange(self, key: ApiKey, version: int, request: Any, deadline: float) -> Any:
-        sock = self._connect(deadline)
+        return self._exchange_on(self._connect(deadline), deadline, key, version, request)
+
+    def _exchange_on(
+        self, sock: socket.socket, deadline: float, key: ApiKey, version: int, request: Any
+    ) -> Any:
         self._correlation_id += 1
         correlation_id = self._correlation_id
         sock.settimeout(max(0.05, deadline - time.monotonic()))
@@ -252,15 +269,26 @@ class TwoPhaseClient:
         errors: list[str] = []
         for address in self._addresses:
             host, _, port = address.rpartition(":")
+            name = host.strip("[]") or "localhost"
             try:
                 wait = max(0.05, deadline - time.monotonic())
-                sock = socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=wait)
+                plain = socket.create_connection((name, int(port)), timeout=wait)
             except (OSError, ValueError) as e:
                 errors.append(f"{address}: {e}")
                 continue
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._sock = sock
+            plain.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._decoder = FrameDecoder()
+            try:
+                sock = self._security.wrap(plain, name)
+                self._security.authenticate(functools.partial(self._exchange_on, sock, deadline))
+            except SaslRefusedError as e:  # the credentials: no retry helps
+                plain.close()
+                raise TwoPhaseCommitError(e.code, f"authentication to {address} failed: {e}") from None
+            except (OSError, ConnectionError, ProtocolError) as e:
+                plain.close()
+                errors.append(f"{address}: {e}")
+                continue
+            self._sock = sock
             return sock
         raise ConnectionError("cannot connect to " + "; ".join(errors))
 

@@ -29,7 +29,10 @@ Mechanisms:
   `listener.name.<l>.plain.sasl.jaas.config` (or `sasl.jaas.config`) `user_<name>="<password>"` entries, as
   Kafka's PlainLoginModule. When no such users are configured, PLAIN checks the password against the
   user's stored SCRAM credential instead (SCRAM-SHA-256, else SCRAM-SHA-512): `exactly users add` then
-  serves both, and no password is ever written in a config file.
+  serves both, and no password is ever written in a config file. That check salts and hashes the password
+  (PBKDF2, 4096+ iterations: milliseconds of CPU), so it is a separate pure step: `start_authenticate`
+  returns it as a `Derivation` for the caller to run off its event loop (exactly.broker runs it in a
+  thread), and `authenticate` takes its result. Until then any other request fails the session.
 * SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802/7677, `scramp`): credentials from the cluster metadata log.
 
 Every failure is SASL_AUTHENTICATION_FAILED with Kafka's messages; `failure` (for the log) names the
@@ -42,7 +45,7 @@ import hmac
 import re
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
@@ -60,6 +63,7 @@ __all__ = [
     "SUPPORTED_MECHANISMS",
     "TRANSITIONS",
     "AuthOutcome",
+    "Derivation",
     "SaslEvent",
     "SaslSession",
     "SaslState",
@@ -108,6 +112,28 @@ ScramLookup = Callable[[str, str], ScramCredential | None]  # (user, mechanism) 
 
 
 @dataclass(frozen=True, slots=True)
+class Derivation:
+    """A password salted and hashed as a stored SCRAM credential was (pure CPU work, no I/O): `run` it
+    anywhere, then hand the result to `SaslSession.authenticate`."""
+
+    mechanism: str
+    password: str = field(repr=False)
+    salt: bytes
+    iterations: int
+
+    def run(self) -> Derived:
+        return Derived(self, make_scram_credential(self.mechanism, self.password, self.iterations, self.salt))
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """A Derivation's result: the credential the password makes."""
+
+    derivation: Derivation
+    credential: ScramCredential
+
+
+@dataclass(frozen=True, slots=True)
 class AuthOutcome:
     """The answer to one SaslHandshake or SaslAuthenticate."""
 
@@ -132,7 +158,11 @@ class _Failed(Exception):
 class _Mechanism(Protocol):
     user: str | None  # known once the exchange has named one
 
-    def step(self, token: bytes) -> tuple[bytes, bool]:
+    def slow_part(self, token: bytes) -> Derivation | None:
+        """The slow pure work checking `token` needs (None: none, or a malformed token step refuses)."""
+        ...
+
+    def step(self, token: bytes, derived: Derived | None) -> tuple[bytes, bool]:
         """The server's answer and whether the exchange is complete; raises _Failed."""
         ...
 
@@ -143,7 +173,27 @@ class _Plain:
         self._users = users
         self._lookup = lookup
 
-    def step(self, token: bytes) -> tuple[bytes, bool]:
+    def slow_part(self, token: bytes) -> Derivation | None:
+        parts = token.split(b"\0")
+        if self._users or len(parts) != 3 or not parts[1] or not parts[2]:
+            return None
+        try:
+            user, password = parts[1].decode(), parts[2].decode()
+        except UnicodeDecodeError:
+            return None
+        stored = self._stored(user)
+        return (
+            None if stored is None else Derivation(stored[0], password, stored[1].salt, stored[1].iterations)
+        )
+
+    def _stored(self, user: str) -> tuple[str, ScramCredential] | None:
+        for mechanism in SCRAM_MECHANISMS:
+            stored = self._lookup(user, mechanism)
+            if stored is not None:
+                return mechanism, stored
+        return None
+
+    def step(self, token: bytes, derived: Derived | None) -> tuple[bytes, bool]:
         parts = token.split(b"\0")
         if len(parts) != 3:
             raise _Failed(
@@ -158,7 +208,7 @@ class _Plain:
         self.user = user
         if not password:
             raise _Failed("Authentication failed: password not specified", "no password")
-        if not self._valid(user, password):
+        if not self._valid(user, password, derived):
             raise _Failed("Authentication failed: Invalid username or password", "invalid credentials")
         if authzid and authzid != user:
             raise _Failed(
@@ -167,16 +217,23 @@ class _Plain:
             )
         return b"", True
 
-    def _valid(self, user: str, password: str) -> bool:
+    def _valid(self, user: str, password: str, derived: Derived | None) -> bool:
         if self._users:
             expected = self._users.get(user)
             return expected is not None and hmac.compare_digest(expected.encode(), password.encode())
-        for mechanism in SCRAM_MECHANISMS:
-            stored = self._lookup(user, mechanism)
-            if stored is not None:
-                mine = make_scram_credential(mechanism, password, stored.iterations, stored.salt)
-                return hmac.compare_digest(mine.stored_key, stored.stored_key)
-        return False
+        found = self._stored(user)
+        if found is None:
+            return False
+        mechanism, stored = found
+        wanted = Derivation(mechanism, password, stored.salt, stored.iterations)
+        # the derivation made for this very password and credential; else (none given, or the credential
+        # changed meanwhile) derived here
+        mine = (
+            derived.credential
+            if derived is not None and derived.derivation == wanted
+            else wanted.run().credential
+        )
+        return hmac.compare_digest(mine.stored_key, stored.stored_key)
 
 
 class _Scram:
@@ -195,7 +252,10 @@ class _Scram:
         found = self._lookup(user, self._name)
         return None if found is None else (found.salt, found.stored_key, found.server_key, found.iterations)
 
-    def step(self, token: bytes) -> tuple[bytes, bool]:
+    def slow_part(self, token: bytes) -> Derivation | None:
+        return None  # the server side of SCRAM uses the stored keys: HMACs only
+
+    def step(self, token: bytes, derived: Derived | None) -> tuple[bytes, bool]:
         try:
             text = token.decode()
             if self._first:
@@ -244,6 +304,7 @@ class SaslSession:
         self._plain_users = plain_users
         self._lookup = lookup
         self._exchange: _Mechanism | None = None
+        self._deriving = False  # a Derivation handed out, its result not yet back
 
     @property
     def principal(self) -> KafkaPrincipal | None:
@@ -288,10 +349,14 @@ class SaslSession:
         raise IllegalSaslStateError(f"ILLEGAL_SASL_STATE: {name} while {state.value}")
 
     def api_versions(self) -> None:
+        if self._deriving:
+            self.other_request("ApiVersions while a password is being checked")
         if self.state is not SaslState.AUTHENTICATED:
             self._move(SaslEvent.API_VERSIONS)
 
     def handshake(self, mechanism: str) -> AuthOutcome:
+        if self._deriving:
+            self.other_request("SaslHandshake while a password is being checked")
         reauthenticating = self.state is SaslState.AUTHENTICATED
         if reauthenticating and self.lifetime_ms <= 0:
             self.other_request("SaslHandshake (re-authentication is off)")
@@ -319,13 +384,27 @@ class SaslSession:
             self._exchange = _Scram(mechanism, self._lookup)
         return AuthOutcome()
 
-    def authenticate(self, token: bytes, now_ms: float = 0.0) -> AuthOutcome:
+    def start_authenticate(self, token: bytes) -> Derivation | None:
+        """The slow pure work (PBKDF2) checking `token` needs, for the caller to run off its event loop and
+        pass to `authenticate`; None when there is none (then call `authenticate` at once)."""
+        exchange = self._exchange
+        if self._deriving or self.state is not SaslState.AUTHENTICATE or exchange is None:
+            self.other_request("SaslAuthenticate")
+        assert exchange is not None
+        work = exchange.slow_part(token)
+        self._deriving = work is not None
+        return work
+
+    def authenticate(self, token: bytes, now_ms: float = 0.0, derived: Derived | None = None) -> AuthOutcome:
+        """Check `token` (with `derived`, the result of `start_authenticate`'s Derivation, if it gave one;
+        without it the work is done here)."""
+        self._deriving = False
         exchange = self._exchange
         if self.state is not SaslState.AUTHENTICATE or exchange is None:
             self.other_request("SaslAuthenticate")
         assert exchange is not None
         try:
-            answer, done = exchange.step(token)
+            answer, done = exchange.step(token, derived)
         except _Failed as e:
             self._move(SaslEvent.PROOF_REFUSED)
             user = "no user" if exchange.user is None else f"user {exchange.user!r}"

@@ -5,7 +5,7 @@ never auto-creates a topic); offsets from `list_offsets` (ListOffsets): `earlies
 offset, `latest` under read_committed is the last stable offset (LSO) — below it every record is decided,
 which is what makes a replayed micro-batch re-read exactly the same committed records. Every call is
 bounded by the reader's `kafkaConsumer.pollTimeoutMs`; an unreachable broker is reported with the
-address that was tried.
+address that was tried, and refused credentials (`kafka.sasl.*`) with the broker's reason.
 """
 
 from __future__ import annotations
@@ -42,7 +42,12 @@ class SourceAdmin:
 
     def __init__(self, options: ReaderOptions) -> None:
         self._options = options
-        config: dict[str, Any] = {**options.client_config(), "logger": _LIBRDKAFKA_LOG}
+        self._errors: list[KafkaError] = []  # librdkafka's error_cb: why no request got through
+        config: dict[str, Any] = {
+            **options.client_config(),
+            "logger": _LIBRDKAFKA_LOG,
+            "error_cb": self._errors.append,
+        }
         try:
             self._admin = AdminClient(config)
         except KafkaException as exc:
@@ -51,6 +56,13 @@ class SourceAdmin:
 
     def _unreachable(self, exc: KafkaException) -> BrokerUnreachableError:
         error: KafkaError = exc.args[0]
+        self._admin.poll(0)  # serves error_cb
+        refused = [e for e in self._errors if e.code() == KafkaError._AUTHENTICATION]
+        if refused:
+            return BrokerUnreachableError(
+                f"the broker at kafka.bootstrap.servers={self._options.bootstrap_servers} refused the "
+                f"client's credentials: {refused[-1].str()}"
+            )
         return BrokerUnreachableError(
             f"cannot reach the broker at kafka.bootstrap.servers={self._options.bootstrap_servers} "
             f"within {self._timeout:g} s ({error.str()})"

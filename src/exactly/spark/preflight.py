@@ -174,7 +174,7 @@ def two_phase_commit_supported(options: WriterOptions) -> bool:
     except ImportError:
         log.warning("exactly writer: exactly.client.twopc is not installed")
         return False
-    with TwoPhaseClient(options.bootstrap_servers) as client:
+    with TwoPhaseClient(options.bootstrap_servers, config=options.client_config()) as client:
         return bool(client.supported())
 
 

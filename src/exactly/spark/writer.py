@@ -264,7 +264,9 @@ class _WriterCore:
                 producer.abort_quietly()
             raise
         try:
-            with TwoPhaseClient(self.options.bootstrap_servers) as client:
+            with TwoPhaseClient(
+                self.options.bootstrap_servers, config=self.options.client_config()
+            ) as client:
                 client.prepare(transactional_id, task.query_id, task.batch_id, task.partition)
         except TwoPhaseCommitError as e:
             if e.code is not ErrorCode.PRODUCER_FENCED:
@@ -306,7 +308,7 @@ class _WriterCore:
 
         winners = [m.transactional_id for m in reports if m.transactional_id is not None]
         self._test_hang(HangPoint.BEFORE_DECISION, query_id, batch_id)
-        with TwoPhaseClient(self.options.bootstrap_servers) as client:
+        with TwoPhaseClient(self.options.bootstrap_servers, config=self.options.client_config()) as client:
             decision = client.commit_batch(query_id, batch_id, winners)
         log.info(
             "exactly writer: query %s batch %d committed: %d transactions, %d rows%s",
@@ -341,7 +343,7 @@ class _WriterCore:
             return
         from exactly.client.twopc import TwoPhaseClient
 
-        with TwoPhaseClient(self.options.bootstrap_servers) as client:
+        with TwoPhaseClient(self.options.bootstrap_servers, config=self.options.client_config()) as client:
             decision = client.abort_batch(query_id, batch_id)
         if decision is not None:
             log.warning(
