@@ -13,13 +13,16 @@ In one process, with the brokers of the three security benchmarks running side b
 Each round runs one TLS pair (plaintext, TLS), one ACL pair (off, on) and C connections of each SASL
 kind, so that a change in the machine's load during the run touches every figure alike; within a pair the
 order alternates from round to round. The table prints the medians over the rounds, the per-round values,
-the ratios and PASS or MISS against the two targets.
+the ratios of the medians with PASS or MISS against the two targets, the medians of the rounds' own ratios
+(steadier when the machine's load changes during the run), and the load averages at start and end.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,7 @@ class SecurityBenchResult:
     producers: int
     rounds: int
     connections: int  # per SASL kind and round
+    load: tuple[tuple[float, float, float], tuple[float, float, float]]  # load averages at start, at end
 
     @property
     def tls_pass(self) -> bool:
@@ -65,6 +69,7 @@ def run(
 ) -> SecurityBenchResult:
     """`connections`: SASL connections of each kind per round; `tls_settings`: more settings of the TLS
     benchmark's broker (`key=value`)."""
+    load_start = os.getloadavg()
     for name in ("tls", "sasl", "acls"):
         (work / name).mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -75,13 +80,20 @@ def run(
             tls.round(records, producers, i)
             acl.round(records, producers, i)
             sasl.round(connections)
-        return SecurityBenchResult(
-            tls.result(), sasl.result(), acl.result(), records, producers, rounds, connections
-        )
+        figures = (tls.result(), sasl.result(), acl.result())
+        load = (load_start, os.getloadavg())
+        return SecurityBenchResult(*figures, records, producers, rounds, connections, load)
 
 
 def _row(figure: str, median: str, rounds: str = "", target: str = "", verdict: str = "") -> str:
     return f"{figure:<44} {median:>9}  {target:<8} {verdict:<5} {rounds}".rstrip()
+
+
+def _paired(over: tuple[float, ...], under: tuple[float, ...]) -> str:
+    """The median of the rounds' own ratios (each pair ran back to back, so a change in the machine's
+    load between rounds touches both of a pair): the ratio of the medians is the figure judged."""
+    ratios = [a / b for a, b in zip(over, under, strict=True)]
+    return f"median of the rounds' ratios {statistics.median(ratios):.3f}"
 
 
 def table(r: SecurityBenchResult) -> list[str]:
@@ -99,7 +111,13 @@ def table(r: SecurityBenchResult) -> list[str]:
         _row("figure", "median", "detail", "target", "met"),
         _row("produce PLAINTEXT MB/s", f"{tls.plaintext_median:.1f}", each(tls.plaintext_mb_s)),
         _row("produce mutual TLS MB/s", f"{tls.tls_median:.1f}", each(tls.tls_mb_s)),
-        _row("TLS / PLAINTEXT", f"{tls.ratio:.2f}", "", f">= {TLS_TARGET}", verdict[r.tls_pass]),
+        _row(
+            "TLS / PLAINTEXT",
+            f"{tls.ratio:.2f}",
+            _paired(tls.tls_mb_s, tls.plaintext_mb_s),
+            f">= {TLS_TARGET}",
+            verdict[r.tls_pass],
+        ),
     ]
     for kind in ("PLAINTEXT", *SCRAM_KINDS):
         detail = f"p99 {sasl.p99(kind):.2f} ms"
@@ -109,10 +127,21 @@ def table(r: SecurityBenchResult) -> list[str]:
     lines += [
         _row("produce, no authorizer MB/s", f"{acls.off_median:.1f}", each(acls.off_mb_s)),
         _row(f"produce, authorizer + {acls.acls} ACLs MB/s", f"{acls.on_median:.1f}", each(acls.on_mb_s)),
-        _row("ACLs on / off", f"{acls.ratio:.3f}", "", f">= {ACL_TARGET}", verdict[r.acls_pass]),
+        _row(
+            "ACLs on / off",
+            f"{acls.ratio:.3f}",
+            _paired(acls.on_mb_s, acls.off_mb_s),
+            f">= {ACL_TARGET}",
+            verdict[r.acls_pass],
+        ),
         f"(broker CPU per GB produced, medians: PLAINTEXT {tls.plaintext_cpu_median:.1f} s, "
         f"TLS {tls.tls_cpu_median:.1f} s; authorize() {acls.check_us:.2f} us per check with "
         f"{acls.acls} ACLs in process; SCRAM iterations {sasl.iterations})",
+        "(load average, 1/5/15 min: at start "
+        + ", ".join(f"{x:.2f}" for x in r.load[0])
+        + "; at end "
+        + ", ".join(f"{x:.2f}" for x in r.load[1])
+        + f"; {os.cpu_count()} CPUs)",
     ]
     return lines
 
