@@ -15,10 +15,11 @@ Where the TLS cost goes (perf, py-spy and perf uprobes on a 2-core VM, OpenSSL 3
 librdkafka writes TLS records of about 2 KB (some 94,000 SSL_read calls in the broker per 200,000 records
 produced, whatever linger.ms or message.copy.max.bytes), and OpenSSL spends 2.2-2.5 us on each one it
 decrypts (TLS 1.3, AES-256-GCM; TLS 1.2 about 14% less, AES-128-GCM about 5% less; 16 KB records would
-cost a third as much per byte): about 1.2 s per GB of the 2.5-3 s per GB that TLS adds to the broker's
-4-5 s, the rest being uvloop's TLS layer. The producers' own encryption costs them about as much again
-(11.5-13.5 s per GB vs 9-10 s), so on a busy 2-core machine the ratio is bounded near 0.7 by the records'
-size. The pure-Python `ssl.SSLObject.read` frame around each record costs < 0.1 us (not worth bypassing).
+cost less than half as much per byte): about 1.2 s per GB of the 2.5-3 s per GB that TLS adds to the
+broker's 2.5-4.5 s, the rest being uvloop's TLS layer. The producers' own encryption costs them about as
+much again (8-12 s per GB vs 6-9 s), so on a busy 2-core machine the ratio is bounded near 0.7 by the records'
+size. (The broker already calls OpenSSL's `read` and `pending` without the pure-Python `ssl.SSLObject`
+frames: exactly.security.tls._DirectSSLObject.) On a quiet machine the run is CPU-bound (1-12% idle).
 """
 
 from __future__ import annotations
