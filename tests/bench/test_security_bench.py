@@ -3,9 +3,11 @@ table with every figure (the figures themselves are for issue 13's closing note,
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,14 +29,28 @@ FIGURES = {  # line start -> what follows the median on that line
 }
 
 
-def test_security_bench_prints_every_figure() -> None:
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone, or not a process
+            continue
+        if text in cmdline:
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+def test_security_bench_prints_every_figure(tmp_path: Path) -> None:
     args = ["--records", "2000", "--producers", "1", "--rounds", "2", "--connections", "5", "--acls", "50"]
     done = subprocess.run(
         [sys.executable, "-m", "exactly", "bench", "security", *args],
         capture_output=True,
         text=True,
         timeout=240,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # the brokers' data directories
     )
+    assert not _processes_mentioning(str(tmp_path)), "brokers left running"
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     lines = done.stdout.splitlines()
     assert lines[0].startswith("exactly bench security: 2 rounds; produce runs of 2000 records"), lines[0]

@@ -147,7 +147,7 @@ class AclBench:
         with contextlib.ExitStack() as stack:
             for proc in (self._off, self._on):
                 proc.data_dir.parent.mkdir(parents=True, exist_ok=True)
-                stack.enter_context(proc.start())
+                stack.enter_context(proc)  # starts it
             _prepare(self._off.bootstrap, None)
             _prepare(self._on.bootstrap, self._acls)
             for proc in (self._off, self._on):
