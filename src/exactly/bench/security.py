@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="exactly security benchmark: TLS, SASL, ACLs in one run")
     parser.add_argument("--records", type=int, default=300_000, help="records per produce run (1 KiB each)")
     parser.add_argument("--producers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--connections", type=int, default=100, help="SASL connections per kind per round")
     parser.add_argument("--acls", type=int, default=1000)
     parser.add_argument("--iterations", type=int, default=4096, help="SCRAM iterations of the user")

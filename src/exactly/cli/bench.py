@@ -90,7 +90,7 @@ def sasl(
 def security(
     records: Annotated[int, typer.Option(help="records per produce run (1 KiB each)")] = 300_000,
     producers: Annotated[int, typer.Option(help="producer processes")] = 2,
-    rounds: Annotated[int, typer.Option(help="rounds (each: a TLS pair, an ACL pair, SASL connections)")] = 3,
+    rounds: Annotated[int, typer.Option(help="rounds (each: a TLS pair, an ACL pair, SASL connections)")] = 5,
     connections: Annotated[int, typer.Option(help="SASL connections per kind per round")] = 100,
     acls: Annotated[int, typer.Option(help="ACLs of the authorizer-on broker")] = 1000,
 ) -> None:
