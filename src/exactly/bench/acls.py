@@ -17,9 +17,11 @@ those 1,000 ACLs, in process.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from exactly.bench.broker import PARTITIONS, TOPIC, produce
@@ -100,6 +102,84 @@ def _prepare(bootstrap: str, acls: list[AclBinding] | None) -> None:
             future.result()
 
 
+@dataclass(frozen=True, slots=True)
+class AclBenchResult:
+    off_mb_s: tuple[float, ...]  # one per round: the broker without an authorizer
+    on_mb_s: tuple[float, ...]  # the broker with StandardAuthorizer and `acls` ACLs
+    acls: int
+    check_us: float  # one `authorize` call with those ACLs, in process
+
+    @property
+    def off_median(self) -> float:
+        return statistics.median(self.off_mb_s)
+
+    @property
+    def on_median(self) -> float:
+        return statistics.median(self.on_mb_s)
+
+    @property
+    def ratio(self) -> float:
+        return self.on_median / self.off_median
+
+
+class AclBench:
+    """The two brokers of the authorization benchmark, for rounds run one at a time (`exactly bench
+    security` interleaves them with the other security benchmarks' rounds). A context manager: on entry
+    it starts both brokers, creates the topic, writes the ACLs and runs one unmeasured produce on each
+    (page cache, first segments, interpreter); on exit it stops them."""
+
+    def __init__(
+        self, work: Path, acls: int = 1000, warmup_records: int = 60_000, producers: int = 2
+    ) -> None:
+        self._acls = bench_acls(acls)
+        self._warmup = (max(warmup_records, producers), producers)
+        self._off = BrokerProcess(work / "off" / "data")
+        self._on = BrokerProcess(
+            work / "on" / "data",
+            f"authorizer.class.name={AUTHORIZER}",
+            f"super.users=User:{ADMIN}",
+            "exactly.debug.principal.by.client.id=true",
+        )
+        self._stack = contextlib.ExitStack()
+        self._rates: dict[str, list[float]] = {"off": [], "on": []}
+
+    def __enter__(self) -> AclBench:
+        with contextlib.ExitStack() as stack:
+            for proc in (self._off, self._on):
+                proc.data_dir.parent.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(proc)  # starts it
+            _prepare(self._off.bootstrap, None)
+            _prepare(self._on.bootstrap, self._acls)
+            for proc in (self._off, self._on):
+                produce(proc.bootstrap, *self._warmup)
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def round(self, records: int, producers: int, index: int) -> None:
+        """One run on each broker, the one without an authorizer first in even rounds."""
+        order = [("off", self._off), ("on", self._on)]
+        for name, proc in order if index % 2 == 0 else order[::-1]:
+            run = produce(proc.bootstrap, records, producers)
+            if run.records != records // producers * producers:
+                raise RuntimeError(f"authorizer {name}: only {run.records} records delivered")
+            self._rates[name].append(run.mb_s)
+
+    def result(self, check_us: float | None = None) -> AclBenchResult:
+        """`check_us`: the in-process cost of one check, measured here unless given."""
+        cost = check_cost_us(self._acls) if check_us is None else check_us
+        return AclBenchResult(tuple(self._rates["off"]), tuple(self._rates["on"]), len(self._acls), cost)
+
+
+def run(records: int, producers: int, rounds: int, work: Path, acls: int = 1000) -> AclBenchResult:
+    with AclBench(work, acls, records // 5, producers) as bench:
+        for i in range(rounds):
+            bench.round(records, producers, i)
+        return bench.result()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="exactly authorization overhead benchmark")
     parser.add_argument("--records", type=int, default=300_000)
@@ -107,39 +187,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--acls", type=int, default=1000)
     args = parser.parse_args(argv)
-
-    acls = bench_acls(args.acls)
-    print(f"authorize(): {check_cost_us(acls):.2f} us per check with {len(acls)} ACLs (in process)")
     with tempfile.TemporaryDirectory(prefix="exactly-bench-acls-") as tmp:
-        off = BrokerProcess(Path(tmp) / "off" / "data")
-        on = BrokerProcess(
-            Path(tmp) / "on" / "data",
-            f"authorizer.class.name={AUTHORIZER}",
-            f"super.users=User:{ADMIN}",
-            "exactly.debug.principal.by.client.id=true",
-        )
-        for proc in (off, on):
-            proc.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        with off.start(), on.start():
-            _prepare(off.bootstrap, None)
-            _prepare(on.bootstrap, acls)
-            for proc in (off, on):  # warm-up (page cache, first segments, interpreter): not counted
-                produce(proc.bootstrap, max(args.records // 5, args.producers), args.producers)
-            rates: dict[str, list[float]] = {"off": [], "on": []}
-            for round_ in range(args.rounds):
-                for name, proc in (
-                    (("off", off), ("on", on)) if round_ % 2 == 0 else (("on", on), ("off", off))
-                ):
-                    run = produce(proc.bootstrap, args.records, args.producers)
-                    if run.records != args.records // args.producers * args.producers:
-                        raise SystemExit(f"{name}: only {run.records} records delivered")
-                    rates[name].append(run.mb_s)
-                    print(f"round {round_ + 1} authorizer {name:3}: {run.mb_s:8.1f} MB/s")
-            off_mb, on_mb = statistics.median(rates["off"]), statistics.median(rates["on"])
-            print(
-                f"produce, median of {args.rounds}: off {off_mb:.1f} MB/s, on with {len(acls)} ACLs "
-                f"{on_mb:.1f} MB/s, ratio {on_mb / off_mb:.3f} (target >= 0.95)"
-            )
+        result = run(args.records, args.producers, args.rounds, Path(tmp), args.acls)
+    print(f"authorize(): {result.check_us:.2f} us per check with {result.acls} ACLs (in process)")
+    for i, (off, on) in enumerate(zip(result.off_mb_s, result.on_mb_s, strict=True)):
+        print(f"round {i + 1}: authorizer off {off:8.1f} MB/s, on {on:8.1f} MB/s")
+    print(
+        f"produce, median of {args.rounds}: off {result.off_median:.1f} MB/s, on with {result.acls} ACLs "
+        f"{result.on_median:.1f} MB/s, ratio {result.ratio:.3f} (target >= 0.95)"
+    )
 
 
 if __name__ == "__main__":

@@ -116,30 +116,69 @@ def setup_once(port: int, kind: str) -> float:
         client.sock.close()
 
 
+class SaslBench:
+    """The broker of the SASL benchmark, for batches of connections run one at a time (`exactly bench
+    security` interleaves them with the other security benchmarks' rounds). A context manager: on entry it
+    writes the user, starts the broker and makes one unmeasured connection of each kind; on exit it stops
+    the broker."""
+
+    def __init__(self, iterations: int, work: Path) -> None:
+        self.iterations = iterations
+        self._work = work
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ports = (0, 0)
+        self._samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
+
+    def __enter__(self) -> SaslBench:
+        data = self._work / "data"
+        metadata = ClusterMetadata(data)
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            credential = make_scram_credential(mechanism, PASSWORD, self.iterations)
+            metadata.set_scram_credential(USER, mechanism, credential)
+        metadata.close()
+        plain_port, sasl_port = free_port(), free_port()
+        args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(data)]
+        args += [
+            "--set",
+            f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        ]
+        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._ports = (plain_port, sasl_port)
+        try:
+            _wait_for_port(plain_port)
+            _wait_for_port(sasl_port)
+            for kind in KINDS:  # warm-up
+                setup_once(self._port(kind), kind)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(30)
+            self._proc = None
+
+    def _port(self, kind: str) -> int:
+        return self._ports[0] if kind == "PLAINTEXT" else self._ports[1]
+
+    def round(self, connections: int) -> None:
+        """`connections` more connections of each kind, one at a time, the kinds' order alternating."""
+        assert self._proc is not None, "SaslBench is used outside its `with` block"
+        for _ in range(connections):
+            done = len(self._samples[KINDS[0]])
+            for kind in KINDS if done % 2 == 0 else KINDS[::-1]:
+                self._samples[kind].append(setup_once(self._port(kind), kind))
+
+    def result(self) -> SaslBenchResult:
+        return SaslBenchResult({k: tuple(v) for k, v in self._samples.items()}, self.iterations)
+
+
 def run(connections: int, iterations: int, work: Path) -> SaslBenchResult:
-    data = work / "data"
-    metadata = ClusterMetadata(data)
-    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        metadata.set_scram_credential(USER, mechanism, make_scram_credential(mechanism, PASSWORD, iterations))
-    metadata.close()
-    plain_port, sasl_port = free_port(), free_port()
-    args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(data)]
-    args += ["--set", f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_for_port(plain_port)
-        _wait_for_port(sasl_port)
-        samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
-        for kind in KINDS:  # warm-up
-            setup_once(plain_port if kind == "PLAINTEXT" else sasl_port, kind)
-        for i in range(connections):
-            kinds = KINDS if i % 2 == 0 else KINDS[::-1]
-            for kind in kinds:
-                samples[kind].append(setup_once(plain_port if kind == "PLAINTEXT" else sasl_port, kind))
-        return SaslBenchResult({k: tuple(v) for k, v in samples.items()}, iterations)
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    with SaslBench(iterations, work) as bench:
+        bench.round(connections)
+        return bench.result()
 
 
 def main(argv: list[str] | None = None) -> None:

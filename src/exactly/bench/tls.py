@@ -10,6 +10,16 @@ each listener, the order alternating from round to round; the figures are the me
 their ratio (target >= 0.7), and the broker process's CPU time per GB produced through each listener
 (on a 2-core machine the producers' own encryption competes with the broker for the cores, so the CPU
 figure says what TLS costs the broker itself).
+
+Where the TLS cost goes (perf, py-spy and perf uprobes on a 2-core VM, OpenSSL 3.0, librdkafka 2.16):
+librdkafka writes TLS records of about 2 KB (some 94,000 SSL_read calls in the broker per 200,000 records
+produced, whatever linger.ms or message.copy.max.bytes), and OpenSSL spends 2.2-2.5 us on each one it
+decrypts (TLS 1.3, AES-256-GCM; TLS 1.2 about 14% less, AES-128-GCM about 5% less; 16 KB records would
+cost less than half as much per byte): about 1.2 s per GB of the 2.5-3 s per GB that TLS adds to the
+broker's 2.5-4.5 s, the rest being uvloop's TLS layer. The producers' own encryption costs them about as
+much again (8-12 s per GB vs 6-9 s), so on a busy 2-core machine the ratio is bounded near 0.7 by the records'
+size. (The broker already calls OpenSSL's `read` and `pending` without the pure-Python `ssl.SSLObject`
+frames: exactly.security.tls._DirectSSLObject.) On a quiet machine the run is CPU-bound (1-12% idle).
 """
 
 from __future__ import annotations
@@ -48,6 +58,14 @@ class TlsBenchResult:
     def ratio(self) -> float:
         return self.tls_median / self.plaintext_median
 
+    @property
+    def plaintext_cpu_median(self) -> float:
+        return statistics.median(self.plaintext_cpu_s_per_gb)
+
+    @property
+    def tls_cpu_median(self) -> float:
+        return statistics.median(self.tls_cpu_s_per_gb)
+
 
 def _certificates(directory: Path) -> dict[str, Path]:
     try:
@@ -64,54 +82,90 @@ def _certificates(directory: Path) -> dict[str, Path]:
     return paths
 
 
-def run(
-    records: int, producers: int, rounds: int, work: Path, broker_settings: tuple[str, ...] = ()
-) -> TlsBenchResult:
-    """`broker_settings`: more `key=value` broker settings (e.g. ssl.protocol=TLSv1.2)."""
-    certs = _certificates(work)
-    plain_port, ssl_port = free_port(), free_port()
-    settings = [
-        f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port}",
-        "ssl.keystore.type=PEM",
-        f"ssl.keystore.location={certs['server']}",
-        "ssl.truststore.type=PEM",
-        f"ssl.truststore.location={certs['ca']}",
-        "ssl.client.auth=required",
-        *broker_settings,
-    ]
-    args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(work / "data")]
-    for item in settings:
-        args += ["--set", item]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_for_port(plain_port)
-        from confluent_kafka.admin import AdminClient
-        from confluent_kafka.cimpl import NewTopic
+class TlsBench:
+    """The broker of the TLS benchmark, for rounds run one at a time (`exactly bench security` interleaves
+    them with the other security benchmarks' rounds). Use as a context manager: it starts the broker and
+    creates the topic on entry and stops the broker on exit."""
 
-        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain_port}"})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result()
-        tls_config = {
+    def __init__(self, work: Path, broker_settings: tuple[str, ...] = ()) -> None:
+        """`broker_settings`: more `key=value` broker settings (e.g. ssl.protocol=TLSv1.2)."""
+        self._work = work
+        self._broker_settings = broker_settings
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ports = (0, 0)
+        self._tls_config: dict[str, str] = {}
+        self._samples: dict[str, list[float]] = {k: [] for k in ("plain", "tls", "plain_cpu", "tls_cpu")}
+
+    def __enter__(self) -> TlsBench:
+        certs = _certificates(self._work)
+        plain_port, ssl_port = free_port(), free_port()
+        settings = [
+            f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port}",
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={certs['server']}",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={certs['ca']}",
+            "ssl.client.auth=required",
+            *self._broker_settings,
+        ]
+        args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(self._work / "data")]
+        for item in settings:
+            args += ["--set", item]
+        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_for_port(plain_port)
+            from confluent_kafka.admin import AdminClient
+            from confluent_kafka.cimpl import NewTopic
+
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain_port}"})
+            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result()
+        except BaseException:
+            self._stop()
+            raise
+        self._ports = (plain_port, ssl_port)
+        self._tls_config = {
             "security.protocol": "SSL",
             "ssl.ca.location": str(certs["ca"]),
             "ssl.certificate.location": str(certs["client_cert"]),
             "ssl.key.location": str(certs["client_key"]),
         }
-        plain: tuple[list[float], list[float]] = ([], [])  # MB/s, CPU s/GB
-        tls: tuple[list[float], list[float]] = ([], [])
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(30)
+            self._proc = None
+
+    def round(self, records: int, producers: int, index: int) -> None:
+        """One run through each listener, PLAINTEXT first in even rounds, TLS first in odd ones."""
+        assert self._proc is not None, "TlsBench is used outside its `with` block"
+        order = [("plain", self._ports[0], None), ("tls", self._ports[1], self._tls_config)]
+        for name, port, config in order if index % 2 == 0 else order[::-1]:
+            cpu = _cpu_seconds(self._proc.pid)
+            result = produce(f"127.0.0.1:{port}", records, producers, TOPIC, config)
+            cpu = _cpu_seconds(self._proc.pid) - cpu
+            if result.records != records // producers * producers:
+                raise RuntimeError(f"only {result.records} records delivered")
+            self._samples[name].append(result.mb_s)
+            self._samples[f"{name}_cpu"].append(cpu / (result.records * RECORD_SIZE / 1e9))
+
+    def result(self) -> TlsBenchResult:
+        s = self._samples
+        return TlsBenchResult(tuple(s["plain"]), tuple(s["tls"]), tuple(s["plain_cpu"]), tuple(s["tls_cpu"]))
+
+
+def run(
+    records: int, producers: int, rounds: int, work: Path, broker_settings: tuple[str, ...] = ()
+) -> TlsBenchResult:
+    """`broker_settings`: more `key=value` broker settings (e.g. ssl.protocol=TLSv1.2)."""
+    with TlsBench(work, broker_settings) as bench:
         for i in range(rounds):
-            order = [(plain, plain_port, None), (tls, ssl_port, tls_config)]
-            for samples, port, config in order if i % 2 == 0 else order[::-1]:
-                cpu = _cpu_seconds(proc.pid)
-                result = produce(f"127.0.0.1:{port}", records, producers, TOPIC, config)
-                cpu = _cpu_seconds(proc.pid) - cpu
-                if result.records != records // producers * producers:
-                    raise RuntimeError(f"only {result.records} records delivered")
-                samples[0].append(result.mb_s)
-                samples[1].append(cpu / (result.records * RECORD_SIZE / 1e9))
-        return TlsBenchResult(tuple(plain[0]), tuple(tls[0]), tuple(plain[1]), tuple(tls[1]))
-    finally:
-        proc.terminate()
-        proc.wait(30)
+            bench.round(records, producers, i)
+        return bench.result()
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -134,8 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"produce over PLAINTEXT: {result.plaintext_median:8.1f} MB/s (median of {args.rounds})")
     print(f"produce over mutual TLS: {result.tls_median:7.1f} MB/s (median of {args.rounds})")
     print(f"TLS / plaintext: {result.ratio:.2f} (target >= 0.7); rounds plain/TLS MB/s: {rounds}")
-    plain_cpu = statistics.median(result.plaintext_cpu_s_per_gb)
-    tls_cpu = statistics.median(result.tls_cpu_s_per_gb)
+    plain_cpu, tls_cpu = result.plaintext_cpu_median, result.tls_cpu_median
     print(f"broker CPU per GB produced: plaintext {plain_cpu:.1f} s, mutual TLS {tls_cpu:.1f} s (medians)")
     print(f"({args.producers} producers, 1 KiB records, {PARTITIONS} partitions, acks=all, idempotent)")
 

@@ -87,6 +87,21 @@ def sasl(
 
 
 @app.command()
+def security(
+    records: Annotated[int, typer.Option(help="records per produce run (1 KiB each)")] = 300_000,
+    producers: Annotated[int, typer.Option(help="producer processes")] = 2,
+    rounds: Annotated[int, typer.Option(help="rounds (each: a TLS pair, an ACL pair, SASL connections)")] = 5,
+    connections: Annotated[int, typer.Option(help="SASL connections per kind per round")] = 100,
+    acls: Annotated[int, typer.Option(help="ACLs of the authorizer-on broker")] = 1000,
+) -> None:
+    """Issue 13's figures in one run: TLS/plaintext produce, SASL/SCRAM setup p50, 1,000-ACL overhead."""
+    from exactly.bench import security as bench
+
+    argv = ["--records", str(records), "--producers", str(producers), "--rounds", str(rounds)]
+    bench.main([*argv, "--connections", str(connections), "--acls", str(acls)])
+
+
+@app.command()
 def txn(
     seconds: Annotated[float, typer.Option(help="length of each throughput round")] = 10.0,
     rounds: Annotated[int, typer.Option(help="throughput rounds of each mode (interleaved)")] = 3,

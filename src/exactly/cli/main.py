@@ -60,6 +60,7 @@ Demo (needs the spark extra and Java 17):
 
 Benchmarks:
   exactly bench broker|codec|storage|txn  figures next to the machine's own bounds
+  exactly bench security                TLS vs plaintext, SASL/SCRAM setup p50, 1,000-ACL overhead
 
 Verification (a real broker and real clients under seeded faults, then an invariant checker):
   exactly verify run [--duration S] [--seed N] [--workloads queue,copier,bank,zombie,idem]
