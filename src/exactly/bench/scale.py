@@ -279,9 +279,7 @@ def measure(
         t0 = time.monotonic()
         _produce_wide(broker.port, names, per_topic)
         produce_s = time.monotonic() - t0
-        say(
-            f"produce           {produce_s:.2f} s (a record per partition, acks=all, idempotent, 1 MB each)"
-        )
+        say(f"produce           {produce_s:.2f} s (a record per partition, acks=all, idempotent, 1 MB each)")
         records = total
         librdkafka_s = None
         if total <= librdkafka_max:
@@ -289,9 +287,7 @@ def measure(
             _produce(broker.bootstrap, names, per_topic)
             librdkafka_s = time.monotonic() - t0
             records += total
-            say(
-                f"produce librdkafka {librdkafka_s:.2f} s (a record more per partition, 1 per request)"
-            )
+            say(f"produce librdkafka {librdkafka_s:.2f} s (a record more per partition, 1 per request)")
         else:
             say(f"produce librdkafka not run above {librdkafka_max:,} partitions (--librdkafka-max)")
         t0 = time.monotonic()
