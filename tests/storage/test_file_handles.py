@@ -30,7 +30,7 @@ def expected(p: int) -> list[bytes | None]:
 
 @pytest.fixture
 def small_budget() -> Iterator[None]:
-    HANDLES.budget = BUDGET
+    HANDLES.set_budget(BUDGET)  # files other tests left open are closed first
     try:
         yield
     finally:

@@ -65,7 +65,12 @@ class FileHandles:
         with self._lock:
             self._open.pop(id(owner), None)
 
-    def _evict_beyond_budget(self, keep: HasFile) -> None:
+    def set_budget(self, budget: int) -> None:
+        """A new budget; files beyond it are closed now (least recently used first)."""
+        self.budget = budget
+        self._evict_beyond_budget(None)
+
+    def _evict_beyond_budget(self, keep: HasFile | None) -> None:
         while True:
             with self._lock:
                 if len(self._open) <= self.budget:

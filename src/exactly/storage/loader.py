@@ -80,6 +80,16 @@ def _scan_end_offset(path: Path) -> int:
     return end
 
 
+def create_log(directory: Path, topic: str, partition: int, config: LogConfig, clock: Clock) -> PartitionLog:
+    """A new partition in a new `directory` (FileExistsError if it exists: then `load_log` it): one
+    mkdir and one file, nothing listed or read."""
+    directory.mkdir()
+    segment = LogSegment.create(directory, 0, config, clock.milliseconds(), in_new_directory=True)
+    psm = ProducerStateManager(directory, config.producer_id_expiration_ms, f"{topic}-{partition}")
+    psm.clear(0)
+    return PartitionLog(directory, topic, partition, config, clock, [segment], psm, 0, 0)
+
+
 def load_log(
     directory: Path,
     topic: str,

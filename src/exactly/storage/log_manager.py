@@ -40,7 +40,7 @@ from exactly.errors import ErrorCode, KafkaError
 from exactly.storage import files
 from exactly.storage.checkpoint import read_checkpoint, write_checkpoint
 from exactly.storage.config import LogConfig
-from exactly.storage.loader import load_log
+from exactly.storage.loader import create_log, load_log
 from exactly.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,12 @@ class LogManager:
             self._topic_configs[topic] = config
         _check_topic_name(topic)
         path = self.data_dir / files.partition_dir_name(topic, partition)
-        plog = load_log(path, topic, partition, self.config_for(topic), self.clock, had_clean_shutdown=True)
+        try:
+            plog = create_log(path, topic, partition, self.config_for(topic), self.clock)
+        except FileExistsError:  # left by an interrupted create or delete: load what is there
+            plog = load_log(
+                path, topic, partition, self.config_for(topic), self.clock, had_clean_shutdown=True
+            )
         files.fsync_dir(self.data_dir)
         self._logs[(topic, partition)] = plog
         return plog

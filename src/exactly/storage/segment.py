@@ -92,7 +92,8 @@ class LogSegment:
         self.io_lock = threading.Lock()
         self.closed = False
         self.indexes_durable = False
-        HANDLES.adopt(self, fd)
+        if fd >= 0:
+            HANDLES.adopt(self, fd)
 
     @property
     def fd(self) -> int:
@@ -117,17 +118,32 @@ class LogSegment:
     # -- construction -------------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        """A new, empty segment (existing files with its name are truncated)."""
-        fd = os.open(files.log_file(directory, base_offset), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        files.note_length(files.log_file(directory, base_offset), 0)
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        now_ms: int,
+        *,
+        in_new_directory: bool = False,
+    ) -> LogSegment:
+        """A new, empty segment (existing files with its name are truncated). `in_new_directory`: nothing
+        can exist yet, so no index is looked at, and with the open-file budget used up the log is closed
+        until first used (creating thousands of partitions does not churn the budget's LRU)."""
+        path = files.log_file(directory, base_offset)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        files.note_length(path, 0)
+        if in_new_directory and HANDLES.open_count >= HANDLES.budget:
+            os.close(fd)
+            fd = -1
         oi = OffsetIndex(files.index_file(directory, base_offset), base_offset, config.segment_index_bytes)
         ti = TimeIndex(files.time_index_file(directory, base_offset), base_offset, config.segment_index_bytes)
         xi = TransactionIndex(files.txn_index_file(directory, base_offset), base_offset)
         seg = cls(directory, base_offset, config, fd, 0, now_ms, oi, ti, xi)
-        oi.reset()
-        ti.reset()
-        xi.reset()
+        if not in_new_directory:
+            oi.reset()
+            ti.reset()
+            xi.reset()
         return seg
 
     @classmethod
