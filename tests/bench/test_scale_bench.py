@@ -31,6 +31,8 @@ def test_scale_bench_measures_partitions_restarts_and_connections(tmp_path: Path
     ):
         assert f"\n{label}" in "\n" + printed, label
     assert "(42 records)" in printed  # both producers' records read back
+    assert "SIGTERM: stopped in " in printed
+    assert "(not seen)" not in printed  # the broker's background loading line was found both times
     assert r.records_moved == 1000
     assert r.connections == 50
     for seconds in (r.create_s, r.metadata_s, r.produce_s, r.consume_s, r.restart_clean_s, r.restart_kill_s):

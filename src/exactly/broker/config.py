@@ -229,7 +229,7 @@ class BrokerConfig:
     debug_marker_delay_ms: int = 0
     debug_fsync_ledger: str = ""
     debug_raise_in_api: frozenset[int] = frozenset()
-    log_max_open_files: int = -1  # -1: half the open-file limit (storage/file_handles.py)
+    log_max_open_files: int = -1  # -1: a quarter of the open-file limit (storage/file_handles.py)
     debug_create_crash_after_partitions: int = -1
     debug_unencodable_response_in_api: frozenset[int] = frozenset()
     log: LogConfig = field(default_factory=LogConfig)

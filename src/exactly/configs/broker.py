@@ -370,8 +370,8 @@ _DEFS = [
         "exactly.log.max.open.files",
         INT,
         "-1",
-        "Segment files kept open at once (an LRU; the others are reopened on use); -1: half the open-file "
-        "limit, the rest is for connections.",
+        "Segment files kept open at once (an LRU; the others are reopened on use); -1: a quarter of the "
+        "open-file limit, the rest is for connections.",
     ),
     _ro(
         "exactly.debug.raise.in.api",

@@ -3,8 +3,12 @@
 A segment opens its `.log` when first used and keeps it open while it is used; when more than `budget`
 segment files are open, the least recently used ones are closed, and reopened (by path) on their next use.
 So descriptors are a budget, not a function of the partition count: 100,000 partitions hold at most
-`budget` descriptors between them, and connections keep the rest of the process's open-file limit.
-(Indexes hold no descriptor at rest: see index_file.py.)
+`budget` descriptors between them, and connections keep the rest of the process's open-file limit: by
+default a quarter of the limit goes to segment files and three quarters to connections and the files
+opened for a moment (indexes, checkpoints, snapshots); at 20,000 that is 5,000 segment files and room for
+10,000 idle connections with clients still working (with half, 10,000 connections and 10,000 open
+segments used up the limit and a checkpoint write failed with EMFILE). (Indexes hold no descriptor at
+rest: see index_file.py.)
 
 Threads: the event loop's thread (the main thread) does nearly all segment I/O and is the only one that
 evicts; it uses a descriptor right after asking for it, without yielding, so nothing it holds is closed
@@ -94,13 +98,13 @@ class FileHandles:
 
 
 def open_files_budget(configured: int) -> int:
-    """`exactly.log.max.open.files`, or half the process's open-file limit (at least 16) for -1."""
+    """`exactly.log.max.open.files`, or a quarter of the process's open-file limit (at least 16) for -1."""
     if configured > 0:
         return configured
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return UNLIMITED
-    return max(16, soft // 2)
+    return max(16, soft // 4)
 
 
 #: the broker's one budget (`exactly.log.max.open.files`, set at start); unlimited until then
