@@ -71,6 +71,7 @@ class OffsetIndex(IndexFile):
         idx._offsets = offsets
         idx._positions = positions
         idx._flushed_entries = len(offsets)
+        idx._unsynced = False  # read back from the file: nothing of it waits for an fsync
         return idx
 
     # -- queries ------------------------------------------------------------------------------------------

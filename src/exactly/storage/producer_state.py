@@ -35,6 +35,7 @@ log from `map_end_offset`.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
@@ -368,6 +369,9 @@ class ProducerStateManager:
         self._unreplicated: dict[int, CompletedTxn] = {}  # first offset -> completed txn above the HW
         self.map_end_offset = 0
         self._log_prefix = f"[ProducerStateManager {name}] "
+        # Offsets of the snapshot files, sorted: read from the directory once, then kept up to date by
+        # take_snapshot and _delete_snapshot (listing the directory each time cost ~25 us x 4 per close).
+        self._snapshots: list[int] | None = None
 
     # -- queries ------------------------------------------------------------------------------------------
 
@@ -466,13 +470,15 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> list[int]:
         if self.directory is None:
             return []
-        out = []
-        for name in os.listdir(self.directory):
-            if name.endswith(files.SNAPSHOT_SUFFIX):
-                off = files.offset_from_name(name)
-                if off is not None:
-                    out.append(off)
-        return sorted(out)
+        if self._snapshots is None:
+            found = []
+            for name in os.listdir(self.directory):
+                if name.endswith(files.SNAPSHOT_SUFFIX):
+                    off = files.offset_from_name(name)
+                    if off is not None:
+                        found.append(off)
+            self._snapshots = sorted(found)
+        return list(self._snapshots)
 
     def latest_snapshot_offset(self) -> int | None:
         offs = self.snapshot_offsets()
@@ -482,9 +488,11 @@ class ProducerStateManager:
         """Write `<map_end_offset>.snapshot` (durably) unless it already exists; return its offset."""
         if self.directory is None:
             return None
-        path = files.snapshot_file(self.directory, self.map_end_offset)
-        if not path.exists():
+        if self.map_end_offset not in self.snapshot_offsets():
+            path = files.snapshot_file(self.directory, self.map_end_offset)
             write_snapshot(path, (e.to_snapshot() for e in self._producers.values()))
+            assert self._snapshots is not None
+            bisect.insort(self._snapshots, self.map_end_offset)
         return self.map_end_offset
 
     def delete_snapshots_before(self, offset: int) -> None:
@@ -501,6 +509,8 @@ class ProducerStateManager:
         assert self.directory is not None
         with contextlib.suppress(FileNotFoundError):
             files.unlink(files.snapshot_file(self.directory, offset))
+        if self._snapshots is not None and offset in self._snapshots:
+            self._snapshots.remove(offset)
 
     def truncate_and_reload(
         self, log_start_offset: int, log_end_offset: int, now_ms: int, *, keep_later: bool = False

@@ -65,6 +65,7 @@ class TimeIndex(IndexFile):
             idx._offsets.append(off)
             prev_ts, prev_off = ts, off
         idx._flushed_entries = len(idx._offsets)
+        idx._unsynced = False  # read back from the file: nothing of it waits for an fsync
         return idx
 
     def __len__(self) -> int:

@@ -79,6 +79,7 @@ class TransactionIndex(IndexFile):
                 return None
             idx._entries.append(AbortedTxn(pid, first, last, lso))
         idx._flushed_entries = len(idx._entries)
+        idx._unsynced = False  # read back from the file: nothing of it waits for an fsync
         return idx
 
     def __len__(self) -> int:
