@@ -15,7 +15,7 @@ from exactly.protocol.messages.create_topics import CreatableTopic, CreateTopics
 from exactly.verify.processes import BrokerProcess, free_port
 from tests.cli.helpers import Result, assert_one_line_error, run_cli
 from tests.interop.client import RawClient
-from tests.interop.support import running_broker, store_scram_users
+from tests.interop.support import running_broker, scram_settings, store_scram_users
 
 pytestmark = pytest.mark.interop
 
@@ -28,12 +28,7 @@ PASSWORDS = {user: f"{user}-cli-pw" for user in ("admin", "alice", "bob", "carol
 
 
 def as_user(user: str) -> dict[str, str]:
-    return {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-256",
-        "sasl.username": user,
-        "sasl.password": PASSWORDS[user],
-    }
+    return scram_settings(user, PASSWORDS[user])
 
 
 def command_config(user: str = "admin") -> list[str]:

@@ -217,6 +217,16 @@ def create_topic(
 # --- SCRAM users --------------------------------------------------------------------------------------
 
 
+def scram_settings(user: str, password: str) -> dict[str, str]:
+    """confluent-kafka settings of a client authenticated as `user` (SASL_PLAINTEXT, SCRAM-SHA-256)."""
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
 def add_scram_users(
     bootstrap: str,
     users: dict[str, str],

@@ -37,7 +37,7 @@ from exactly.protocol.messages.write_txn_markers import (
 )
 from exactly.verify.processes import BrokerProcess, free_port
 from tests.interop.client import RawClient
-from tests.interop.support import running_broker, store_scram_users
+from tests.interop.support import running_broker, scram_settings, store_scram_users
 
 pytestmark = pytest.mark.interop
 
@@ -51,13 +51,7 @@ PASSWORDS = {user: f"{user}-acls-pw" for user in ("admin", "alice", "mallory")}
 
 
 def as_user(user: str) -> dict[str, str]:
-    """The confluent-kafka settings of a client authenticated as `user`."""
-    return {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-256",
-        "sasl.username": user,
-        "sasl.password": PASSWORDS[user],
-    }
+    return scram_settings(user, PASSWORDS[user])
 
 
 def kafka_python_as(user: str) -> dict[str, str]:
