@@ -12,6 +12,7 @@ from exactly.clock import ManualClock
 from exactly.errors import ErrorCode, KafkaError
 from exactly.records import RecordBatch, build_batch
 from exactly.storage.config import LogConfig, MessageTimestampType
+from exactly.storage.loader import load_log
 from exactly.storage.log import Isolation
 from exactly.storage.txn_index import FetchAbortedTxn
 from exactly.storage.validator import validate_client_batches
@@ -314,3 +315,24 @@ def test_a_transactional_duplicate_of_an_ended_transaction_is_a_reused_sequence(
     plog.append_as_leader(data_batch(1, pid=8, epoch=0, seq=0))  # 5
     assert plog.append_as_leader(data_batch(1, pid=8, epoch=0, seq=0)).duplicate
     assert plog.log_end_offset == 6
+
+
+def test_a_small_log_makes_no_index_or_snapshot_file_at_close_and_loads_the_same(tmp_path: Path) -> None:
+    """A clean stop of a log of a few KiB writes nothing but what its log needs: the next load rebuilds the
+    largest timestamp and the producer state by a scan (the first stop after creating 100,000 partitions
+    made 300,000 files)."""
+    d = tmp_path / "t-0"
+    plog = open_log(d, LogConfig(), ManualClock(T0))
+    plog.append_as_leader(data_batch(2, pid=7, epoch=0, seq=0, ts=T0 + 50))
+    plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=2, ts=T0 + 10))  # the max stays in batch 1
+    plog.close()
+    assert sorted(os.listdir(d)) == ["00000000000000000000.log"]
+    again = load_log(d, "t", 0, LogConfig(), ManualClock(T0), had_clean_shutdown=True)
+    seg = again.active_segment
+    assert (seg.max_timestamp, seg.offset_of_max_timestamp) == (T0 + 50, 1)
+    assert again.log_end_offset == 3
+    retried = again.append_as_leader(data_batch(1, pid=7, epoch=0, seq=2, ts=T0 + 10))
+    assert retried.duplicate  # the producer state came back without a snapshot file
+    assert again.log_end_offset == 3
+    assert [b.base_offset for b in read_all(again)] == [0, 2]
+    again.close()

@@ -91,12 +91,13 @@ def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path: Path) -> None:
     files.time_index_file(d, bases[1]).write_bytes(b"\x01\x02\x03")
     idx = files.index_file(d, bases[2])
     idx.write_bytes(bytes(8) + idx.read_bytes()[8:])  # goes backwards / wrong
-    files.txn_index_file(d, bases[3]).unlink()
+    files.txn_index_file(d, bases[3]).write_bytes(b"\x01" * 7)  # not whole entries: recovered
+    assert not files.txn_index_file(d, bases[4]).exists()  # no aborted transaction there: no file
     again = load_log(d, "t", 0, CFG, ManualClock(T0), recovery_point=60, had_clean_shutdown=True)
     assert snapshot_bytes(again) == before
     for off in range(0, 60, 3):
         assert batches(again.read(off, 1).records)[0].last_offset >= off
-    assert files.txn_index_file(d, bases[3]).exists()
+    assert files.txn_index_file(d, bases[3]).read_bytes() == b""  # rebuilt: no aborted transaction
 
 
 def test_wrong_index_entry_is_detected_at_read(tmp_path: Path) -> None:

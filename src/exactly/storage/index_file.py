@@ -3,7 +3,10 @@ truncate. Each index keeps its entries in memory and codes its own format, so it
 a flush: the file is opened for that write and closed again, and an index at rest holds no file
 descriptor (a partition at rest costs one, its active segment's log: issue 14's descriptor budget).
 
-An empty index has no file until its first flush (creating a partition makes one file, its log). Start-up
+An empty index has no file: the file is made by the first write of entries (creating a partition makes one
+file, its log; stopping does not make empty index files either). `LogSegment.load_indexes` reads a missing
+file as empty where that is right: always for the transaction index (as Kafka), and for the offset and
+time indexes of a segment too small to have had an entry. Start-up
 recovery resets the indexes of the recovered segments `lazily`: the file keeps its bytes until the next
 write rewrites it from the start and cuts it to the written length, so an index that comes out the same
 costs a write and no ftruncate (ftruncate of a non-empty file took ~0.9 ms here, once per partition)."""
@@ -19,7 +22,7 @@ from exactly.storage import files
 class IndexFile:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._unsynced = True  # written (or not yet created) since the last fsync
+        self._unsynced = False  # written since the last fsync
         self._rewrite = False  # reset lazily: the next write starts at 0 and cuts the file to its length
 
     def close(self) -> None:
@@ -32,6 +35,9 @@ class IndexFile:
     def _write(self, data: bytes, position: int, fsync: bool) -> None:
         """Write `data` at `position` (creating the file) and fsync when asked, in one open/close."""
         if not data and not (fsync and self._unsynced) and not self._rewrite:
+            return
+        if not data and position == 0 and not os.path.exists(self.path):
+            self._rewrite = self._unsynced = False  # empty and no file: nothing to write, cut or sync
             return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -60,7 +66,9 @@ class IndexFile:
         try:
             already = os.stat(self.path).st_size == size
         except FileNotFoundError:
-            already = size == 0
+            if size == 0:  # an empty index needs no file
+                return
+            already = False
         if already:
             self._unsynced = True
             files.note_length(self.path, size)

@@ -75,6 +75,9 @@ _LAT_PATCH = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestam
 _TXN_ATTR = 0x10
 _CONTROL_ATTR = 0x20
 _NO_LIMIT = 1 << 62
+_SMALL_AT_CLOSE = (
+    4096  # a log of one segment up to this size (and index.interval.bytes) makes no file at close
+)
 
 # A callable the transaction coordinator can supply (KIP-890 part 1): called for the first
 # transactional batch of a producer in an append with (producer_id, producer_epoch, base_sequence) and
@@ -713,15 +716,25 @@ class PartitionLog:
     # -- lifecycle ----------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Clean shutdown: flush everything, record the final time index entry, snapshot, close files."""
+        """Clean shutdown: flush everything, record the final time index entry, snapshot, close files.
+
+        A log small enough (`_SMALL_AT_CLOSE`) makes no file at all: its active segment's final time index
+        entry and its producer snapshot are rebuilt by a scan of a few KiB at the next load (the first stop
+        after creating 100,000 partitions made 300,000 files: 34 s)."""
         if self.closed:
             return
-        self.active_segment.on_becoming_inactive()
+        active = self.active_segment
+        small = len(self._segments) == 1 and active.size <= min(
+            _SMALL_AT_CLOSE, self.config.index_interval_bytes
+        )
+        if not small:
+            active.on_becoming_inactive()
         self.flush()
         for seg in self._segments:
             if not seg.indexes_durable or seg.flushed_size < seg.size or seg.txn_index.has_pending:
                 seg.flush(indexes=True)
-        self.take_snapshot()
+        if not small:
+            self.take_snapshot()
         with self._flush_lock:
             self.closed = True
             for seg in self._segments:

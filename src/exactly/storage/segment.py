@@ -168,13 +168,20 @@ class LogSegment:
         On success `next_offset`, `max_timestamp` and friends are set from the indexes and a short scan of
         the segment's tail.
         """
-        oi = OffsetIndex.load(
-            self.offset_index.path, self.base_offset, self.config.segment_index_bytes, self.size
-        )
         xi = TransactionIndex.load(self.txn_index.path, self.base_offset)
         txn_ok = xi is not None
         if xi is not None:
             self.txn_index = xi
+        if self.size <= self.config.index_interval_bytes and not (
+            self.offset_index.path.exists() and self.time_index.path.exists()
+        ):
+            # Too small to have had an index entry: the files were never made (or the time index's entry
+            # a stop adds was not: see PartitionLog.close); a scan of a few KiB is the whole rebuild.
+            self.rebuild_indexes()
+            return True, txn_ok
+        oi = OffsetIndex.load(
+            self.offset_index.path, self.base_offset, self.config.segment_index_bytes, self.size
+        )
         if oi is None:
             return False, txn_ok
         self.offset_index = oi

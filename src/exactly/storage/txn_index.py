@@ -66,11 +66,12 @@ class TransactionIndex(IndexFile):
 
     @classmethod
     def load(cls, path: Path, base_offset: int) -> TransactionIndex | None:
-        """Read an existing index; None when missing or malformed."""
+        """Read an existing index (a missing file is an empty index, as in Kafka: the file is only made for
+        the first entry); None when malformed."""
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            return None
+            return cls(path, base_offset)
         if len(data) % ENTRY_SIZE:
             return None
         idx = cls(path, base_offset)
