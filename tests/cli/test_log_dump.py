@@ -41,8 +41,10 @@ def test_dump_partition_written_by_the_broker(
     bootstrap = broker.bootstrap
     lines = [b"alpha", b"beta", b"gamma"]
     assert run_cli("produce", "dumped", bootstrap=bootstrap, stdin=b"\n".join(lines) + b"\n").returncode == 0
-    assert run_cli("produce", "dumped", "-g", "20", "-s", "10", bootstrap=bootstrap).returncode == 0
-    assert broker.stop() == 0  # a clean shutdown writes the indexes and a producer snapshot
+    # 20 x 400 bytes: past 4 KiB, so that a clean shutdown writes the indexes and a producer snapshot
+    # (a smaller log makes neither: they are rebuilt by a scan at load)
+    assert run_cli("produce", "dumped", "-g", "20", "-s", "400", bootstrap=bootstrap).returncode == 0
+    assert broker.stop() == 0
 
     partition = broker.data_dir / "dumped-0"
     dumped = run_cli("log", "dump", str(partition), "--print-records")
