@@ -418,7 +418,8 @@ class Connection:
         if isinstance(error, KafkaError):
             code, message = error.code, error.message or error.code.name
         where = _raised_at(error)
-        first = where not in _FAILED_AT
+        coded = isinstance(error, KafkaError)  # an error with its Kafka code needs no traceback
+        first = where not in _FAILED_AT and not coded
         _FAILED_AT.add(where)
         log.error(
             "%s from %s failed: %s: %s (at %s); answering %s%s",
@@ -428,7 +429,7 @@ class Connection:
             error,
             where,
             code.name,
-            "" if first else " (traceback logged before)",
+            "" if first or coded else " (traceback logged before)",
             exc_info=error if first else None,
         )
         if context.header.api_key == ApiKey.PRODUCE and getattr(body, "acks", -1) == 0:

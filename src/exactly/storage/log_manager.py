@@ -82,6 +82,7 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._unloaded: dict[TopicPartition, _Unloaded] = {}
+        self._offline: dict[TopicPartition, tuple[_Unloaded, str]] = {}  # its loading failed: why
         self._started = False
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -117,11 +118,26 @@ class LogManager:
         loaded: list[tuple[TopicPartition, PartitionLog]] = []
         with files.synced_together(self.data_dir):  # one syncfs for every recovery, not fsyncs each
             for tp in batch:
-                loaded.append((tp, self._load(tp, self._unloaded[tp])))
+                plog = self._load_or_offline(tp)
+                if plog is not None:
+                    loaded.append((tp, plog))
         for tp, plog in loaded:
             self._logs[tp] = plog
             self._unloaded.pop(tp, None)
         return len(self._unloaded)
+
+    def _load_or_offline(self, tp: TopicPartition) -> PartitionLog | None:
+        """Load `tp`; a partition whose files cannot be loaded goes offline (as a Kafka log dir that fails:
+        its requests get KAFKA_STORAGE_ERROR) with one log line, and the broker serves the others."""
+        found = self._unloaded[tp]
+        try:
+            return self._load(tp, found)
+        except Exception as e:  # noqa: BLE001 (any failure: that partition only)
+            why = f"{type(e).__name__}: {e}"
+            log.error("cannot load partition %s-%d (%s); it is offline until the broker restarts", *tp, why)
+            del self._unloaded[tp]
+            self._offline[tp] = (found, why)
+            return None
 
     def load_all(self) -> None:
         while self._unloaded:
@@ -146,10 +162,12 @@ class LogManager:
                 for plog in self._logs.values():
                     plog.close()
             self.checkpoint()
-            if any(not found.clean for found in self._unloaded.values()):
+            pending = [found for found in self._unloaded.values() if not found.clean]
+            pending += [found for found, _ in self._offline.values() if not found.clean]
+            if pending:
                 log.warning(
                     "%d partitions that need recovery were not loaded: the next start recovers them",
-                    sum(1 for found in self._unloaded.values() if not found.clean),
+                    len(pending),
                 )
             else:
                 files.write_atomically(self.data_dir / files.CLEAN_SHUTDOWN_FILE, b"")
@@ -159,6 +177,7 @@ class LogManager:
                 plog.close_without_flush()
         self._logs.clear()
         self._unloaded.clear()
+        self._offline.clear()
         self._started = False
 
     # -- partitions ---------------------------------------------------------------------------------------
@@ -173,17 +192,20 @@ class LogManager:
                 plog.update_config(config)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
-        plog = self._logs.get((topic, partition))
-        if plog is None and (topic, partition) in self._unloaded:
-            plog = self._load_now((topic, partition))
-        return plog
-
-    def _load_now(self, tp: TopicPartition) -> PartitionLog:
-        found = self._unloaded[tp]
-        with files.synced_together(self.data_dir):
-            plog = self._load(tp, found)
-        self._logs[tp] = plog
-        del self._unloaded[tp]
+        """The log (loaded now if it was not); KAFKA_STORAGE_ERROR for a partition that is offline."""
+        tp = (topic, partition)
+        plog = self._logs.get(tp)
+        if plog is None and tp in self._unloaded:
+            with files.synced_together(self.data_dir):
+                plog = self._load_or_offline(tp)
+            if plog is not None:
+                self._logs[tp] = plog
+                del self._unloaded[tp]
+        if plog is None and tp in self._offline:
+            why = self._offline[tp][1]
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"partition {topic}-{partition} is offline: {why}"
+            )
         return plog
 
     def logs(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
@@ -196,8 +218,8 @@ class LogManager:
         return self.logs()
 
     def partitions(self) -> list[TopicPartition]:
-        """Every partition with a directory, loaded or not."""
-        return [*self._logs, *self._unloaded]
+        """Every partition with a directory, loaded or not (offline ones too)."""
+        return [*self._logs, *self._unloaded, *self._offline]
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         existing = self.get_log(topic, partition)
@@ -220,7 +242,11 @@ class LogManager:
     def remove_partition_dir(self, topic: str, partition: int) -> None:
         """Remove what a failed `get_or_create_log` left of a partition that has no log (a half-made
         directory); a partition with a log is left alone (that is `delete_log`'s job)."""
-        if (topic, partition) in self._logs or (topic, partition) in self._unloaded:
+        if (
+            (topic, partition) in self._logs
+            or (topic, partition) in self._unloaded
+            or (topic, partition) in self._offline
+        ):
             return
         path = self.data_dir / files.partition_dir_name(topic, partition)
         if path.exists():
@@ -230,6 +256,8 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> None:
         plog = self._logs.pop((topic, partition), None)
         found = self._unloaded.pop((topic, partition), None)
+        if found is None and (topic, partition) in self._offline:
+            found = self._offline.pop((topic, partition))[0]
         if plog is not None:
             plog.close_without_flush()
             path = plog.directory
@@ -260,7 +288,9 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the recovery points (advanced only by flushes) and log start offsets."""
-        unloaded = list(self._unloaded.items())
+        unloaded = list(self._unloaded.items()) + [
+            (tp, found) for tp, (found, _) in list(self._offline.items())
+        ]
         loaded = list(self.logs())
         rp = {tp: found.recovery_point for tp, found in unloaded}
         ls = {tp: found.log_start_offset for tp, found in unloaded}

@@ -390,7 +390,7 @@ class _Connection:
                 time.sleep(0.05)
                 continue
             self.forward_due()
-            readable, _, _ = select.select([self.client, self.server], [], [], 0.02 if self.queue else 0.2)
+            readable = _readable([self.client, self.server], 0.02 if self.queue else 0.2)
             with proxy.lock:
                 if proxy._blackhole:  # it began while this thread waited: nothing moves
                     continue
@@ -551,3 +551,13 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
             raise ConnectionError("closed before the whole response")
         out += chunk
     return bytes(out)
+
+
+def _readable(socks: list[socket.socket], timeout_s: float) -> list[socket.socket]:
+    """The sockets with data (or EOF) within `timeout_s`: poll(2), which has no FD_SETSIZE limit (a test
+    process holding 1,024 descriptors made select() raise)."""
+    poller = select.poll()
+    by_fd = {sock.fileno(): sock for sock in socks}
+    for fd in by_fd:
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return [by_fd[fd] for fd, _ in poller.poll(timeout_s * 1000)]
