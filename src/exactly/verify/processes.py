@@ -98,9 +98,7 @@ class BrokerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ},
-            preexec_fn=None
-            if limit is None
-            else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)),
+            preexec_fn=None if limit is None else limit_files,
         )
         log.close()
         wait_until_listening(self.proc, self.port, timeout, self.log_path)
