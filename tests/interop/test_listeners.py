@@ -3,6 +3,7 @@ told the endpoint of the listener it came in on; a non-loopback PLAINTEXT listen
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -89,5 +90,26 @@ def test_a_sasl_listener_with_an_unbuilt_mechanism_is_refused_in_one_line(tmp_pa
     expected = (
         "error: the broker stopped: listener SASL_SSL: sasl.enabled.mechanisms GSSAPI: exactly supports "
         "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+    )
+    assert errors == [expected], result.stderr
+
+
+def test_a_port_in_use_is_refused_in_one_line(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        serve = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(tmp_path / "data")]
+        result = subprocess.run(
+            [*serve, "--listen", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    expected = (
+        f"error: the broker stopped: listener PLAINTEXT cannot listen on 127.0.0.1:{port}: "
+        "Address already in use"
     )
     assert errors == [expected], result.stderr

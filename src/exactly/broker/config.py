@@ -165,8 +165,10 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "exactly.debug.marker.delay.ms": ("debug_marker_delay_ms", _int(0, 600_000)),
     # testing only: append every data-file fsync to this file (storage/files.py, the fsync ledger)
     "exactly.debug.fsync.ledger": ("debug_fsync_ledger", str),
-    # testing only: the handlers of these APIs raise (connection.py answers UNKNOWN_SERVER_ERROR)
+    # open-file budget: segment files (storage/file_handles.py); connections (broker/connection_slots.py)
     "exactly.log.max.open.files": ("log_max_open_files", _int(-1, 2**31 - 1)),
+    "max.connections": ("max_connections", _int(0, 2**31 - 1)),
+    # testing only: the handlers of these APIs raise (connection.py answers UNKNOWN_SERVER_ERROR)
     "exactly.debug.raise.in.api": ("debug_raise_in_api", _api_keys),
     # testing only: exit in the middle of a create (server.py `_create_logs`), as a crash would
     "exactly.debug.create.crash.after.partitions": ("debug_create_crash_after_partitions", _int(-1)),
@@ -230,6 +232,7 @@ class BrokerConfig:
     debug_fsync_ledger: str = ""
     debug_raise_in_api: frozenset[int] = frozenset()
     log_max_open_files: int = -1  # -1: a quarter of the open-file limit (storage/file_handles.py)
+    max_connections: int = 2**31 - 1  # and at most the open-file limit's share (connection_slots.py)
     debug_create_crash_after_partitions: int = -1
     debug_unencodable_response_in_api: frozenset[int] = frozenset()
     log: LogConfig = field(default_factory=LogConfig)

@@ -12,6 +12,7 @@ import uvloop
 import exactly.broker.handlers  # noqa: F401  (registers the handlers)
 from exactly.broker.config import BrokerConfig
 from exactly.broker.server import Broker
+from exactly.storage.file_handles import HANDLES
 
 
 def raise_open_file_limit() -> tuple[int, int]:
@@ -32,10 +33,13 @@ async def _serve(config: BrokerConfig) -> None:
     before, after = raise_open_file_limit()
     broker = Broker(config)  # raises (one `error:` line) on a corrupt data directory: nothing logged before
     logging.getLogger("exactly.broker").info(
-        "open-file limit %d%s: half for segment files (an LRU, exactly.log.max.open.files; indexes hold "
-        "none at rest), the rest for connections",
+        "open-file limit %d%s: %d segment files at once (an LRU, exactly.log.max.open.files; indexes hold "
+        "none at rest), %d connections (max.connections and the limit's share), the rest for files opened "
+        "for a moment",
         after,
         f" (raised from {before})" if after != before else "",
+        HANDLES.budget,
+        broker.connection_slots.capacity,
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -17,7 +17,6 @@ logs. It takes about as long as the last fsync in progress, whatever the clients
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import os
@@ -27,9 +26,10 @@ from pathlib import Path
 
 from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.connection import READ_SIZE, Connection
+from exactly.broker.connection_slots import ConnectionSlots, descriptor_share
 from exactly.broker.flusher import Flusher
 from exactly.broker.groups import GroupService
-from exactly.broker.tls_server import TlsServer
+from exactly.broker.listener_server import ListenerServer
 from exactly.broker.transactions import TransactionService
 from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
@@ -88,6 +88,10 @@ class Broker:
                 "WITHOUT AUTHENTICATION; for tests only, never in production"
             )
         HANDLES.budget = open_files_budget(config.log_max_open_files)
+        self.connection_descriptors = descriptor_share(HANDLES.budget)
+        self.connection_slots = ConnectionSlots(
+            lambda: min(self.config.max_connections, self.connection_descriptors)
+        )
         self.logs = LogManager(
             config.data_dir,
             self.config.log,
@@ -114,7 +118,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self._data_waiter: asyncio.Future[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._servers: dict[str, asyncio.Server | TlsServer] = {}  # listener name -> its server
+        self._servers: dict[str, ListenerServer] = {}  # listener name -> its server
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._ids = itertools.count(1)
         self._stopped = asyncio.Event()
@@ -430,7 +434,13 @@ class Broker:
         self._tasks += self.groups.start()  # loads __consumer_offsets before the broker listens
         self._tasks += self.transactions.start()  # loads __transaction_state, resumes marker writing
         for listener in self.config.listeners:
-            self._servers[listener.name] = await self._listen(listener)
+            try:
+                self._servers[listener.name] = await self._listen(listener)
+            except OSError as e:  # the port is taken, the address is not this machine's: one line
+                raise ConfigError(
+                    f"listener {listener.name} cannot listen on {listener.host}:{listener.port}: "
+                    f"{os.strerror(e.errno) if e.errno else e}"
+                ) from None
             log.info(
                 "exactly broker %d listening on %s://%s:%d (%s)",
                 self.config.node_id,
@@ -441,23 +451,23 @@ class Broker:
             )
             self._warn_if_unauthenticated(listener)
 
-    async def _listen(self, listener: Listener) -> asyncio.Server | TlsServer:
-        """A TLS listener's server does the handshake and names the client (exactly.broker.tls_server)."""
-        tls = self.tls.get(listener.name)
-        if tls is not None:
+    async def _listen(self, listener: Listener) -> ListenerServer:
+        """A listener's server accepts within the connection slots; a TLS listener's also does the
+        handshake and names the client (exactly.broker.listener_server)."""
 
-            async def accept(
-                reader: asyncio.StreamReader, writer: asyncio.StreamWriter, principal: KafkaPrincipal
-            ) -> None:
-                await self._accept(listener, reader, writer, principal)
+        async def accept(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, principal: KafkaPrincipal
+        ) -> None:
+            await self._accept(listener, reader, writer, principal)
 
-            return await TlsServer.start(listener.host, listener.port, tls, accept, READ_SIZE)
-        return await asyncio.start_server(
-            functools.partial(self._accept, listener),
-            listener.host or None,
+        return await ListenerServer.start(
+            listener.name,
+            listener.host,
             listener.port,
-            limit=READ_SIZE,
-            reuse_address=True,
+            self.tls.get(listener.name),
+            self.connection_slots,
+            accept,
+            READ_SIZE,
         )
 
     def _warn_if_unauthenticated(self, listener: Listener) -> None:
@@ -530,7 +540,7 @@ class Broker:
         task = asyncio.current_task()
         assert task is not None
         connection = Connection(self, reader, writer, next(self._ids), listener)
-        connection.principal = principal  # TLS: the client certificate's (exactly.broker.tls_server)
+        connection.principal = principal  # TLS: the client certificate's (exactly.broker.listener_server)
         if principal != ANONYMOUS:
             log.info(
                 "connection %d from %s on listener %s authenticated as %s",

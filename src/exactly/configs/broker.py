@@ -207,6 +207,14 @@ _DEFS = [
     _ro("delete.topic.enable", BOOLEAN, "true", "Whether DeleteTopics deletes."),
     _ro("socket.request.max.bytes", INT, "104857600", "The largest request the broker reads.", Range(1)),
     _ro("connections.max.idle.ms", LONG, "600000", "Close connections idle this long (-1: never)."),
+    _rw(
+        "max.connections",
+        INT,
+        "2147483647",
+        "The most connections the broker holds at once (and at most the open-file limit less the segment "
+        "files' budget and a tenth); beyond it new connections wait to be accepted.",
+        Range(0),
+    ),
     _ro("log.retention.check.interval.ms", LONG, "300000", "How often retention is checked.", Range(1)),
     _ro(
         "log.flush.offset.checkpoint.interval.ms",
@@ -371,7 +379,7 @@ _DEFS = [
         INT,
         "-1",
         "Segment files kept open at once (an LRU; the others are reopened on use); -1: a quarter of the "
-        "open-file limit, the rest is for connections.",
+        "open-file limit, the rest is for connections (max.connections) and files opened for a moment.",
     ),
     _ro(
         "exactly.debug.raise.in.api",

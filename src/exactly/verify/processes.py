@@ -152,7 +152,8 @@ class BrokerProcess:
         return self.start()
 
     def __enter__(self) -> BrokerProcess:
-        return self.start()
+        """Starts the broker unless it runs (`with BrokerProcess(...).start() as broker` starts one)."""
+        return self if self.running else self.start()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
