@@ -11,8 +11,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from exactly.cluster.metadata import ScramCredential
 from exactly.errors import ErrorCode
+from exactly.security.oauthbearer import client_initial_response, unsecured_jws
 from exactly.security.principal import KafkaPrincipal
 from exactly.security.sasl import (
+    OAUTHBEARER,
     SUPPORTED_MECHANISMS,
     TRANSITIONS,
     Derivation,
@@ -239,8 +241,9 @@ def test_reauthentication_keeps_mechanism_and_principal() -> None:
 
 class SaslMachine(RuleBasedStateMachine):
     """Random interleavings of every request a client can send; a SCRAM client with the right or a wrong
-    password, PLAIN tokens right or wrong, garbage. Invariant: AUTHENTICATED only right after a complete
-    exchange that used the right password, and only as that user."""
+    password, PLAIN tokens right or wrong, OAUTHBEARER tokens good or bad, garbage. Invariant:
+    AUTHENTICATED only right after a complete exchange that used the right password (or a good token),
+    and only as that user."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -249,6 +252,7 @@ class SaslMachine(RuleBasedStateMachine):
         self.client_password = ""
         self.client_stage = 0
         self.proved = False  # the last completed exchange used the right password for alice
+        self.oauth_challenged = False  # OAUTHBEARER refused a token: only its 0x01 may follow
 
     def _call(self, fn: object, *args: object) -> object:
         try:
@@ -263,6 +267,7 @@ class SaslMachine(RuleBasedStateMachine):
     def reconnect(self) -> None:
         self.s = session()
         self.client = None
+        self.oauth_challenged = False
         self.proved = False
 
     @precondition(lambda self: not self.s.failed)
@@ -271,10 +276,11 @@ class SaslMachine(RuleBasedStateMachine):
         self._call(self.s.api_versions)
 
     @precondition(lambda self: not self.s.failed)
-    @rule(name=st.sampled_from([*SUPPORTED_MECHANISMS * 4, "GSSAPI", "OAUTHBEARER", "scram-sha-256", ""]))
+    @rule(name=st.sampled_from([*SUPPORTED_MECHANISMS * 4, "GSSAPI", "DIGEST-MD5", "scram-sha-256", ""]))
     def handshake(self, name: str) -> None:
         self._call(self.s.handshake, name)
         self.client = None
+        self.oauth_challenged = False
 
     @precondition(lambda self: not self.s.failed)
     @rule()
@@ -345,6 +351,28 @@ class SaslMachine(RuleBasedStateMachine):
         self._call(self.s.authenticate, self.client.get_client_final().encode())
         self.proved = was_authenticating and self.client_password == PASSWORD
         self.client = None
+
+    @precondition(lambda self: self.s.state is SaslState.AUTHENTICATE)
+    @rule(kind=st.sampled_from(["valid", "expired", "no-sub", "signed", "authzid"]))
+    def oauthbearer_token(self, kind: str) -> None:
+        """An unsecured JWS (the session's clock reads 0): only a fresh, unsigned token naming alice, sent
+        first in an OAUTHBEARER exchange, proves anything."""
+        fresh = self.s.mechanism == OAUTHBEARER and not self.oauth_challenged
+        claim = "client_id" if kind == "no-sub" else "sub"
+        jws = unsecured_jws("alice", -7_200_000 if kind == "expired" else 0, principal_claim=claim)
+        token = client_initial_response(
+            jws + ("c2ln" if kind == "signed" else ""), "x" if kind == "authzid" else None
+        )
+        outcome = self._call(self.s.authenticate, token)
+        if outcome is not None and outcome.token and not outcome.error:  # type: ignore[attr-defined]
+            self.oauth_challenged = True
+        self.proved = fresh and kind == "valid"
+
+    @precondition(lambda self: self.s.state is SaslState.AUTHENTICATE)
+    @rule()
+    def oauthbearer_after_the_challenge(self) -> None:
+        self._call(self.s.authenticate, b"\x01")
+        self.proved = False
 
     @invariant()
     def authenticated_only_with_a_proof(self) -> None:

@@ -42,7 +42,7 @@ from exactly.quotas.manager import ClientQuotaManager
 from exactly.security.authorizer import Authorizer
 from exactly.security.listeners import Listener
 from exactly.security.principal import ANONYMOUS, KafkaPrincipal
-from exactly.security.sasl import SaslSession, sasl_mechanisms
+from exactly.security.sasl import OAUTHBEARER, SaslSession, sasl_mechanisms
 from exactly.security.tls import TlsConfigError, TlsListener, tls_listeners
 from exactly.storage import files
 from exactly.storage.config import LogConfig
@@ -137,13 +137,15 @@ class Broker:
         """A new connection's SASL state on a SASL listener (None elsewhere)."""
         if listener is None or not listener.protocol.sasl:
             return None
-        mechanisms, plain_users = self.sasl_mechanisms[listener.name]
+        sasl = self.sasl_mechanisms[listener.name]
         credentials = self.metadata.scram_credentials
         return SaslSession(
-            mechanisms,
-            plain_users,
+            sasl.mechanisms,
+            sasl.plain_users,
             lambda user, mechanism: credentials.get((user, mechanism)),
             self.config.connections_max_reauth_ms,  # KIP-368 (0: no re-authentication)
+            sasl.oauthbearer,
+            self.clock.milliseconds,
         )
 
     def advertised_for(self, listener: Listener | None) -> tuple[str, int]:
@@ -473,7 +475,14 @@ class Broker:
     def _warn_if_unauthenticated(self, listener: Listener) -> None:
         """Kafka's view: PLAINTEXT authenticates nobody; SSL authenticates clients only with
         ssl.client.auth=required (with `requested` or `none` a client without a certificate is ANONYMOUS);
-        SASL listeners authenticate every client."""
+        SASL listeners authenticate every client, but OAUTHBEARER's unsecured tokens prove nothing."""
+        sasl = self.sasl_mechanisms.get(listener.name)
+        if sasl is not None and OAUTHBEARER in sasl.mechanisms:
+            log.warning(
+                "listener %s enables OAUTHBEARER with unsecured JWS tokens (Kafka's default validator): any "
+                "client can name any principal; for development only",
+                listener.name,
+            )
         if listener.loopback_only or listener.protocol.sasl:
             return
         tls = self.tls.get(listener.name)

@@ -5,8 +5,10 @@ Settings read (names as librdkafka spells them; every other key is ignored, so a
 may be passed):
 
     security.protocol                      plaintext | ssl | sasl_plaintext | sasl_ssl (any case)
-    sasl.mechanism / sasl.mechanisms       PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    sasl.mechanism / sasl.mechanisms       PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512 | OAUTHBEARER
     sasl.username, sasl.password
+    enable.sasl.oauthbearer.unsecure.jwt   true: OAUTHBEARER with an unsecured JWT (the only kind here)
+    sasl.oauthbearer.config                principal=<name> [scope=a,b] [lifeSeconds=3600]
     ssl.ca.location / ssl.ca.pem           the trust store (PEM file, directory, or PEM text); else the
                                            system's
     ssl.certificate.location, ssl.key.location, ssl.key.password   the client's certificate (mutual TLS)
@@ -15,7 +17,8 @@ may be passed):
 
 SASL on the wire (KIP-152): SaslHandshake v1 naming the mechanism, then one SaslAuthenticate v2 per token:
 PLAIN sends `NUL user NUL password` once; SCRAM (RFC 5802, `scramp`) sends client-first and
-client-final and checks the server's signature in server-final.
+client-final and checks the server's signature in server-final; OAUTHBEARER (RFC 7628) sends its unsecured
+JWT, and after an error challenge the lone 0x01 that makes the broker say why.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,10 +38,11 @@ from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from exactly.security.listeners import SecurityProtocol
+from exactly.security.oauthbearer import client_initial_response, unsecured_jws
 
 __all__ = ["ClientSecurity", "SaslRefusedError"]
 
-_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 Exchange = Callable[[ApiKey, int, Any], Any]  # (api key, version, request) -> response, on one connection
 
@@ -67,6 +72,7 @@ class ClientSecurity:
     key_password: str | None = None
     check_hostname: bool = True
     verify: bool = True
+    oauthbearer: Mapping[str, str] | None = None  # sasl.oauthbearer.config's principal, scope, lifeSeconds
 
     @classmethod
     def from_config(cls, config: Mapping[str, object]) -> ClientSecurity:
@@ -88,6 +94,19 @@ class ClientSecurity:
         )  # librdkafka's default
         if protocol.sasl and mechanism not in _MECHANISMS:
             raise ValueError(f"sasl.mechanism {mechanism!r} is not one of {', '.join(_MECHANISMS)}")
+        oauthbearer = None
+        if protocol.sasl and mechanism == "OAUTHBEARER":
+            if not _flag(get("enable.sasl.oauthbearer.unsecure.jwt"), False):
+                raise ValueError(
+                    "sasl.mechanism OAUTHBEARER: only with enable.sasl.oauthbearer.unsecure.jwt=true"
+                )
+            oauthbearer = dict(
+                item.partition("=")[::2]
+                for item in (get("sasl.oauthbearer.config") or "").split()
+                if "=" in item
+            )
+            if not oauthbearer.get("principal"):
+                raise ValueError("sasl.oauthbearer.config: principal=<name> is required")
         return cls(
             protocol=protocol,
             mechanism=mechanism,
@@ -101,6 +120,7 @@ class ClientSecurity:
             check_hostname=(get("ssl.endpoint.identification.algorithm") or "https").strip().lower()
             == "https",
             verify=_flag(get("enable.ssl.certificate.verification"), True),
+            oauthbearer=oauthbearer,
         )
 
     def ssl_context(self) -> ssl.SSLContext:
@@ -145,6 +165,18 @@ class ClientSecurity:
 
         if self.mechanism == "PLAIN":
             token(f"\0{self.username}\0{self.password}".encode())
+            return
+        if self.oauthbearer is not None:
+            options = self.oauthbearer
+            jws = unsecured_jws(
+                options["principal"],
+                time.time_ns() // 1_000_000,
+                float(options.get("lifeSeconds", "3600")),
+                tuple(x for x in options.get("scope", "").split(",") if x),
+            )
+            if token(client_initial_response(jws)):  # an error challenge: 0x01 makes the broker say why
+                token(b"\x01")
+                raise SaslRefusedError(ErrorCode.SASL_AUTHENTICATION_FAILED, "token refused")
             return
         scram = scramp.ScramClient([self.mechanism], self.username, self.password)
         scram.set_server_first(token(scram.get_client_first().encode()).decode())

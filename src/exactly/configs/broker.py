@@ -126,7 +126,8 @@ _SASL_DEFS = [
         "sasl.enabled.mechanisms",
         LIST,
         "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "The SASL mechanisms a SASL listener offers (exactly has PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512).",
+        "The SASL mechanisms a SASL listener offers (exactly has PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and, "
+        "for development, OAUTHBEARER with unsecured tokens).",
     ),
     _secret(
         "sasl.jaas.config",

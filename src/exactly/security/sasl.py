@@ -34,6 +34,10 @@ Mechanisms:
   returns it as a `Derivation` for the caller to run off its event loop (exactly.broker runs it in a
   thread), and `authenticate` takes its result. Until then any other request fails the session.
 * SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802/7677, `scramp`): credentials from the cluster metadata log.
+* OAUTHBEARER (RFC 7628) with unsecured JWS tokens, as Kafka's default validator (exactly.security.
+  oauthbearer): for development only, so enabled only where `sasl.enabled.mechanisms` names it. A refused
+  token is answered with an error challenge first (TOKEN), the client's lone 0x01 then fails the session.
+  With re-authentication on, the session ends no later than the token expires (KIP-368).
 
 Every failure is SASL_AUTHENTICATION_FAILED with Kafka's messages; `failure` (for the log) names the
 mechanism and the user, never a secret.
@@ -55,27 +59,39 @@ import scramp.core
 from exactly.cluster.metadata import ScramCredential
 from exactly.errors import ErrorCode
 from exactly.security.listeners import Listener
+from exactly.security.oauthbearer import (
+    ClientInitialResponse,
+    InvalidToken,
+    OAuthBearerOptions,
+    UnsecuredToken,
+)
 from exactly.security.principal import KafkaPrincipal
 
 __all__ = [
+    "DEFAULT_MECHANISMS",
+    "OAUTHBEARER",
     "PLAIN",
     "SCRAM_MECHANISMS",
     "SUPPORTED_MECHANISMS",
     "TRANSITIONS",
     "AuthOutcome",
     "Derivation",
+    "ListenerSasl",
     "SaslEvent",
     "SaslSession",
     "SaslState",
     "ScramLookup",
+    "jaas_options",
     "make_scram_credential",
     "parse_jaas_users",
     "sasl_mechanisms",
 ]
 
 PLAIN = "PLAIN"
+OAUTHBEARER = "OAUTHBEARER"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+DEFAULT_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)  # sasl.enabled.mechanisms when not set
+SUPPORTED_MECHANISMS = (*DEFAULT_MECHANISMS, OAUTHBEARER)
 
 
 class SaslState(Enum):
@@ -157,6 +173,7 @@ class _Failed(Exception):
 
 class _Mechanism(Protocol):
     user: str | None  # known once the exchange has named one
+    expires_at_ms: int | None  # wall-clock end of the credential proved (OAUTHBEARER's token), if any
 
     def slow_part(self, token: bytes) -> Derivation | None:
         """The slow pure work checking `token` needs (None: none, or a malformed token step refuses)."""
@@ -170,6 +187,7 @@ class _Mechanism(Protocol):
 class _Plain:
     def __init__(self, users: Mapping[str, str] | None, lookup: ScramLookup) -> None:
         self.user: str | None = None
+        self.expires_at_ms: int | None = None
         self._users = users
         self._lookup = lookup
 
@@ -239,6 +257,7 @@ class _Plain:
 class _Scram:
     def __init__(self, mechanism: str, lookup: ScramLookup) -> None:
         self.user: str | None = None
+        self.expires_at_ms: int | None = None
         self._name = mechanism
         self._lookup = lookup
         self._server_nonce = secrets.token_hex(24)
@@ -282,6 +301,52 @@ class _Scram:
             self._server.nonce = scramp.core.Nonce(sent)
 
 
+class _OAuthBearer:
+    def __init__(self, options: OAuthBearerOptions, wall_ms: Callable[[], int]) -> None:
+        self.user: str | None = None
+        self.expires_at_ms: int | None = None
+        self._options = options
+        self._wall_ms = wall_ms
+        self._refused: InvalidToken | None = None  # the error challenge sent, the client's 0x01 awaited
+
+    def slow_part(self, token: bytes) -> Derivation | None:
+        return None
+
+    def step(self, token: bytes, derived: Derived | None) -> tuple[bytes, bool]:
+        if self._refused is not None:
+            reason = str(self._refused)
+            if token != b"\x01":
+                reason = "Invalid OAUTHBEARER client final message (expected 0x01 after the error)"
+            raise _Failed(f"Authentication failed: {reason}", reason)
+        try:
+            initial = ClientInitialResponse.parse(token)
+        except InvalidToken as e:
+            raise _Failed(f"Authentication failed: {e}", str(e)) from None
+        try:
+            jws = UnsecuredToken.validate(initial.token, self._options, self._wall_ms())
+        except InvalidToken as e:
+            self._refused = e
+            return e.challenge(), False
+        self.user = jws.principal
+        if initial.authzid is not None and initial.authzid != jws.principal:
+            raise _Failed(
+                f"Authentication failed: Client requested an authorization id ({initial.authzid}) that is "
+                f"different from the token's principal name ({jws.principal})",
+                f"authorization id {initial.authzid!r} differs",
+            )
+        self.expires_at_ms = jws.expires_at_ms
+        return b"", True
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSasl:
+    """One SASL listener's settings: its enabled mechanisms, PLAIN's JAAS users, OAUTHBEARER's options."""
+
+    mechanisms: tuple[str, ...] = DEFAULT_MECHANISMS
+    plain_users: Mapping[str, str] = field(default_factory=dict)
+    oauthbearer: OAuthBearerOptions = field(default_factory=OAuthBearerOptions)
+
+
 class SaslSession:
     """One connection's SASL state. The connection asks `intercepts` for each request; those it intercepts
     are answered with `handshake` / `authenticate`, or close the connection (`other_request`, `expire`)."""
@@ -292,8 +357,13 @@ class SaslSession:
         plain_users: Mapping[str, str] | None,
         lookup: ScramLookup,
         lifetime_ms: int = 0,
+        oauthbearer: OAuthBearerOptions | None = None,
+        wall_ms: Callable[[], int] = lambda: 0,
     ) -> None:
+        """`wall_ms`: the wall clock in ms since the epoch (OAUTHBEARER token times)."""
         self.mechanisms = mechanisms
+        self._oauthbearer = oauthbearer or OAuthBearerOptions()
+        self._wall_ms = wall_ms
         self.lifetime_ms = lifetime_ms  # connections.max.reauth.ms
         self.state = SaslState.HANDSHAKE_OR_VERSIONS
         self.mechanism: str | None = None
@@ -380,6 +450,8 @@ class SaslSession:
         self.mechanism = mechanism
         if mechanism == PLAIN:
             self._exchange = _Plain(self._plain_users, self._lookup)
+        elif mechanism == OAUTHBEARER:
+            self._exchange = _OAuthBearer(self._oauthbearer, self._wall_ms)
         else:
             self._exchange = _Scram(mechanism, self._lookup)
         return AuthOutcome()
@@ -428,9 +500,12 @@ class SaslSession:
             self.reauthentications += 1
         self._principal = principal
         self._previous = None
-        if self.lifetime_ms > 0:
-            self.expires_at_ms = now_ms + self.lifetime_ms
-        return AuthOutcome(token=answer, session_lifetime_ms=self.lifetime_ms)
+        lifetime_ms = self.lifetime_ms
+        if lifetime_ms > 0 and exchange.expires_at_ms is not None:  # KIP-368: no longer than the token
+            lifetime_ms = max(1, min(lifetime_ms, exchange.expires_at_ms - self._wall_ms()))
+        if lifetime_ms > 0:
+            self.expires_at_ms = now_ms + lifetime_ms
+        return AuthOutcome(token=answer, session_lifetime_ms=lifetime_ms)
 
 
 def make_scram_credential(
@@ -443,39 +518,57 @@ def make_scram_credential(
     return ScramCredential(salt_out, i, stored_key, server_key)
 
 
-_JAAS_USER = re.compile(r'\buser_([^\s=]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_JAAS_OPTION = re.compile(r'\b([A-Za-z_][\w.]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def jaas_options(jaas: str | None) -> dict[str, str]:
+    """The `name="value"` options of a JAAS config's login module (empty when none)."""
+    if not jaas:
+        return {}
+    return {m.group(1): m.group(2).replace('\\"', '"') for m in _JAAS_OPTION.finditer(jaas)}
 
 
 def parse_jaas_users(jaas: str | None) -> dict[str, str]:
     """`user_<name>="<password>"` options of a PlainLoginModule JAAS config (empty when none)."""
-    if not jaas:
-        return {}
-    return {m.group(1): m.group(2).replace('\\"', '"') for m in _JAAS_USER.finditer(jaas)}
+    return {k[5:]: v for k, v in jaas_options(jaas).items() if k.startswith("user_") and len(k) > 5}
 
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def sasl_mechanisms(
-    listeners: tuple[Listener, ...], props: Mapping[str, str]
-) -> dict[str, tuple[tuple[str, ...], dict[str, str]]]:
-    """Per SASL listener: its enabled mechanisms and its PLAIN users (ValueError for a mechanism exactly
-    does not have). `listener.name.<l>.` forms win over the broker-wide names, as in Kafka."""
-    out: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {}
+def sasl_mechanisms(listeners: tuple[Listener, ...], props: Mapping[str, str]) -> dict[str, ListenerSasl]:
+    """Per SASL listener: its enabled mechanisms, PLAIN users and OAUTHBEARER options (ValueError for a
+    mechanism exactly does not have). `listener.name.<l>.` forms win over the broker-wide names, and
+    `listener.name.<l>.<mechanism>.sasl.jaas.config` over `listener.name.<l>.sasl.jaas.config`, as in
+    Kafka."""
+    out: dict[str, ListenerSasl] = {}
     for listener in listeners:
         if not listener.protocol.sasl:
             continue
         prefix = f"listener.name.{listener.name.lower()}."
         raw = props.get(prefix + "sasl.enabled.mechanisms", props.get("sasl.enabled.mechanisms"))
-        names = SUPPORTED_MECHANISMS if raw is None else tuple(x.strip() for x in raw.split(",") if x.strip())
+        names = DEFAULT_MECHANISMS if raw is None else tuple(x.strip() for x in raw.split(",") if x.strip())
         unknown = [x for x in names if x not in SUPPORTED_MECHANISMS]
         if unknown or not names:
             raise ValueError(
                 f"listener {listener.name}: sasl.enabled.mechanisms {', '.join(unknown) or '(empty)'}: "
                 f"exactly supports {', '.join(SUPPORTED_MECHANISMS)}"
             )
-        jaas = props.get(prefix + "plain.sasl.jaas.config", props.get(prefix + "sasl.jaas.config"))
-        users = parse_jaas_users(jaas if jaas is not None else props.get("sasl.jaas.config"))
-        out[listener.name] = (names, users)
+
+        def jaas(mechanism: str, prefix: str = prefix) -> str | None:
+            for key in (
+                f"{prefix}{mechanism}.sasl.jaas.config",
+                f"{prefix}sasl.jaas.config",
+                "sasl.jaas.config",
+            ):
+                if key in props:
+                    return props[key]
+            return None
+
+        try:
+            oauthbearer = OAuthBearerOptions.from_jaas(jaas_options(jaas("oauthbearer")))
+        except ValueError as e:
+            raise ValueError(f"listener {listener.name}: OAUTHBEARER: {e}") from None
+        out[listener.name] = ListenerSasl(names, parse_jaas_users(jaas("plain")), oauthbearer)
     return out
