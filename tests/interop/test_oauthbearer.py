@@ -10,7 +10,7 @@ named in the token is the one authorized.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,28 +135,22 @@ class _AioTokens(AioTokenProvider):
         return unsecured_jws("alice", time.time_ns() // 1_000_000, scope=("kafka",))
 
 
-def test_kafka_python(oauth_broker: OAuthBroker) -> None:
-    security: dict[str, Any] = {
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": "OAUTHBEARER",
-        "sasl_oauth_token_provider": _KafkaPythonTokens(),
-    }
-    topic = unique_topic("oauth")
-    assert kafka_python_round_trip(oauth_broker.bootstrap, topic, **security) == [
-        f"k{i}".encode() for i in range(10)
-    ]
-
-
-def test_aiokafka(oauth_broker: OAuthBroker) -> None:
-    security: dict[str, Any] = {
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": "OAUTHBEARER",
-        "sasl_oauth_token_provider": _AioTokens(),
-    }
-    topic = unique_topic("oauth")
-    assert aiokafka_round_trip(oauth_broker.bootstrap, topic, **security) == [
-        f"a{i}".encode() for i in range(10)
-    ]
+@pytest.mark.parametrize(
+    ("round_trip", "tokens", "prefix"),
+    [(kafka_python_round_trip, _KafkaPythonTokens, "k"), (aiokafka_round_trip, _AioTokens, "a")],
+    ids=["kafka-python", "aiokafka"],
+)
+def test_python_clients_with_a_token_provider(
+    oauth_broker: OAuthBroker, round_trip: Callable[..., list[bytes]], tokens: type, prefix: str
+) -> None:
+    values = round_trip(
+        oauth_broker.bootstrap,
+        unique_topic("oauth"),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=tokens(),
+    )
+    assert values == [f"{prefix}{i}".encode() for i in range(10)]
 
 
 def test_two_phase_commit_client(oauth_broker: OAuthBroker) -> None:
