@@ -97,6 +97,9 @@ class ListenerServer:
             await self._slots.wait_for_slot(self._name)
             try:
                 client, address = await loop.sock_accept(sock)
+            except ConnectionAbortedError:  # the client reset before it was accepted: nothing to serve
+                log.debug("listener %s: a connection was reset before it was accepted", self._name)
+                continue
             except OSError as e:
                 if e.errno not in _OUT_OF_RESOURCES:
                     log.warning("listener %s: accept failed: %s", self._name, e)
