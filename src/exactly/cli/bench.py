@@ -45,22 +45,16 @@ def scale(
     partitions_per_topic: Annotated[int, typer.Option(help="partitions of each topic")] = 100,
     nofile: Annotated[int, typer.Option(help="the broker's open-file limit")] = 20_000,
     connections: Annotated[int, typer.Option(help="idle connections held open")] = 1000,
+    librdkafka_max: Annotated[
+        int, typer.Option(help="measure librdkafka's one-record-per-partition produce up to this many")
+    ] = 20_000,
 ) -> None:
     """Many partitions and connections on one broker: create, Metadata, produce, restart, RSS (issue 14)."""
     from exactly.bench import scale as bench
 
-    bench.main(
-        [
-            "--topics",
-            str(topics),
-            "--partitions-per-topic",
-            str(partitions_per_topic),
-            "--nofile",
-            str(nofile),
-            "--connections",
-            str(connections),
-        ]
-    )
+    argv = ["--topics", str(topics), "--partitions-per-topic", str(partitions_per_topic)]
+    argv += ["--nofile", str(nofile), "--connections", str(connections)]
+    bench.main([*argv, "--librdkafka-max", str(librdkafka_max)])
 
 
 @app.command()
