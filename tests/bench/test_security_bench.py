@@ -27,6 +27,10 @@ FIGURES = {  # line start -> what follows the median on that line
     "produce, authorizer + 50 ACLs MB/s": ROUNDS,
     "ACLs on / off": r">= 0\.95\s+(PASS|MISS)\s+median of the rounds' ratios (\d+\.\d{3})$",
 }
+CPU_ROW = re.compile(
+    r"broker CPU per GB, ACLs on / off\s+(?:\d+\.\d{3}\s+median of the rounds' ratios \d+\.\d{3}"
+    r"|nan\s+runs too short to time)"
+)
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -66,6 +70,9 @@ def test_security_bench_prints_every_figure(tmp_path: Path) -> None:
         if rest == ROUNDS:  # the median of two rounds is their mean
             assert medians[figure] == pytest.approx((float(match[2]) + float(match[3])) / 2, abs=0.11)
     assert all(v > 0 for v in medians.values()), medians
+    assert len([line for line in lines if CPU_ROW.fullmatch(line)]) == 1, (
+        done.stdout
+    )  # tiny runs: maybe untimed
     pairs = {
         "TLS / PLAINTEXT": ("produce mutual TLS MB/s", "produce PLAINTEXT MB/s", 0.7),
         "ACLs on / off": ("produce, authorizer + 50 ACLs MB/s", "produce, no authorizer MB/s", 0.95),

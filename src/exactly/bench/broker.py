@@ -87,6 +87,12 @@ def raw_loopback_mb_s(total: int = 1 << 30, chunk: int = 1 << 20) -> float:
     return received / elapsed / 1e6
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True, slots=True)
 class ProduceRun:
     """One produce run of `produce`: its figures and raw samples."""

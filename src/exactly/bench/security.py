@@ -134,6 +134,13 @@ def table(r: SecurityBenchResult) -> list[str]:
             f">= {ACL_TARGET}",
             verdict[r.acls_pass],
         ),
+        _row(
+            "broker CPU per GB, ACLs on / off",
+            f"{acls.cpu_ratio:.3f}",
+            _paired(acls.on_cpu_s_per_gb, acls.off_cpu_s_per_gb)
+            if acls.cpu_timed
+            else "runs too short to time",
+        ),
         f"(broker CPU per GB produced, medians: PLAINTEXT {tls.plaintext_cpu_median:.1f} s, "
         f"TLS {tls.tls_cpu_median:.1f} s; authorize() {acls.check_us:.2f} us per check with "
         f"{acls.acls} ACLs in process; SCRAM iterations {sasl.iterations})",

@@ -25,7 +25,6 @@ frames: exactly.security.tls._DirectSSLObject.) On a quiet machine the run is CP
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactly.bench.broker import PARTITIONS, RECORD_SIZE, _wait_for_port, produce
+from exactly.bench.broker import PARTITIONS, RECORD_SIZE, _wait_for_port, cpu_seconds, produce
 from exactly.verify.processes import free_port
 
 TOPIC = "bench-tls"
@@ -145,9 +144,9 @@ class TlsBench:
         assert self._proc is not None, "TlsBench is used outside its `with` block"
         order = [("plain", self._ports[0], None), ("tls", self._ports[1], self._tls_config)]
         for name, port, config in order if index % 2 == 0 else order[::-1]:
-            cpu = _cpu_seconds(self._proc.pid)
+            cpu = cpu_seconds(self._proc.pid)
             result = produce(f"127.0.0.1:{port}", records, producers, TOPIC, config)
-            cpu = _cpu_seconds(self._proc.pid) - cpu
+            cpu = cpu_seconds(self._proc.pid) - cpu
             if result.records != records // producers * producers:
                 raise RuntimeError(f"only {result.records} records delivered")
             self._samples[name].append(result.mb_s)
@@ -166,12 +165,6 @@ def run(
         for i in range(rounds):
             bench.round(records, producers, i)
         return bench.result()
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -68,7 +68,14 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
-from exactly.bench.broker import PARTITIONS, RECORD_SIZE, _peak_rss_mb, _wait_for_port, percentile
+from exactly.bench.broker import (
+    PARTITIONS,
+    RECORD_SIZE,
+    _peak_rss_mb,
+    _wait_for_port,
+    cpu_seconds,
+    percentile,
+)
 from exactly.verify.processes import free_port
 
 TOPIC = "bench-txn"
@@ -116,12 +123,6 @@ def _status_mb(pid: int, field: str) -> float:
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _reset_peak_rss(pid: int) -> bool:
@@ -321,10 +322,10 @@ def throughput_round(
     for p in procs:
         p.start()
     _wait_ready(ready, procs)
-    cpu, wall = _cpu_seconds(broker.pid), time.monotonic()
+    cpu, wall = cpu_seconds(broker.pid), time.monotonic()
     start.set()
     results = _collect(queue, procs)
-    cores = (_cpu_seconds(broker.pid) - cpu) / (time.monotonic() - wall)
+    cores = (cpu_seconds(broker.pid) - cpu) / (time.monotonic() - wall)
     delivered: int = sum(r[0] for r in results)
     elapsed: float = max(r[2] for r in results) - min(r[1] for r in results)
     draining: float = sum(r[3] for r in results)
@@ -665,7 +666,7 @@ def many_ids(
     for p in procs:
         p.start()
     _wait_ready(ready, procs)
-    cpu = _cpu_seconds(broker.pid)
+    cpu = cpu_seconds(broker.pid)
     start.set()
     sampled = 0.0
     deadline = time.monotonic() + seconds
@@ -673,7 +674,7 @@ def many_ids(
         sampled = max(sampled, _status_mb(broker.pid, "VmRSS"))
         time.sleep(0.2)
     results = _collect(queue, procs)
-    cpu = _cpu_seconds(broker.pid) - cpu
+    cpu = cpu_seconds(broker.pid) - cpu
     commits: int = sum(r[0] for r in results)
     elapsed: float = max(r[2] for r in results) - min(r[1] for r in results)
     errors: Counter[str] = Counter()
