@@ -400,8 +400,12 @@ class ProducerStateManager:
 
     @property
     def first_unstable_offset(self) -> int | None:
-        candidates = [*self._ongoing, *self._unreplicated]
-        return min(candidates) if candidates else None
+        # Read for every partition of every fetch (the LSO): nearly always no transaction is open
+        if not self._ongoing:
+            return min(self._unreplicated) if self._unreplicated else None
+        if not self._unreplicated:
+            return min(self._ongoing)
+        return min(min(self._ongoing), min(self._unreplicated))
 
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         """The LSO right after `completed` finishes (stored in the aborted-transaction index)."""
