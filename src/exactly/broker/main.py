@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import resource
 import signal
@@ -29,6 +30,22 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, soft
 
 
+# The cyclic garbage collector's thresholds (CPython's defaults: 700, 10, 10). A Fetch of 100,000 partitions
+# holds a million objects until its response is written; with the defaults they set off a full collection
+# of the whole heap (every partition's log, index and producer state) for nearly every such request, and
+# a librdkafka consumer of 100,000 partitions read 131,459 records in 600 s with 4 of 5 samples of the
+# broker in gc_collect_main. Young collections 100x rarer and full ones 10x rarer make that cost small;
+# garbage without cycles is freed by reference counting as before.
+GC_THRESHOLDS = (70_000, 20, 100)
+
+
+def tune_garbage_collector() -> None:
+    """Set GC_THRESHOLDS and move what start-up built (metadata, loaded logs) out of the collector's
+    sight (`gc.freeze`): it lives as long as the broker, and a full collection need not walk it."""
+    gc.set_threshold(*GC_THRESHOLDS)
+    gc.freeze()
+
+
 async def _serve(config: BrokerConfig) -> None:
     before, after = raise_open_file_limit()
     broker = Broker(config)  # raises (one `error:` line) on a corrupt data directory: nothing logged before
@@ -45,6 +62,7 @@ async def _serve(config: BrokerConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_stop)
     await broker.start()
+    tune_garbage_collector()
     print(f"exactly listening on {config.listen[0]}:{broker.port}", flush=True)
     try:
         await broker.serve_until_stopped()
