@@ -30,12 +30,11 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, soft
 
 
-# The cyclic garbage collector's thresholds (CPython's defaults: 700, 10, 10). A Fetch of 100,000 partitions
-# holds a million objects until its response is written; with the defaults they set off a full collection
-# of the whole heap (every partition's log, index and producer state) for nearly every such request, and
-# a librdkafka consumer of 100,000 partitions read 131,459 records in 600 s with 4 of 5 samples of the
-# broker in gc_collect_main. Young collections 100x rarer and full ones 10x rarer make that cost small;
-# garbage without cycles is freed by reference counting as before.
+# The cyclic garbage collector's thresholds (CPython's defaults: 700, 10, 10). A sessionless Fetch of
+# 100,000 partitions (librdkafka's) holds a million objects until its response is written; with the
+# defaults they set off collections of the whole heap (every partition's log, index and producer state)
+# so often that 4 of 5 samples of the broker were in gc_collect_main; with these, 1 in 6. Garbage without
+# cycles is freed by reference counting as before.
 GC_THRESHOLDS = (70_000, 20, 100)
 
 
