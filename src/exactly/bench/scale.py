@@ -153,21 +153,31 @@ def _produce_wide(port: int, topics: list[str], partitions: int) -> None:
 
 
 def _produce(bootstrap: str, topics: list[str], partitions: int) -> None:
+    """librdkafka's way, every delivery report checked. Its records wait in its own queue for up to
+    message.timeout.ms (default 300 s) and then fail without reaching the broker: at 100,000 partitions
+    librdkafka needs about 370 s of its own CPU, so the timeout is raised to 15 minutes."""
+    failed: list[str] = []
+
+    def delivered(error: object, message: object) -> None:
+        if error is not None:
+            failed.append(str(error))
+
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "linger.ms": 20,
             "enable.idempotence": True,
             "queue.buffering.max.messages": 1_000_000,
+            "message.timeout.ms": 900_000,
         }
     )
     for topic in topics:
         for p in range(partitions):
-            producer.produce(topic, f"{topic}-{p}".encode(), partition=p)
+            producer.produce(topic, f"{topic}-{p}".encode(), partition=p, on_delivery=delivered)
             producer.poll(0)
-    left = producer.flush(600)
-    if left:
-        raise RuntimeError(f"{left} records not acknowledged")
+    left = producer.flush(900)
+    if left or failed:
+        raise RuntimeError(f"{left} records not acknowledged, {len(failed)} failed (e.g. {failed[:1]})")
 
 
 def _consume(bootstrap: str, topics: list[str], partitions: int, expected: int) -> int:
