@@ -39,8 +39,9 @@ GC_THRESHOLDS = (70_000, 20, 100)
 
 
 def tune_garbage_collector() -> None:
-    """Set GC_THRESHOLDS and move what start-up built (metadata, loaded logs) out of the collector's
-    sight (`gc.freeze`): it lives as long as the broker, and a full collection need not walk it."""
+    """Set GC_THRESHOLDS and move what start-up built (modules, cluster metadata, the coordinators'
+    state; partition logs load later, lazily) out of the collector's sight (`gc.freeze`): it lives as
+    long as the broker, and a full collection need not walk it."""
     gc.set_threshold(*GC_THRESHOLDS)
     gc.freeze()
 
