@@ -10,14 +10,14 @@ from exactly.broker.flusher import GROUP_SYNC_MIN_LOGS, Flusher
 from exactly.storage import files
 from exactly.storage.log import PartitionLog
 from exactly.verify.disk import read_ledger
-from tests.storage.helpers import data_batch, open_log
+from tests.storage.helpers import data_batch, leader_append, open_log
 
 
 def _logs(data: Path, count: int) -> list[PartitionLog]:
     logs = []
     for i in range(count):
         log = open_log(data / f"t-{i}")
-        log.append_as_leader(data_batch(3))
+        leader_append(log, data_batch(3))
         logs.append(log)
     return logs
 

@@ -25,6 +25,7 @@ from exactly.storage.log import PartitionLog
 from exactly.storage.log_manager import LogManager
 from exactly.storage.producer_state import AppendOrigin
 from tests.group.helpers import Harness, stable_group
+from tests.storage.helpers import leader_append, leader_append_marker
 
 
 def _log(tmp_path: Path, clock: ManualClock) -> tuple[LogManager, PartitionLog]:
@@ -45,11 +46,11 @@ def test_load_equals_replay(tmp_path: Path) -> None:
     records = [r for _, _, r in h.log]
     manager, plog = _log(tmp_path, h.clock)
     for i in range(0, len(records), 4):  # batch boundaries do not matter
-        plog.append_as_leader(build_batch(records[i : i + 4], 1), origin=AppendOrigin.COORDINATOR)
+        leader_append(plog, build_batch(records[i : i + 4], 1), origin=AppendOrigin.COORDINATOR)
     # a record of a KIP-848 consumer group (key version 3) is skipped
     foreign = BatchBuilder()
     foreign.append(1, struct.pack(">h", 3) + struct.pack(">h", 1) + b"z", b"\x00\x00")
-    plog.append_as_leader(foreign.build(), origin=AppendOrigin.COORDINATOR)
+    leader_append(plog, foreign.build(), origin=AppendOrigin.COORDINATOR)
 
     loaded = GroupCoordinator(h.config, h.clock)
     assert load_partition(loaded, plog) == len(records)
@@ -72,14 +73,14 @@ def test_load_applies_transaction_markers(tmp_path: Path) -> None:
         batch = build_batch(
             [record], 1, producer_id=producer_id, producer_epoch=0, base_sequence=0, transactional=True
         )
-        plog.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
+        leader_append(plog, batch, origin=AppendOrigin.COORDINATOR)
 
     plain = CoordinatorRecord(OffsetCommitKey("g", "t", 1), OffsetCommitValue(3, -1, "", 1))
-    plog.append_as_leader(build_batch([plain], 1), origin=AppendOrigin.COORDINATOR)
+    leader_append(plog, build_batch([plain], 1), origin=AppendOrigin.COORDINATOR)
     txn_commit(100, 10)
-    plog.append_end_txn_marker(100, 0, EndTxnMarker(ControlRecordType.COMMIT, 0))
+    leader_append_marker(plog, 100, 0, EndTxnMarker(ControlRecordType.COMMIT, 0))
     txn_commit(200, 20)
-    plog.append_end_txn_marker(200, 0, EndTxnMarker(ControlRecordType.ABORT, 0))
+    leader_append_marker(plog, 200, 0, EndTxnMarker(ControlRecordType.ABORT, 0))
     txn_commit(300, 30)  # still open at the "crash"
 
     loaded = GroupCoordinator(GroupConfig(), clock)
@@ -99,7 +100,7 @@ def test_group_tombstone_then_new_generation(tmp_path: Path) -> None:
     h.apply(h.coordinator.delete_group("g"))
     stable_group(h, "g", 2)
     manager, plog = _log(tmp_path, h.clock)
-    plog.append_as_leader(build_batch([r for _, _, r in h.log], 1), origin=AppendOrigin.COORDINATOR)
+    leader_append(plog, build_batch([r for _, _, r in h.log], 1), origin=AppendOrigin.COORDINATOR)
     loaded = GroupCoordinator(h.config, h.clock)
     load_partition(loaded, plog)
     assert loaded.groups["g"].stored_view() == h.coordinator.groups["g"].stored_view()
@@ -128,7 +129,7 @@ def test_compacted_log_loads_the_same_state(tmp_path: Path) -> None:
     manager.startup()
     plog = manager.get_or_create_log("__consumer_offsets", 0, config)
     for _, _, record in h.log:
-        plog.append_as_leader(build_batch([record], h.clock.milliseconds()), origin=AppendOrigin.COORDINATOR)
+        leader_append(plog, build_batch([record], h.clock.milliseconds()), origin=AppendOrigin.COORDINATOR)
     plog.roll()
     plog.flush()
     before = plog.size_in_bytes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from exactly.clock import ManualClock
 from exactly.records import (
@@ -15,7 +16,7 @@ from exactly.records import (
 )
 from exactly.storage.config import LogConfig
 from exactly.storage.loader import load_log
-from exactly.storage.log import Isolation, PartitionLog
+from exactly.storage.log import Buffer, Isolation, LogAppendInfo, PartitionLog
 from exactly.storage.txn_index import FetchAbortedTxn
 
 T0 = 1_700_000_000_000
@@ -121,3 +122,20 @@ def consume_committed(plog: PartitionLog, start: int = 0, max_bytes: int = 150) 
                 delivered.extend(r.offset for r in batch.records() if r.offset >= offset)
             offset = batch.next_offset
     return delivered
+
+
+def leader_append(log: PartitionLog, records: Buffer, **kwargs: Any) -> LogAppendInfo:
+    """Append as a single-replica leader does (exactly.replication.partition): the high watermark follows
+    the log end. Storage itself never moves it."""
+    info = log.append_as_leader(records, **kwargs)
+    log.update_high_watermark(log.log_end_offset)
+    return info
+
+
+def leader_append_marker(
+    log: PartitionLog, producer_id: int, producer_epoch: int, marker: EndTxnMarker, **kwargs: Any
+) -> LogAppendInfo:
+    """A COMMIT/ABORT marker appended as a single-replica leader does (the high watermark follows)."""
+    info = log.append_end_txn_marker(producer_id, producer_epoch, marker, **kwargs)
+    log.update_high_watermark(log.log_end_offset)
+    return info

@@ -20,6 +20,7 @@ import pytest
 from exactly.records import ControlRecordType, EndTxnMarker
 from exactly.storage.log import PartitionLog
 from exactly.storage.txn_index import AbortedTxn, is_aborted
+from tests.storage.helpers import leader_append, leader_append_marker
 
 from .helpers import consume_committed, data_batch, open_log
 
@@ -39,22 +40,22 @@ def build(tmp_path: Path, aborted: list[list[int]]) -> tuple[PartitionLog, dict[
     for v in sorted(OWNER):
         pid = OWNER[v]
         if pid is None:
-            info = plog.append_as_leader(data_batch(1, value=str(v).encode()))
+            info = leader_append(plog, data_batch(1, value=str(v).encode()))
         else:
             seq = seqs.get(pid, 0)
             seqs[pid] = seq + 1
-            info = plog.append_as_leader(
-                data_batch(1, pid=pid, epoch=0, seq=seq, txn=True, value=str(v).encode())
+            info = leader_append(
+                plog, data_batch(1, pid=pid, epoch=0, seq=seq, txn=True, value=str(v).encode())
             )
         vector_of[info.first_offset] = v
         for txn in TXNS:
             if txn[2] == v and v != 115 and txn[0] == pid and v == 106:
                 kind = ControlRecordType.ABORT if txn in aborted_set else ControlRecordType.COMMIT
-                plog.append_end_txn_marker(pid, 0, EndTxnMarker(kind, 0))
+                leader_append_marker(plog, pid, 0, EndTxnMarker(kind, 0))
     for pid, first, last in TXNS:
         if last != 106:
             kind = ControlRecordType.ABORT if (pid, first, last) in aborted_set else ControlRecordType.COMMIT
-            plog.append_end_txn_marker(pid, 0, EndTxnMarker(kind, 0))
+            leader_append_marker(plog, pid, 0, EndTxnMarker(kind, 0))
     return plog, vector_of
 
 

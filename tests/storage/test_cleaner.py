@@ -11,6 +11,7 @@ from exactly.storage import files
 from exactly.storage.cleaner import clean_log
 from exactly.storage.config import CleanupPolicy, LogConfig
 from exactly.storage.loader import load_log
+from tests.storage.helpers import leader_append, leader_append_marker
 
 from .helpers import T0, abort, commit, consume_committed, data_batch, open_log, read_all
 
@@ -31,15 +32,15 @@ def test_keeps_latest_per_key_and_drops_old_tombstones(tmp_path: Path) -> None:
     clock = ManualClock(T0)
     plog = open_log(tmp_path / "t-0", CFG, clock)
     for i in range(6):
-        plog.append_as_leader(build_batch([(b"a", b"a%d" % i), (b"b", b"b%d" % i)], timestamp=T0))
-    plog.append_as_leader(build_batch([(b"c", b"c0"), (b"b", None)], timestamp=T0))
-    plog.append_as_leader(build_batch([(b"d", b"d0")], timestamp=T0))
+        leader_append(plog, build_batch([(b"a", b"a%d" % i), (b"b", b"b%d" % i)], timestamp=T0))
+    leader_append(plog, build_batch([(b"c", b"c0"), (b"b", None)], timestamp=T0))
+    leader_append(plog, build_batch([(b"d", b"d0")], timestamp=T0))
     plog.roll()
     plog.flush()
     assert clean_log(plog, T0) > 0
     assert records(plog) == [(10, b"a", b"a5"), (12, b"c", b"c0"), (13, b"b", None), (14, b"d", b"d0")]
     clock.advance(5000)
-    plog.append_as_leader(build_batch([(b"e", b"e0")], timestamp=clock.milliseconds()))
+    leader_append(plog, build_batch([(b"e", b"e0")], timestamp=clock.milliseconds()))
     plog.roll()
     plog.flush()
     clean_log(plog, clock.milliseconds())
@@ -55,15 +56,15 @@ def test_keeps_latest_per_key_and_drops_old_tombstones(tmp_path: Path) -> None:
 
 def test_drops_aborted_data_keeps_committed_and_stops_at_lso(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", CFG)
-    plog.append_as_leader(data_batch(1, pid=1, epoch=0, seq=0, txn=True, key=b"x", value=b"aborted"))
-    plog.append_as_leader(data_batch(1, pid=2, epoch=0, seq=0, txn=True, key=b"y", value=b"committed"))
-    plog.append_end_txn_marker(1, 0, abort())
-    plog.append_end_txn_marker(2, 0, commit())
+    leader_append(plog, data_batch(1, pid=1, epoch=0, seq=0, txn=True, key=b"x", value=b"aborted"))
+    leader_append(plog, data_batch(1, pid=2, epoch=0, seq=0, txn=True, key=b"y", value=b"committed"))
+    leader_append_marker(plog, 1, 0, abort())
+    leader_append_marker(plog, 2, 0, commit())
     for i in range(6):
-        plog.append_as_leader(data_batch(1, key=b"k", value=b"%d" % i))
-    plog.append_as_leader(data_batch(1, pid=3, epoch=0, seq=0, txn=True, key=b"z", value=b"open"))  # 10
+        leader_append(plog, data_batch(1, key=b"k", value=b"%d" % i))
+    leader_append(plog, data_batch(1, pid=3, epoch=0, seq=0, txn=True, key=b"z", value=b"open"))  # 10
     for i in range(12):
-        plog.append_as_leader(data_batch(1, key=b"k", value=b"%d" % i))
+        leader_append(plog, data_batch(1, key=b"k", value=b"%d" % i))
     plog.flush()
     assert plog.last_stable_offset == 10
     clean_log(plog, T0)
@@ -73,14 +74,14 @@ def test_drops_aborted_data_keeps_committed_and_stops_at_lso(tmp_path: Path) -> 
     assert (10, b"z", b"open") in got  # above the LSO: untouched
     assert (8, b"k", b"4") not in got  # superseded within the cleanable range
     assert plog.log_start_offset == 0
-    plog.append_end_txn_marker(3, 0, commit())
+    leader_append_marker(plog, 3, 0, commit())
     assert 10 in consume_committed(plog)
 
 
 def test_interrupted_swap_is_completed_on_load(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", CFG)
     for i in range(8):
-        plog.append_as_leader(build_batch([(b"a", b"%d" % i)], timestamp=T0))
+        leader_append(plog, build_batch([(b"a", b"%d" % i)], timestamp=T0))
     plog.roll()
     plog.close()
     d = plog.directory

@@ -14,6 +14,7 @@ from exactly.storage.config import LogConfig
 from exactly.storage.file_handles import HANDLES, UNLIMITED
 from exactly.storage.log import PartitionLog
 from exactly.storage.log_manager import LogManager
+from tests.storage.helpers import leader_append
 
 from .helpers import T0, data_batch, read_all
 
@@ -46,7 +47,7 @@ def test_thirty_partitions_through_a_budget_of_four_files(tmp_path: Path, small_
     evictions = HANDLES.evictions
     for round_ in range(3):
         for p, plog in enumerate(logs):
-            plog.append_as_leader(data_batch(2, value=f"{p}-{round_}".encode() * 20))
+            leader_append(plog, data_batch(2, value=f"{p}-{round_}".encode() * 20))
             assert HANDLES.open_count <= BUDGET
     assert HANDLES.evictions > evictions
     assert len(logs[0].segments) > 1  # several segments each: all of them within the budget
@@ -74,7 +75,7 @@ def test_a_flush_thread_reopens_an_evicted_segment_without_evicting(
     mgr.startup()
     logs = [mgr.get_or_create_log("f", p) for p in range(10)]
     for plog in logs:
-        plog.append_as_leader(data_batch(1))
+        leader_append(plog, data_batch(1))
     evicted = logs[0].segments[-1]
     assert evicted._fd < 0
     errors: list[BaseException] = []

@@ -16,6 +16,7 @@ from exactly.storage.loader import load_log
 from exactly.storage.log import Isolation
 from exactly.storage.txn_index import FetchAbortedTxn
 from exactly.storage.validator import validate_client_batches
+from tests.storage.helpers import leader_append, leader_append_marker
 
 from .helpers import T0, abort, batches, commit, data_batch, open_log, read_all
 
@@ -23,7 +24,7 @@ from .helpers import T0, abort, batches, commit, data_batch, open_log, read_all
 def test_append_assigns_offsets_and_stores_client_bytes(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0")
     sent = [data_batch(3, value=b"a"), data_batch(2, value=b"b")]
-    infos = [plog.append_as_leader(b, leader_epoch=7) for b in sent]
+    infos = [leader_append(plog, b, leader_epoch=7) for b in sent]
     assert [(i.first_offset, i.last_offset) for i in infos] == [(0, 2), (3, 4)]
     assert plog.log_end_offset == plog.high_watermark == plog.last_stable_offset == 5
     stored = read_all(plog)
@@ -40,7 +41,7 @@ def test_multiple_batches_in_one_append(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0")
     raw = data_batch(2) + data_batch(3)
     checked = validate_client_batches(raw, plog.config, T0)
-    info = plog.append_as_leader(raw, validated=checked)
+    info = leader_append(plog, raw, validated=checked)
     assert (info.first_offset, info.last_offset, info.records_count) == (0, 4, 5)
     assert [b.base_offset for b in read_all(plog)] == [0, 2]
 
@@ -57,7 +58,7 @@ def test_multiple_batches_in_one_append(tmp_path: Path) -> None:
 def test_validation_errors(tmp_path: Path, mutate: object, code: ErrorCode) -> None:
     plog = open_log(tmp_path / "t-0")
     with pytest.raises(KafkaError) as e:
-        plog.append_as_leader(mutate(data_batch()))  # type: ignore[operator]
+        leader_append(plog, mutate(data_batch()))  # type: ignore[operator]
     assert e.value.code == code
     assert plog.log_end_offset == 0
 
@@ -73,24 +74,24 @@ def test_client_rules(tmp_path: Path) -> None:
     ]
     for raw, code in cases:
         with pytest.raises(KafkaError) as e:
-            plog.append_as_leader(raw)
+            leader_append(plog, raw)
         assert e.value.code == code
 
 
 def test_duplicate_returns_original_offsets_and_appends_nothing(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0")
-    plog.append_as_leader(data_batch(2, pid=5, epoch=0, seq=0))
-    plog.append_as_leader(data_batch(3, pid=5, epoch=0, seq=2))
-    plog.append_as_leader(data_batch(1))
-    dup = plog.append_as_leader(data_batch(2, pid=5, epoch=0, seq=0))
+    leader_append(plog, data_batch(2, pid=5, epoch=0, seq=0))
+    leader_append(plog, data_batch(3, pid=5, epoch=0, seq=2))
+    leader_append(plog, data_batch(1))
+    dup = leader_append(plog, data_batch(2, pid=5, epoch=0, seq=0))
     assert dup.duplicate
     assert (dup.first_offset, dup.last_offset) == (0, 1)
     assert plog.log_end_offset == 6
     with pytest.raises(KafkaError) as e:
-        plog.append_as_leader(data_batch(1, pid=5, epoch=0, seq=9))
+        leader_append(plog, data_batch(1, pid=5, epoch=0, seq=9))
     assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     with pytest.raises(KafkaError) as e2:
-        plog.append_as_leader(data_batch(1, pid=5, epoch=-1 + 0, seq=5))  # epoch -1 < 0
+        leader_append(plog, data_batch(1, pid=5, epoch=-1 + 0, seq=5))  # epoch -1 < 0
     assert e2.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
     assert plog.log_end_offset == 6
 
@@ -98,7 +99,7 @@ def test_duplicate_returns_original_offsets_and_appends_nothing(tmp_path: Path) 
 def test_read_limits_and_out_of_range(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0")
     for _ in range(10):
-        plog.append_as_leader(data_batch(2, value=b"x" * 100))
+        leader_append(plog, data_batch(2, value=b"x" * 100))
     size = len(data_batch(2, value=b"x" * 100))
     info = plog.read(5, 3 * size)  # offset 5 is inside batch [4, 5]
     got = batches(info.records)
@@ -115,19 +116,19 @@ def test_read_limits_and_out_of_range(tmp_path: Path) -> None:
 
 def test_transactions_lso_and_read_committed(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0")
-    plog.append_as_leader(data_batch(1))  # 0
-    plog.append_as_leader(data_batch(2, pid=1, epoch=0, seq=0, txn=True))  # 1-2
-    plog.append_as_leader(data_batch(1, pid=2, epoch=0, seq=0, txn=True))  # 3
-    plog.append_as_leader(data_batch(1))  # 4
+    leader_append(plog, data_batch(1))  # 0
+    leader_append(plog, data_batch(2, pid=1, epoch=0, seq=0, txn=True))  # 1-2
+    leader_append(plog, data_batch(1, pid=2, epoch=0, seq=0, txn=True))  # 3
+    leader_append(plog, data_batch(1))  # 4
     assert plog.last_stable_offset == 1
     assert plog.high_watermark == 5
     assert plog.ongoing_transactions()[0].first_offset == 1
     committed = plog.read(0, 1 << 20, Isolation.READ_COMMITTED)
     assert [b.base_offset for b in batches(committed.records)] == [0]
     assert committed.last_stable_offset == 1
-    plog.append_end_txn_marker(1, 0, abort())  # 5
+    leader_append_marker(plog, 1, 0, abort())  # 5
     assert plog.last_stable_offset == 3
-    plog.append_end_txn_marker(2, 0, commit())  # 6
+    leader_append_marker(plog, 2, 0, commit())  # 6
     assert plog.last_stable_offset == plog.high_watermark == 7
     info = plog.read(0, 1 << 20, Isolation.READ_COMMITTED)
     assert [b.base_offset for b in batches(info.records)] == [0, 1, 3, 4, 5, 6]
@@ -146,12 +147,12 @@ def test_rolls_by_size_and_time(tmp_path: Path) -> None:
     clock = ManualClock(T0)
     plog = open_log(tmp_path / "t-0", LogConfig(segment_bytes=500, segment_ms=1000), clock)
     for _ in range(10):
-        plog.append_as_leader(data_batch(1, value=b"x" * 100))
+        leader_append(plog, data_batch(1, value=b"x" * 100))
     assert len(plog.segments) == 5  # two 171-byte batches per 500-byte segment
     assert all(s.size <= 500 for s in plog.segments)
     clock.advance(2000)
-    plog.append_as_leader(data_batch(1, ts=clock.milliseconds()))
-    plog.append_as_leader(data_batch(1, ts=clock.milliseconds()))
+    leader_append(plog, data_batch(1, ts=clock.milliseconds()))
+    leader_append(plog, data_batch(1, ts=clock.milliseconds()))
     assert len(plog.segments) == 6
     logs = sorted(n for n in os.listdir(tmp_path / "t-0") if n.endswith(".log"))
     assert logs[-1] == "00000000000000000010.log"  # the time roll's new segment (its indexes come at a flush)
@@ -164,7 +165,7 @@ def test_retention_by_size_time_and_delete_records(tmp_path: Path) -> None:
     cfg = LogConfig(segment_bytes=400, retention_bytes=800, retention_ms=10_000)
     plog = open_log(tmp_path / "t-0", cfg, clock)
     for i in range(12):
-        plog.append_as_leader(data_batch(1, value=b"x" * 100, ts=T0 + i))
+        leader_append(plog, data_batch(1, value=b"x" * 100, ts=T0 + i))
     assert len(plog.segments) == 6
     assert plog.delete_old_segments() == 3  # size: 6 x 342 bytes, keep <= 800
     assert plog.log_start_offset == 6
@@ -174,8 +175,8 @@ def test_retention_by_size_time_and_delete_records(tmp_path: Path) -> None:
     plog.delete_old_segments()  # time: everything, active segment rolled first
     assert plog.log_start_offset == 12
     assert plog.log_end_offset == 12
-    plog.append_as_leader(data_batch(1, ts=clock.milliseconds()))
-    plog.append_as_leader(data_batch(1, ts=clock.milliseconds()))
+    leader_append(plog, data_batch(1, ts=clock.milliseconds()))
+    leader_append(plog, data_batch(1, ts=clock.milliseconds()))
     assert plog.delete_records_before(13) == 13
     assert [b.base_offset for b in read_all(plog)] == [13]
     with pytest.raises(KafkaError) as e:
@@ -186,13 +187,13 @@ def test_retention_by_size_time_and_delete_records(tmp_path: Path) -> None:
 def test_retention_never_passes_the_lso(tmp_path: Path) -> None:
     cfg = LogConfig(segment_bytes=300, retention_bytes=0)
     plog = open_log(tmp_path / "t-0", cfg)
-    plog.append_as_leader(data_batch(1, value=b"x" * 100))
-    plog.append_as_leader(data_batch(1, value=b"x" * 100, pid=1, epoch=0, seq=0, txn=True))  # 1
+    leader_append(plog, data_batch(1, value=b"x" * 100))
+    leader_append(plog, data_batch(1, value=b"x" * 100, pid=1, epoch=0, seq=0, txn=True))  # 1
     for _ in range(6):
-        plog.append_as_leader(data_batch(1, value=b"x" * 100))
+        leader_append(plog, data_batch(1, value=b"x" * 100))
     plog.delete_old_segments()
     assert plog.log_start_offset <= 1 == plog.last_stable_offset
-    plog.append_end_txn_marker(1, 0, commit())
+    leader_append_marker(plog, 1, 0, commit())
     plog.delete_old_segments()
     assert plog.log_start_offset > 1
 
@@ -201,7 +202,7 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", LogConfig(segment_bytes=400, index_interval_bytes=1))
     for i in range(10):
         builder_ts = T0 + 10 * i
-        plog.append_as_leader(build_batch([(b"k", b"v"), (b"k", b"w")], timestamp=builder_ts))
+        leader_append(plog, build_batch([(b"k", b"v"), (b"k", b"w")], timestamp=builder_ts))
     found = plog.offset_for_timestamp(T0 + 35)
     assert found is not None
     assert (found.offset, found.timestamp) == (8, T0 + 40)
@@ -221,7 +222,7 @@ def test_log_append_time(tmp_path: Path) -> None:
     clock = ManualClock(T0 + 5)
     cfg = LogConfig(message_timestamp_type=MessageTimestampType.LOG_APPEND_TIME)
     plog = open_log(tmp_path / "t-0", cfg, clock)
-    info = plog.append_as_leader(data_batch(2, ts=1))
+    info = leader_append(plog, data_batch(2, ts=1))
     assert info.log_append_time == T0 + 5
     (stored,) = read_all(plog)
     stored.validate()
@@ -232,9 +233,10 @@ def test_log_append_time(tmp_path: Path) -> None:
 
 def test_flush_group_commit_and_flush_policy(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0")
-    infos = [plog.append_as_leader(data_batch(1)) for _ in range(5)]
-    assert all(i.flush_required for i in infos)
+    for _ in range(5):
+        leader_append(plog, data_batch(1))
     assert plog.recovery_point == 0
+    assert plog.needs_flush(5)
     results: list[int] = []
     threads = [threading.Thread(target=lambda: results.append(plog.flush(upto=5))) for _ in range(4)]
     for t in threads:
@@ -243,14 +245,28 @@ def test_flush_group_commit_and_flush_policy(tmp_path: Path) -> None:
         t.join()
     assert results == [5, 5, 5, 5]
     assert plog.recovery_point == 5
-    assert not plog.append_as_leader(data_batch(1), required_acks=1).flush_required
+    assert not plog.needs_flush(5)
     relaxed = open_log(tmp_path / "r-0", LogConfig(flush_messages=3))
-    assert not relaxed.append_as_leader(data_batch(1)).flush_required
-    relaxed.append_as_leader(data_batch(2))
+    leader_append(relaxed, data_batch(1))
+    assert relaxed.recovery_point == 0
+    leader_append(relaxed, data_batch(2))
     assert relaxed.recovery_point == 3  # flush.messages reached
+
+
+def test_an_append_does_not_move_the_high_watermark(tmp_path: Path) -> None:
+    """What is committed is the leader's decision (exactly.replication.partition), not storage's."""
+    plog = open_log(tmp_path / "t-0")
+    info = plog.append_as_leader(data_batch(3))
+    assert (info.first_offset, info.last_offset, plog.log_end_offset) == (0, 2, 3)
+    assert plog.high_watermark == 0
+    assert plog.read(0, 1 << 20).records.nbytes == 0  # nothing readable below the high watermark
+    plog.update_high_watermark(3)
+    assert len(read_all(plog)) == 1
+    plog.update_high_watermark(10)  # never past the log end
+    assert plog.high_watermark == 3
     clock = ManualClock(T0)
     timed = open_log(tmp_path / "m-0", LogConfig(flush_ms=100), clock)
-    timed.append_as_leader(data_batch(1))
+    leader_append(timed, data_batch(1))
     assert not timed.flush_if_needed()
     clock.advance(100)
     assert timed.flush_if_needed()
@@ -266,26 +282,26 @@ def test_verification_guard_is_called_for_transactional_writes(tmp_path: Path) -
         if pid == 2:
             raise KafkaError(ErrorCode.INVALID_TXN_STATE, "not in transaction")
 
-    plog.append_as_leader(data_batch(1, pid=1, epoch=0, seq=0, txn=True), verification_guard=guard)
-    plog.append_as_leader(data_batch(1, pid=1, epoch=0, seq=1, txn=True), verification_guard=guard)
+    leader_append(plog, data_batch(1, pid=1, epoch=0, seq=0, txn=True), verification_guard=guard)
+    leader_append(plog, data_batch(1, pid=1, epoch=0, seq=1, txn=True), verification_guard=guard)
     with pytest.raises(KafkaError):
-        plog.append_as_leader(data_batch(1, pid=2, epoch=0, seq=0, txn=True), verification_guard=guard)
+        leader_append(plog, data_batch(1, pid=2, epoch=0, seq=0, txn=True), verification_guard=guard)
     assert calls == [(1, 0, 0), (2, 0, 0)]  # only the first batch of a transaction is verified
 
 
 def test_producer_expiry(tmp_path: Path) -> None:
     clock = ManualClock(T0)
     plog = open_log(tmp_path / "t-0", LogConfig(producer_id_expiration_ms=1000), clock)
-    plog.append_as_leader(data_batch(1, pid=1, epoch=0, seq=0))
+    leader_append(plog, data_batch(1, pid=1, epoch=0, seq=0))
     clock.advance(1000)
     assert plog.remove_expired_producers() == [1]
-    plog.append_as_leader(data_batch(1, pid=1, epoch=0, seq=77))  # unknown again: any sequence
+    leader_append(plog, data_batch(1, pid=1, epoch=0, seq=77))  # unknown again: any sequence
 
 
 def test_batches_are_whole_and_crc_valid(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", LogConfig(segment_bytes=2000))
     for i in range(30):
-        plog.append_as_leader(data_batch(1 + i % 4, value=bytes(i * 7)))
+        leader_append(plog, data_batch(1 + i % 4, value=bytes(i * 7)))
     for off in range(plog.log_end_offset):
         for mb in (1, 150, 700):
             for b in batches(plog.read(off, mb).records):
@@ -297,23 +313,23 @@ def test_a_transactional_duplicate_of_an_ended_transaction_is_a_reused_sequence(
     the transaction's marker (librdkafka reusing a purged batch's sequence without an epoch bump) is
     OUT_OF_ORDER_SEQUENCE_NUMBER, not an acknowledgement of the aborted batch."""
     plog = open_log(tmp_path / "t-0")
-    plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=0, txn=True))  # 0
-    plog.append_end_txn_marker(7, 0, commit())  # 1
-    plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=1, txn=True))  # 2
-    retry = plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=1, txn=True))
+    leader_append(plog, data_batch(1, pid=7, epoch=0, seq=0, txn=True))  # 0
+    leader_append_marker(plog, 7, 0, commit())  # 1
+    leader_append(plog, data_batch(1, pid=7, epoch=0, seq=1, txn=True))  # 2
+    retry = leader_append(plog, data_batch(1, pid=7, epoch=0, seq=1, txn=True))
     assert retry.duplicate
     assert (retry.first_offset, retry.last_offset) == (2, 2)
-    plog.append_end_txn_marker(7, 0, abort())  # 3
+    leader_append_marker(plog, 7, 0, abort())  # 3
     with pytest.raises(KafkaError) as e:
-        plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=1, txn=True))
+        leader_append(plog, data_batch(1, pid=7, epoch=0, seq=1, txn=True))
     assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert plog.log_end_offset == 4
     # the next transaction goes on with the next sequence; a retry of it is still a duplicate
-    plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=2, txn=True))  # 4
-    assert plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=2, txn=True)).first_offset == 4
+    leader_append(plog, data_batch(1, pid=7, epoch=0, seq=2, txn=True))  # 4
+    assert leader_append(plog, data_batch(1, pid=7, epoch=0, seq=2, txn=True)).first_offset == 4
     # non-transactional idempotent duplicates are unchanged: answered with the original offsets
-    plog.append_as_leader(data_batch(1, pid=8, epoch=0, seq=0))  # 5
-    assert plog.append_as_leader(data_batch(1, pid=8, epoch=0, seq=0)).duplicate
+    leader_append(plog, data_batch(1, pid=8, epoch=0, seq=0))  # 5
+    assert leader_append(plog, data_batch(1, pid=8, epoch=0, seq=0)).duplicate
     assert plog.log_end_offset == 6
 
 
@@ -323,15 +339,15 @@ def test_a_small_log_makes_no_index_or_snapshot_file_at_close_and_loads_the_same
     made 300,000 files)."""
     d = tmp_path / "t-0"
     plog = open_log(d, LogConfig(), ManualClock(T0))
-    plog.append_as_leader(data_batch(2, pid=7, epoch=0, seq=0, ts=T0 + 50))
-    plog.append_as_leader(data_batch(1, pid=7, epoch=0, seq=2, ts=T0 + 10))  # the max stays in batch 1
+    leader_append(plog, data_batch(2, pid=7, epoch=0, seq=0, ts=T0 + 50))
+    leader_append(plog, data_batch(1, pid=7, epoch=0, seq=2, ts=T0 + 10))  # the max stays in batch 1
     plog.close()
     assert sorted(os.listdir(d)) == ["00000000000000000000.log"]
     again = load_log(d, "t", 0, LogConfig(), ManualClock(T0), had_clean_shutdown=True)
     seg = again.active_segment
     assert (seg.max_timestamp, seg.offset_of_max_timestamp) == (T0 + 50, 1)
     assert again.log_end_offset == 3
-    retried = again.append_as_leader(data_batch(1, pid=7, epoch=0, seq=2, ts=T0 + 10))
+    retried = leader_append(again, data_batch(1, pid=7, epoch=0, seq=2, ts=T0 + 10))
     assert retried.duplicate  # the producer state came back without a snapshot file
     assert again.log_end_offset == 3
     assert [b.base_offset for b in read_all(again)] == [0, 2]

@@ -13,6 +13,7 @@ from exactly.storage import files
 from exactly.storage.checkpoint import read_checkpoint
 from exactly.storage.config import CleanupPolicy, LogConfig
 from exactly.storage.log_manager import LogManager
+from tests.storage.helpers import leader_append
 
 from .helpers import T0, data_batch, read_all
 
@@ -24,8 +25,8 @@ def test_create_load_and_clean_shutdown(tmp_path: Path) -> None:
     a = mgr.get_or_create_log("orders", 0)
     b = mgr.get_or_create_log("orders", 1)
     for _ in range(5):
-        a.append_as_leader(data_batch(1, value=b"x" * 100))
-    b.append_as_leader(data_batch(3))
+        leader_append(a, data_batch(1, value=b"x" * 100))
+    leader_append(b, data_batch(3))
     assert {"orders-0", "orders-1"} <= set(os.listdir(tmp_path))
     mgr.close()
     assert (tmp_path / files.CLEAN_SHUTDOWN_FILE).exists()
@@ -49,10 +50,10 @@ def test_unclean_start_recovers_from_checkpoint(tmp_path: Path) -> None:
     mgr = LogManager(tmp_path, LogConfig(), clock)
     mgr.startup()
     plog = mgr.get_or_create_log("t", 0)
-    plog.append_as_leader(data_batch(2))
+    leader_append(plog, data_batch(2))
     plog.flush()
     mgr.checkpoint()
-    plog.append_as_leader(data_batch(2))
+    leader_append(plog, data_batch(2))
     plog.close_without_flush()  # crash: no marker
     again = LogManager(tmp_path, LogConfig(), clock)
     again.startup()
@@ -131,14 +132,14 @@ def test_periodic_work(tmp_path: Path) -> None:
     mgr.startup()
     plog = mgr.get_or_create_log("t", 0)
     for _ in range(4):
-        plog.append_as_leader(data_batch(1, value=b"x" * 100, pid=1, epoch=0, seq=plog.log_end_offset))
+        leader_append(plog, data_batch(1, value=b"x" * 100, pid=1, epoch=0, seq=plog.log_end_offset))
     clock.advance(5000)
     assert mgr.flush_dirty_logs() == 1
     assert mgr.delete_old_segments() >= 1
     assert mgr.remove_expired_producers(T0 + 10**9) == 1
     mgr.set_topic_config("c", LogConfig(cleanup_policy=CleanupPolicy.COMPACT))
     c = mgr.get_or_create_log("c", 0)
-    c.append_as_leader(data_batch(1))
+    leader_append(c, data_batch(1))
     assert mgr.clean_logs() == 0
     mgr.take_snapshots()
     mgr.close()

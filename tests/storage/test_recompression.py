@@ -10,6 +10,7 @@ from exactly.errors import ErrorCode, KafkaError
 from exactly.records import BatchBuilder, Compression, RecordBatch, set_crc
 from exactly.records.record import Header
 from exactly.storage.config import LogConfig
+from tests.storage.helpers import leader_append
 
 from .helpers import T0, open_log, read_all
 
@@ -35,7 +36,7 @@ def test_batch_is_stored_in_the_topic_codec(tmp_path: Path, source: Compression,
     config = LogConfig.from_properties({"compression.type": target})
     plog = open_log(tmp_path / "t-0", config)
     sent = client_batch(source, pid=5, epoch=2, seq=10, txn=False)
-    info = plog.append_as_leader(sent, leader_epoch=3)
+    info = leader_append(plog, sent, leader_epoch=3)
     assert (info.first_offset, info.last_offset) == (0, 19)
     (stored,) = read_all(plog)
     stored.validate()
@@ -54,28 +55,28 @@ def test_batch_is_stored_in_the_topic_codec(tmp_path: Path, source: Compression,
 def test_producer_keeps_the_clients_codec(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", LogConfig())
     sent = client_batch(Compression.SNAPPY)
-    plog.append_as_leader(sent)
+    leader_append(plog, sent)
     (stored,) = read_all(plog)
     assert bytes(stored.buffer)[16:] == sent[16:]
 
 
 def test_recompressed_idempotent_batch_still_deduplicates(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", LogConfig.from_properties({"compression.type": "gzip"}))
-    first = plog.append_as_leader(client_batch(Compression.NONE, pid=9, epoch=0, seq=0))
-    again = plog.append_as_leader(client_batch(Compression.NONE, pid=9, epoch=0, seq=0))
+    first = leader_append(plog, client_batch(Compression.NONE, pid=9, epoch=0, seq=0))
+    again = leader_append(plog, client_batch(Compression.NONE, pid=9, epoch=0, seq=0))
     assert again.duplicate
     assert (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset) == (0, 19)
     with pytest.raises(KafkaError) as info:
-        plog.append_as_leader(client_batch(Compression.NONE, pid=9, epoch=0, seq=40))
+        leader_append(plog, client_batch(Compression.NONE, pid=9, epoch=0, seq=40))
     assert info.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    nxt = plog.append_as_leader(client_batch(Compression.NONE, pid=9, epoch=0, seq=20))
+    nxt = leader_append(plog, client_batch(Compression.NONE, pid=9, epoch=0, seq=20))
     assert nxt.first_offset == 20
     assert [b.compression for b in read_all(plog)] == [Compression.GZIP, Compression.GZIP]
 
 
 def test_transactional_batch_recompressed_keeps_the_transaction(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", LogConfig.from_properties({"compression.type": "zstd"}))
-    plog.append_as_leader(client_batch(Compression.LZ4, pid=3, epoch=1, seq=0, txn=True))
+    leader_append(plog, client_batch(Compression.LZ4, pid=3, epoch=1, seq=0, txn=True))
     assert plog.last_stable_offset == 0  # the open transaction holds the LSO
     (stored,) = read_all(plog)
     assert stored.is_transactional
@@ -91,7 +92,7 @@ def test_recompressed_batch_over_max_message_bytes_is_refused(tmp_path: Path) ->
         ),
     )
     with pytest.raises(KafkaError) as info:
-        plog.append_as_leader(sent)
+        leader_append(plog, sent)
     assert info.value.code == ErrorCode.MESSAGE_TOO_LARGE
     assert plog.log_end_offset == 0
 
@@ -102,7 +103,7 @@ def test_a_blob_that_does_not_decompress_is_refused_not_stored(tmp_path: Path) -
     bad[61:71] = b"not gzip!!"
     set_crc(bad, 0)  # a consistent CRC: only the decompression can tell
     with pytest.raises(KafkaError) as info:
-        plog.append_as_leader(bytes(bad))
+        leader_append(plog, bytes(bad))
     assert info.value.code == ErrorCode.CORRUPT_MESSAGE
     assert plog.log_end_offset == 0
     assert read_all(plog) == []

@@ -10,6 +10,7 @@ from exactly.storage import files
 from exactly.storage.config import LogConfig
 from exactly.storage.loader import load_log
 from exactly.storage.log import Isolation, PartitionLog
+from tests.storage.helpers import leader_append, leader_append_marker
 
 from .helpers import T0, abort, batches, commit, data_batch, open_log, read_all, reopen
 
@@ -20,7 +21,7 @@ def fill(plog: PartitionLog, n: int, pid: int = 7) -> None:
     for _ in range(n):
         entry = plog.producer_state.last_entry(pid)
         seq = entry.last_seq + 1 if entry is not None else 0
-        plog.append_as_leader(data_batch(2, pid=pid, epoch=0, seq=seq, value=b"x" * 50))
+        leader_append(plog, data_batch(2, pid=pid, epoch=0, seq=seq, value=b"x" * 50))
 
 
 def snapshot_bytes(plog: PartitionLog) -> list[bytes]:
@@ -36,7 +37,7 @@ def test_clean_restart_is_identical(tmp_path: Path) -> None:
     assert again.log_end_offset == 40
     assert again.recovery_point == 40
     # Idempotence still works after the restart (all five cached batches were persisted).
-    dup = again.append_as_leader(data_batch(2, pid=7, epoch=0, seq=32, value=b"x" * 50))
+    dup = leader_append(again, data_batch(2, pid=7, epoch=0, seq=32, value=b"x" * 50))
     assert dup.duplicate
     assert dup.first_offset == 32
 
@@ -117,7 +118,7 @@ def test_wrong_index_entry_is_detected_at_read(tmp_path: Path) -> None:
 def test_corrupt_or_missing_snapshot_falls_back_to_replay(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", CFG)
     fill(plog, 10)
-    plog.append_as_leader(data_batch(1, pid=9, epoch=2, seq=0, txn=True))
+    leader_append(plog, data_batch(1, pid=9, epoch=2, seq=0, txn=True))
     plog.close()
     snaps = sorted(n for n in os.listdir(plog.directory) if n.endswith(".snapshot"))
     for n in snaps:
@@ -137,15 +138,15 @@ def test_corrupt_or_missing_snapshot_falls_back_to_replay(tmp_path: Path) -> Non
 
 def test_transaction_state_survives_unclean_restart(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", CFG)
-    plog.append_as_leader(data_batch(1, pid=1, epoch=0, seq=0, txn=True))  # 0
+    leader_append(plog, data_batch(1, pid=1, epoch=0, seq=0, txn=True))  # 0
     fill(plog, 8, pid=2)  # rolls segments, takes snapshots with the open txn
-    plog.append_as_leader(data_batch(1, pid=3, epoch=0, seq=0, txn=True))  # 17
-    plog.append_end_txn_marker(3, 0, abort())  # 18
+    leader_append(plog, data_batch(1, pid=3, epoch=0, seq=0, txn=True))  # 17
+    leader_append_marker(plog, 3, 0, abort())  # 18
     plog.flush()
     again = reopen(plog, clean=False)
     assert again.last_stable_offset == 0
     assert [t.first_offset for t in again.ongoing_transactions()] == [0]
-    again.append_end_txn_marker(1, 0, commit())
+    leader_append_marker(again, 1, 0, commit())
     info = again.read(17, 1 << 20, Isolation.READ_COMMITTED)
     assert info.aborted_transactions is not None
     assert [(t.producer_id, t.first_offset) for t in info.aborted_transactions] == [(3, 17)]
@@ -153,9 +154,9 @@ def test_transaction_state_survives_unclean_restart(tmp_path: Path) -> None:
 
 def test_recovery_rebuilds_txn_index(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", CFG)
-    plog.append_as_leader(data_batch(1, pid=1, epoch=0, seq=0, txn=True))
+    leader_append(plog, data_batch(1, pid=1, epoch=0, seq=0, txn=True))
     fill(plog, 6, pid=2)
-    plog.append_end_txn_marker(1, 0, abort())
+    leader_append_marker(plog, 1, 0, abort())
     expected = plog.collect_aborted_transactions(0, 100)
     assert len(expected) == 1
     plog.close_without_flush()

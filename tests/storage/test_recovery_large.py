@@ -13,6 +13,7 @@ from exactly.records import build_batch
 from exactly.storage import files
 from exactly.storage.config import LogConfig
 from exactly.storage.loader import load_log
+from tests.storage.helpers import leader_append
 
 MiB = 1024 * 1024
 
@@ -24,7 +25,7 @@ def test_recover_one_gib_log(tmp_path: Path) -> None:
     batch = build_batch([(None, os.urandom(64 * 1024))] * 16, timestamp=1_700_000_000_000)
     count = (1024 * MiB) // len(batch)
     for i in range(count):
-        plog.append_as_leader(batch)
+        leader_append(plog, batch)
         if i == count - 40:
             plog.flush()
     flushed = plog.recovery_point

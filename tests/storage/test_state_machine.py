@@ -35,6 +35,7 @@ from exactly.storage import files
 from exactly.storage.config import LogConfig
 from exactly.storage.loader import load_log
 from exactly.storage.log import PartitionLog
+from tests.storage.helpers import leader_append, leader_append_marker
 
 from .helpers import T0, consume_committed, data_batch, read_all
 
@@ -114,11 +115,11 @@ class PartitionMachine(RuleBasedStateMachine):
             # The producer's batches were removed (retention) and only a marker is known: as in Kafka
             # the epoch is known but no sequence, so only sequence 0 is in order.
             with pytest.raises(KafkaError) as e:
-                self.plog.append_as_leader(raw)
+                leader_append(self.plog, raw)
             assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
             return
         leo = self.plog.log_end_offset
-        info = self.plog.append_as_leader(raw)
+        info = leader_append(self.plog, raw)
         assert not info.duplicate
         assert info.first_offset == leo
         self.model.append(
@@ -154,7 +155,7 @@ class PartitionMachine(RuleBasedStateMachine):
         if s.base < self.plog.segments[0].base_offset:
             return
         leo = self.plog.log_end_offset
-        info = self.plog.append_as_leader(s.raw)
+        info = leader_append(self.plog, s.raw)
         assert info.duplicate
         assert (info.first_offset, info.last_offset) == (s.base, s.last)
         assert self.plog.log_end_offset == leo
@@ -165,7 +166,7 @@ class PartitionMachine(RuleBasedStateMachine):
             return
         raw = data_batch(1, pid=IDEMPOTENT, epoch=0, seq=self.next_seq(IDEMPOTENT) + gap)
         with pytest.raises(KafkaError) as e:
-            self.plog.append_as_leader(raw)
+            leader_append(self.plog, raw)
         assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
     @rule(pid=st.sampled_from(TXN_PIDS), n=st.integers(1, 3))
@@ -180,13 +181,13 @@ class PartitionMachine(RuleBasedStateMachine):
             return
         raw = data_batch(1, pid=pid, epoch=0, seq=self.next_seq(pid))
         with pytest.raises(KafkaError) as e:
-            self.plog.append_as_leader(raw)
+            leader_append(self.plog, raw)
         assert e.value.code == ErrorCode.INVALID_TXN_STATE
 
     @rule(pid=st.sampled_from(TXN_PIDS), commit=st.booleans())
     def end_transaction(self, pid: int, commit: bool) -> None:
         kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
-        info = self.plog.append_end_txn_marker(pid, 0, EndTxnMarker(kind, 0))
+        info = leader_append_marker(self.plog, pid, 0, EndTxnMarker(kind, 0))
         got = read_all_from(self.plog, info.first_offset)
         self.model.append(Stored(info.first_offset, info.last_offset, got, pid, -1, -1, True, kind))
 

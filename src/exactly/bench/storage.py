@@ -61,7 +61,7 @@ def log_append(directory: Path, batch: bytes, count: int, fsync: bool) -> float:
     try:
         for _ in range(count):
             info = plog.append_as_leader(batch)
-            if fsync and info.flush_required:
+            if fsync:
                 plog.flush(upto=info.last_offset + 1)
     finally:
         elapsed = time.perf_counter() - start

@@ -68,7 +68,7 @@ def current_configs(broker: Broker, resource_type: int, name: str) -> dict[str, 
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         return dict(info.configs)
     if resource_type == RESOURCE_BROKER:
-        return broker.dynamic_configs(broker_resource(broker, name))
+        return broker.configs.dynamic(broker_resource(broker, name))
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} cannot be altered")
 
 
@@ -76,7 +76,7 @@ def broker_resource(broker: Broker, name: str) -> str:
     """ "" (the cluster default) or this broker's id, as Kafka checks a BROKER resource name."""
     if name == "":
         return name
-    node = broker.static_config.node_id
+    node = broker.configs.static.node_id
     if not name.strip().lstrip("-").isdigit():
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
     if int(name) != node:
@@ -133,15 +133,15 @@ def commit(
     if resource_type == RESOURCE_TOPIC:
         for key in configs:
             topic_config(key)
-        broker.validate_topic_configs(configs)
+        broker.topics.validate_topic_configs(configs)
         if not validate_only:
-            broker.alter_topic_configs(name, configs)
+            broker.topics.alter_topic_configs(name, configs)
         return
     resource = broker_resource(broker, name)
     unknown = sorted(key for key in configs if key not in BROKER_CONFIGS)
     if unknown:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown broker configs: {', '.join(unknown)}")
-    current = broker.dynamic_configs(resource)
+    current = broker.configs.dynamic(resource)
     static = sorted(
         key for key, value in configs.items() if not BROKER_CONFIGS[key].dynamic and current.get(key) != value
     )
@@ -150,4 +150,4 @@ def commit(
             ErrorCode.INVALID_CONFIG, f"Cannot update these configs dynamically: Set({', '.join(static)})"
         )
     canonical = {key: BROKER_CONFIGS[key].canonical(value) for key, value in configs.items()}
-    broker.alter_broker_configs(resource, canonical, validate_only=validate_only)
+    broker.configs.alter(resource, canonical, validate_only=validate_only)

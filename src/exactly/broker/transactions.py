@@ -42,17 +42,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from exactly.broker.groups import OFFSETS_TOPIC, append_error
+from exactly.broker.config import BrokerConfig
+from exactly.broker.coordinator_runtime import CoordinatorRuntime
+from exactly.broker.groups import OFFSETS_TOPIC
+from exactly.broker.replica_manager import DurableTarget, ReplicaManager
+from exactly.broker.scheduler import Scheduler
+from exactly.broker.topic_manager import TopicManager
+from exactly.clock import Clock
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
-from exactly.records.batch import ATTR_CONTROL
+from exactly.records.batch import ATTR_CONTROL, RecordBatch
 from exactly.records.builder import BatchBuilder
 from exactly.records.control import ControlRecordType, EndTxnMarker
-from exactly.storage.log import PartitionLog, VerificationGuard, scan_batches
-from exactly.storage.producer_state import AppendOrigin
+from exactly.replication.partition import AppendResult
+from exactly.storage.log import VerificationGuard
 from exactly.txn import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult, TxnState
 from exactly.txn.coordinator import BatchResult
 from exactly.txn.decisions import (
@@ -64,9 +70,6 @@ from exactly.txn.decisions import (
     encode_decision_value,
 )
 from exactly.txn.records import decode_key, decode_value, encode_key, encode_value, key_version
-
-if TYPE_CHECKING:
-    from exactly.broker.server import Broker
 
 __all__ = ["TRANSACTION_TOPIC", "TransactionService"]
 
@@ -90,13 +93,27 @@ class _Turn:
 
 
 class TransactionService:
-    def __init__(self, broker: Broker) -> None:
-        config = broker.config
-        self._broker = broker
-        existing = broker.metadata.topics.get(TRANSACTION_TOPIC)
-        partitions = (
-            existing.partitions if existing is not None else config.transaction_state_log_num_partitions
-        )
+    """Built from what it uses: the broker's configs (a value), the replica manager and topic manager
+    (through its `CoordinatorRuntime`, and for markers), the clock, the scheduler, the producer-id
+    source, and what to tell the group coordinator when a marker lands on `__consumer_offsets`."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        topics: TopicManager,
+        clock: Clock,
+        scheduler: Scheduler,
+        next_producer_id: Callable[[], int],
+        offsets_marker_written: Callable[[int, int, bool], None],
+    ) -> None:
+        self._config = config
+        self._replicas = replicas
+        self._topics = topics
+        self._clock = clock
+        self._scheduler = scheduler
+        self._offsets_marker_written = offsets_marker_written  # (partition, producer id, committed)
+        partitions = topics.partitions(TRANSACTION_TOPIC) or config.transaction_state_log_num_partitions
         self.coordinator = TransactionCoordinator(
             TxnConfig(
                 num_partitions=partitions,
@@ -104,8 +121,16 @@ class TransactionService:
                 id_expiration_ms=config.transactional_id_expiration_ms,
                 prepared_max_age_ms=config.transaction_prepared_max_age_ms,
             ),
-            broker.producer_ids.next_id,
-            broker.clock.milliseconds,
+            next_producer_id,
+            clock.milliseconds,
+        )
+        self.runtime = CoordinatorRuntime(
+            TRANSACTION_TOPIC,
+            partitions,
+            config.transaction_state_log_segment_bytes,
+            replicas,
+            topics,
+            self._load_partition,
         )
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
@@ -117,7 +142,7 @@ class TransactionService:
 
     def load(self) -> None:
         """Replay every partition of `__transaction_state` (start-up, before the broker listens)."""
-        count, seconds = self._broker.load_internal_topic(TRANSACTION_TOPIC, self._load_partition)
+        count, seconds = self.runtime.load_all()
         self.loaded_records = count
         log.info(
             "loaded %d transactional ids (%d records) from %s in %.3f s",
@@ -127,9 +152,10 @@ class TransactionService:
             seconds,
         )
 
-    def _load_partition(self, plog: PartitionLog) -> int:
+    def _load_partition(self, partition: int, batches: Iterator[RecordBatch]) -> int:
+        del partition  # one coordinator holds every partition's transactional ids
         count = 0
-        for batch in scan_batches(plog):
+        for batch in batches:
             if batch.header().attributes & ATTR_CONTROL:
                 continue
             for record in batch.records():
@@ -149,7 +175,7 @@ class TransactionService:
                 count += 1
         return count
 
-    def start(self) -> list[asyncio.Task[None]]:
+    def start(self) -> None:
         """Load, resume the marker jobs of decided transactions, start the timers."""
         self.load()
         for job in self.coordinator.pending_marker_jobs():
@@ -167,18 +193,10 @@ class TransactionService:
                 result.transit.state.kafka_name if result.transit is not None else "-",
             )
             self._background(result)
-        config = self._broker.config
-        every = self._broker._every
-        return [
-            asyncio.create_task(
-                every(
-                    config.transaction_abort_timed_out_transaction_cleanup_interval_ms, self.abort_timed_out
-                )
-            ),
-            asyncio.create_task(
-                every(config.transaction_remove_expired_transaction_cleanup_interval_ms, self.expire_ids)
-            ),
-        ]
+        config = self._config
+        every = self._scheduler.every
+        every(config.transaction_abort_timed_out_transaction_cleanup_interval_ms, self.abort_timed_out)
+        every(config.transaction_remove_expired_transaction_cleanup_interval_ms, self.expire_ids)
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -187,12 +205,7 @@ class TransactionService:
 
     async def ensure_topic(self) -> None:
         """Create `__transaction_state` on first use (compacted, one partition per coordinator shard)."""
-        broker = self._broker
-        await broker.ensure_internal_topic(
-            TRANSACTION_TOPIC,
-            self.coordinator.config.num_partitions,
-            broker.config.transaction_state_log_segment_bytes,
-        )
+        await self.runtime.ensure_topic()
 
     # --- running operations ------------------------------------------------------------------------------
 
@@ -286,29 +299,18 @@ class TransactionService:
         transit = result.transit
         assert transit is not None
         txn_id = result.transactional_id
-        plog = self._broker.log(TRANSACTION_TOPIC, self.coordinator.partition_for(txn_id))
+        value = None if transit.state is TxnState.DEAD else encode_value(transit.to_value())
+        builder = BatchBuilder()
+        builder.append(self._clock.milliseconds(), encode_key(txn_id), value)
+        partition = self.coordinator.partition_for(txn_id)
         try:
-            if plog is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{TRANSACTION_TOPIC} does not exist")
-            value = None if transit.state is TxnState.DEAD else encode_value(transit.to_value())
-            builder = BatchBuilder()
-            builder.append(self._broker.clock.milliseconds(), encode_key(txn_id), value)
-            info = plog.append_as_leader(builder.build(), origin=AppendOrigin.COORDINATOR)
-            if info.flush_required and wait_durable:
-                await self._broker.flusher.wait_durable([(plog, info.last_offset + 1)])
-        except (KafkaError, OSError) as e:
+            await self.runtime.write(
+                partition, builder.build(), f"transactional id {txn_id!r}", wait_durable=wait_durable
+            )
+        except KafkaError as e:
             self.coordinator.abort_transition(txn_id)
             self._transitioned(txn_id)
-            code = append_error(e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR)
-            quiet = isinstance(e, KafkaError) and e.code == ErrorCode.KAFKA_STORAGE_ERROR  # storage logged it
-            log.log(
-                logging.DEBUG if quiet else logging.ERROR,
-                "cannot append to %s for transactional id %r: %s",
-                TRANSACTION_TOPIC,
-                txn_id,
-                e,
-            )
-            return code
+            return e.code
         job = self.coordinator.complete_transition(txn_id, transit)
         log.debug("%r is %s (epoch %d)", txn_id, transit.state.kafka_name, transit.producer_epoch)
         self._transitioned(txn_id)
@@ -326,22 +328,15 @@ class TransactionService:
         producer_epoch: int,
         commit: bool,
         coordinator_epoch: int,
-    ) -> PartitionLog:
+    ) -> AppendResult:
         """Append one COMMIT/ABORT marker (the WriteTxnMarkers path); raises KafkaError."""
-        plog = self._broker.log(topic, partition)
-        if plog is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
         marker = EndTxnMarker(
             ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch
         )
-        try:
-            plog.append_end_txn_marker(producer_id, producer_epoch, marker)
-        except OSError as e:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from e
+        written = self._replicas.append_end_txn_marker(topic, partition, producer_id, producer_epoch, marker)
         if topic == OFFSETS_TOPIC:
-            self._broker.groups.complete_transaction(partition, producer_id, commit)
-        self._broker.data_appended()
-        return plog
+            self._offsets_marker_written(partition, producer_id, commit)
+        return written
 
     def _start_markers(self, job: MarkerJob) -> None:
         self._spawn(self._write_markers(job))
@@ -355,16 +350,17 @@ class TransactionService:
 
     async def _write_markers(self, job: MarkerJob) -> None:
         await self._debug_pause("prepare-written", job)
-        if self._broker.config.debug_marker_delay_ms:
-            await asyncio.sleep(self._broker.config.debug_marker_delay_ms / 1000)
+        if self._config.debug_marker_delay_ms:
+            await asyncio.sleep(self._config.debug_marker_delay_ms / 1000)
         remaining = sorted(job.partitions)
         attempt = 0
         while remaining:
-            written: list[tuple[PartitionLog, int]] = []
+            durable: list[DurableTarget] = []
             retry: list[tuple[str, int]] = []
+            written_count = 0
             for topic, partition in remaining:
                 try:
-                    plog = self.write_marker(
+                    written = self.write_marker(
                         topic,
                         partition,
                         job.producer_id,
@@ -373,10 +369,7 @@ class TransactionService:
                         job.coordinator_epoch,
                     )
                 except KafkaError as e:
-                    if (
-                        e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                        and topic not in self._broker.metadata.topics
-                    ):
+                    if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not self._topics.partitions(topic):
                         log.warning("skipping marker for %s-%d: the topic no longer exists", topic, partition)
                     elif e.code in (
                         ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -395,17 +388,14 @@ class TransactionService:
                         )
                         retry.append((topic, partition))
                     continue
-                written.append((plog, plog.log_end_offset))
-                if len(written) == 1:
+                if written.durable_offset is not None:
+                    durable.append((written.partition, written.durable_offset))
+                written_count += 1
+                if written_count == 1:
                     await self._debug_pause("first-marker-written", job)
-            durable = [
-                (plog, end)
-                for plog, end in written
-                if plog.needs_flush(end) and plog.config.ack_waits_for_fsync
-            ]
             if durable:
                 try:
-                    await self._broker.flusher.wait_durable(durable)
+                    await self._replicas.wait_durable(durable)
                 except (KafkaError, OSError) as e:
                     log.error("cannot flush markers of %r, will rewrite them: %s", job.transactional_id, e)
                     retry = remaining
@@ -425,7 +415,7 @@ class TransactionService:
             attempt += 1
 
     async def _debug_pause(self, step: str, job: MarkerJob) -> None:
-        if self._broker.config.debug_end_txn_pause != step:
+        if self._config.debug_end_txn_pause != step:
             return
         log.warning("exactly.debug.end.txn.pause: marker job of %r parked at %s", job.transactional_id, step)
         await asyncio.Event().wait()  # until the process is killed or stopped
@@ -527,23 +517,21 @@ class TransactionService:
 
     async def _record_decision(self, decision: BatchDecisionRecord) -> ErrorCode:
         query_id = decision.query_id
-        plog = self._broker.log(TRANSACTION_TOPIC, self.coordinator.partition_for(query_id))
+        builder = BatchBuilder()
+        builder.append(
+            self._clock.milliseconds(),
+            encode_decision_key(query_id, decision.batch_id),
+            encode_decision_value(decision),
+        )
         try:
-            if plog is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{TRANSACTION_TOPIC} does not exist")
-            builder = BatchBuilder()
-            builder.append(
-                self._broker.clock.milliseconds(),
-                encode_decision_key(query_id, decision.batch_id),
-                encode_decision_value(decision),
+            await self.runtime.write(
+                self.coordinator.partition_for(query_id),
+                builder.build(),
+                f"the decision of batch {decision.batch_id} of {query_id!r}",
             )
-            info = plog.append_as_leader(builder.build(), origin=AppendOrigin.COORDINATOR)
-            if info.flush_required:
-                await self._broker.flusher.wait_durable([(plog, info.last_offset + 1)])
-        except (KafkaError, OSError) as e:
+        except KafkaError as e:
             self.coordinator.abort_decision(decision)
-            log.error("cannot record the decision of batch %d of %r: %s", decision.batch_id, query_id, e)
-            return append_error(e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR)
+            return e.code
         log.info(
             "batch %d of query %r decided: %d winner(s) commit",
             decision.batch_id,
@@ -551,7 +539,7 @@ class TransactionService:
             len(decision.winners),
         )
         owed = self.coordinator.complete_decision(decision)
-        if self._broker.config.debug_end_txn_pause == "decision-written":
+        if self._config.debug_end_txn_pause == "decision-written":
             log.warning("exactly.debug.end.txn.pause: batch %d of %r parked", decision.batch_id, query_id)
             await asyncio.Event().wait()  # until the process is killed or stopped
         await self._carry_out(owed)

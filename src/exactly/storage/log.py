@@ -7,9 +7,10 @@ partition's `ProducerStateManager`, and four offsets:
                         (read_committed bound)  (read_uncommitted bound)
 
 * `log_end_offset` (LEO) is the next offset to assign.
-* `high_watermark` (HW): single node, it moves to the LEO after every append (acks semantics are the
-  broker's business: see `LogAppendInfo.flush_required` and `flush`). It is its own field so that
-  replication can hold it back later.
+* `high_watermark` (HW): set from above (`update_high_watermark`) by the partition's leader
+  (`exactly.replication.partition`), never by an append: a single-replica leader moves it to the LEO after
+  each append, a replicated one to what the ISR has. Loading sets it to the recovered LEO. Storage knows
+  nothing of acks: whether an answer waits for `flush` is the replica manager's business.
 * `last_stable_offset` (LSO) = min(first offset of any open transaction, HW), never below the log start.
 * `recovery_point`: every offset below it has been fsynced (log and indexes). It only moves in `flush`;
   the LogManager checkpoints it. After a crash, recovery re-validates from it.
@@ -99,7 +100,6 @@ class LogAppendInfo:
     duplicate: bool
     records_count: int
     valid_bytes: int
-    flush_required: bool  # the ack must wait for `flush(upto=last_offset + 1)`
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +226,6 @@ class PartitionLog:
         *,
         leader_epoch: int = 0,
         origin: AppendOrigin = AppendOrigin.CLIENT,
-        required_acks: int = -1,
         verification_guard: VerificationGuard | None = None,
         validated: list[BatchInfo] | None = None,
     ) -> LogAppendInfo:
@@ -283,9 +282,6 @@ class PartitionLog:
                                 True,
                                 0,
                                 0,
-                                required_acks == -1
-                                and self.config.ack_waits_for_fsync
-                                and self._recovery_point <= dup.last_offset,
                             )
                 upd = updates.get(pid)
                 if upd is None:
@@ -363,7 +359,6 @@ class PartitionLog:
                 )
             self.producer_state.complete_txn(done, self._high_watermark)
         self.producer_state.update_map_end_offset(next_offset)
-        self.update_high_watermark(next_offset)
 
         first_offset = placed[0][1]
         self._unflushed_messages += count
@@ -377,7 +372,6 @@ class PartitionLog:
             False,
             count,
             total_size,
-            required_acks == -1 and self.config.ack_waits_for_fsync and self._recovery_point < next_offset,
         )
 
     @staticmethod

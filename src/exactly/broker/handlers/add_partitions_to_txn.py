@@ -28,7 +28,9 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Add
     txn_id = request.v3_and_below_transactional_id
     refused = _refused(ctx, txn_id, wanted)
     unknown = {
-        (name, partition) for name, partition in wanted if not ctx.broker.has_partition(name, partition)
+        (name, partition)
+        for name, partition in wanted
+        if not ctx.broker.topics.has_partition(name, partition)
     }
     if refused is not None:
         codes = refused
@@ -71,7 +73,7 @@ def _refused(
     for name, partition in wanted:
         if name in denied:
             codes[(name, partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif not ctx.broker.has_partition(name, partition):
+        elif not ctx.broker.topics.has_partition(name, partition):
             codes[(name, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             codes[(name, partition)] = ErrorCode.OPERATION_NOT_ATTEMPTED

@@ -68,7 +68,7 @@ async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: boo
     for c in topic.configs:
         if c.value is not None:
             configs[c.name] = c.value
-    broker.validate_topic_configs(configs)
+    broker.topics.validate_topic_configs(configs)
     if validate_only:
         return CreatableTopicResult(
             topic.name,
@@ -77,7 +77,7 @@ async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: boo
             num_partitions=partitions,
             replication_factor=1,
         )
-    info = await broker.create_topic(topic.name, partitions, configs)
+    info = await broker.topics.create_topic(topic.name, partitions, configs)
     described = [  # v5+: the created topic's configs, as Kafka answers
         CreatableTopicConfigs(e.name, e.value, e.read_only, e.config_source, e.is_sensitive)
         for e in topic_entries(broker, info, None, include_synonyms=False, include_documentation=False)

@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
             topics.append(DeleteRecordsTopicResult(topic.name, partitions))
             continue
         for p in topic.partitions:
-            log = ctx.broker.log(topic.name, p.partition_index)
+            log = ctx.broker.replicas.partition(topic.name, p.partition_index)
             if log is None:
                 partitions.append(
                     DeleteRecordsPartitionResult(p.partition_index, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

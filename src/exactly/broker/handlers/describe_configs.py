@@ -88,7 +88,7 @@ def topic_entries(
     include_synonyms: bool,
     include_documentation: bool,
 ) -> list[DescribeConfigsResourceResult]:
-    effective = broker.validate_topic_configs(
+    effective = broker.topics.validate_topic_configs(
         {k: v for k, v in info.configs.items() if k in TOPIC_CONFIGS}
     ).to_properties()
     layers = _broker_layers(broker)
@@ -117,7 +117,7 @@ def broker_entries(
     layers = _broker_layers(broker)
     if resource == "":  # the cluster-wide run-time defaults only, as Kafka
         layers = [(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, layers[1][1]), *layers[2:]]
-        names = sorted(broker.dynamic_configs(""))
+        names = sorted(broker.configs.dynamic(""))
     else:
         names = sorted(BROKER_CONFIGS)
     special = _effective_specials(broker)
@@ -138,19 +138,19 @@ def broker_entries(
 
 
 def _broker_layers(broker: Broker) -> list[tuple[ConfigSource, Mapping[str, str]]]:
-    node = str(broker.static_config.node_id)
+    node = str(broker.configs.static.node_id)
     defaults = {n: d.default for n, d in BROKER_CONFIGS.items() if d.default is not None}
     return [
-        (ConfigSource.DYNAMIC_BROKER_CONFIG, broker.dynamic_configs(node)),
-        (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, broker.dynamic_configs("")),
-        (ConfigSource.STATIC_BROKER_CONFIG, broker.static_config.properties),
+        (ConfigSource.DYNAMIC_BROKER_CONFIG, broker.configs.dynamic(node)),
+        (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, broker.configs.dynamic("")),
+        (ConfigSource.STATIC_BROKER_CONFIG, broker.configs.static.properties),
         (ConfigSource.DEFAULT_CONFIG, defaults),
     ]
 
 
 def _effective_specials(broker: Broker) -> dict[str, str]:
     """Broker configs whose value is what the broker runs with, whichever way it was given."""
-    config = broker.static_config
+    config = broker.configs.static
     listeners = [Endpoint(x.name, x.host, broker.bound_port(x)) for x in config.listeners]
     advertised = [Endpoint(x.name, *broker.advertised_for(x)) for x in config.listeners]
     return {

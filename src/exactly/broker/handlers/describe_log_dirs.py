@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 @handler(ApiKey.DESCRIBE_LOG_DIRS)
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
-    logs = ctx.broker.logs
+    logs = ctx.broker.replicas.logs
     if not authz.allowed(ctx, ApiKey.DESCRIBE_LOG_DIRS, "cluster"):
         return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     wanted: set[tuple[str, int]] | None = None

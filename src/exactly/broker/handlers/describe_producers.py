@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
             topics.append(TopicResponse(topic.name, partitions))
             continue
         for index in topic.partition_indexes:
-            plog = ctx.broker.log(topic.name, index)
+            plog = ctx.broker.replicas.partition(topic.name, index)
             if plog is None:
                 partitions.append(PartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue

@@ -84,12 +84,12 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         max_bytes = min(max_bytes, int(quota_window))
     min_bytes = min(request.min_bytes, max_bytes)
     while True:
-        waiter = broker.data_waiter()
+        waiter = broker.replicas.wakeups.waiter()
         partitions, total, errors = _read(ctx, context, isolation, max_bytes)
         remaining = deadline - broker.clock.monotonic_ms()
         if total >= min_bytes or errors or remaining <= 0 or not context.partitions:
             break
-        await broker.wait_for_data(waiter, remaining / 1000)
+        await broker.replicas.wakeups.wait(waiter, remaining / 1000)
     # A sessionless fetch answers every partition: only a session compares the results with its cache.
     results = _results(partitions) if context.kind is not ContextKind.SESSIONLESS else {}
     session_id, keys = broker.fetch_sessions.complete(context, results, broker.clock.monotonic_ms())
@@ -159,7 +159,7 @@ def _read(
                 key.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, records=NO_RECORDS
             )
             continue
-        log = broker.log(topic, key.partition)
+        log = broker.replicas.partition(topic, key.partition)
         if log is None:
             errors = True
             out[key] = PartitionData(

@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
             topics.append(ListOffsetsTopicResponse(topic.name, partitions))
             continue
         for p in topic.partitions:
-            log = ctx.broker.log(topic.name, p.partition_index)
+            log = ctx.broker.replicas.partition(topic.name, p.partition_index)
             if log is None:
                 partitions.append(
                     ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -67,7 +67,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                     topics.append(MetadataResponseTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                     continue
                 try:
-                    info = await broker.create_topic(name, broker.config.num_partitions, {})
+                    info = await broker.topics.create_topic(name, broker.config.num_partitions, {})
                 except KafkaError as e:
                     topics.append(MetadataResponseTopic(e.code, name))
                     continue

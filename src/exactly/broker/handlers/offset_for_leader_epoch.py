@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> O
             topics.append(OffsetForLeaderTopicResult(topic.topic, partitions))
             continue
         for p in topic.partitions:
-            log = ctx.broker.log(topic.topic, p.partition)
+            log = ctx.broker.replicas.partition(topic.topic, p.partition)
             if log is None:
                 partitions.append(EpochEndOffset(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, p.partition))
             elif p.current_leader_epoch > LEADER_EPOCH:

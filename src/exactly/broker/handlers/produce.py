@@ -31,6 +31,7 @@ import struct
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.guard import allowed
+from exactly.broker.replica_manager import DurableTarget
 from exactly.broker.throttling import throttle
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError, RecordValidationError
 from exactly.protocol.messages import ApiKey
@@ -50,7 +51,6 @@ from exactly.records.batch import (
     MAGIC,
     Compression,
 )
-from exactly.storage.log import PartitionLog
 
 Buffer = bytes | bytearray | memoryview
 _INT16 = struct.Struct(">h")
@@ -66,7 +66,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     broker = ctx.broker
     acks = request.acks
     txn_id = request.transactional_id
-    durable: list[tuple[PartitionLog, int]] = []
+    replicas = broker.replicas
+    durable: list[DurableTarget] = []
     durable_at: list[tuple[list[PartitionProduceResponse], int]] = []  # where each durable's answer is
     topics: list[TopicProduceResponse] = []
     if txn_id is not None and not allowed(ctx, ApiKey.PRODUCE, "transactional_id", txn_id):
@@ -100,8 +101,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             if info is not None and info.internal:
                 partitions.append(_error(data.index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            log = broker.log(name, data.index)
-            if log is None:
+            partition = replicas.partition(name, data.index)
+            if partition is None:
                 partitions.append(_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             invalid = check_records(data.records, ctx.version)
@@ -123,30 +124,31 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     transaction_abortable=ctx.version >= _TRANSACTION_ABORTABLE_VERSION,
                 )
             try:
-                appended = log.append_as_leader(data.records, required_acks=acks, verification_guard=guard)
+                appended = replicas.append_records(
+                    partition, data.records, required_acks=acks, verification_guard=guard
+                )
             except RecordValidationError as e:  # e.g. a keyless record on a compacted topic
                 partitions.append(_record_errors(data.index, e))
                 continue
             except (KafkaError, CorruptRecordError) as e:
                 partitions.append(_error(data.index, e.code, str(e)))
                 continue
-            if not appended.duplicate:
-                broker.data_appended()
-            if acks == -1 and appended.flush_required:
-                durable.append((log, appended.last_offset + 1))
+            if appended.durable_offset is not None:
+                durable.append((partition, appended.durable_offset))
                 durable_at.append((partitions, len(partitions)))
+            written = appended.info
             partitions.append(
                 PartitionProduceResponse(
                     data.index,
                     ErrorCode.NONE,
-                    appended.first_offset,
-                    appended.log_append_time,
-                    appended.log_start_offset,
+                    written.first_offset,
+                    written.log_append_time,
+                    written.log_start_offset,
                 )
             )
         topics.append(TopicProduceResponse(topic.name, topic.topic_id, partitions))
     if durable:
-        failures = await broker.flusher.wait_durable_each(durable)
+        failures = await replicas.wait_durable_each(durable)
         for (answers, i), failure in zip(durable_at, failures, strict=True):
             if failure is not None:  # appended but not durable: not acknowledged (the client retries)
                 answers[i] = _error(answers[i].index, failure.code, str(failure))

@@ -85,7 +85,9 @@ async def _commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOf
         # one transactional batch of the producer, which runs `guard` if it is the producer's first
         # batch of this transaction on the partition.
         response: TxnOffsetCommitResponse = await groups.call(
-            lambda coordinator: coordinator.commit_transactional_offsets(request, broker.has_partition),
+            lambda coordinator: coordinator.commit_transactional_offsets(
+                request, broker.topics.has_partition
+            ),
             guard,
         )
     except KafkaError as e:

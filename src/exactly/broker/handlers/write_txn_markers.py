@@ -21,7 +21,7 @@ from exactly.protocol.messages.write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
-from exactly.storage.log import PartitionLog
+from exactly.replication.partition import Partition
 
 
 @handler(ApiKey.WRITE_TXN_MARKERS)
@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
                 for m in request.markers
             ]
         )
-    durable: list[tuple[PartitionLog, int, WritableTxnMarkerPartitionResult]] = []
+    durable: list[tuple[Partition, int, WritableTxnMarkerPartitionResult]] = []
     results: list[WritableTxnMarkerResult] = []
     for marker in request.markers:
         topics: list[WritableTxnMarkerTopicResult] = []
@@ -52,7 +52,7 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
             for index in topic.partition_indexes:
                 code = ErrorCode.NONE
                 try:
-                    plog = service.write_marker(
+                    written = service.write_marker(
                         topic.name,
                         index,
                         marker.producer_id,
@@ -63,12 +63,12 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
                 except KafkaError as e:
                     code = e.code
                 partitions.append(WritableTxnMarkerPartitionResult(index, code))
-                if code == ErrorCode.NONE and plog.config.ack_waits_for_fsync:
-                    durable.append((plog, plog.log_end_offset, partitions[-1]))
+                if code == ErrorCode.NONE and written.durable_offset is not None:
+                    durable.append((written.partition, written.durable_offset, partitions[-1]))
             topics.append(WritableTxnMarkerTopicResult(topic.name, partitions))
         results.append(WritableTxnMarkerResult(marker.producer_id, topics))
     if durable:
-        failures = await ctx.broker.flusher.wait_durable_each([(plog, end) for plog, end, _ in durable])
+        failures = await ctx.broker.replicas.wait_durable_each([(p, end) for p, end, _ in durable])
         for (_, _, where), failure in zip(durable, failures, strict=True):
             if failure is not None:
                 where.error_code = failure.code

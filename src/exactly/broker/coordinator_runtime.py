@@ -1,0 +1,210 @@
+"""The coordinator runtime shared by the group and the transaction coordinators (Kafka's
+`CoordinatorRuntime` with its `PartitionWriter`, in the shape one event loop needs).
+
+A coordinator keeps its state in a compacted internal topic (`__consumer_offsets`,
+`__transaction_state`), one shard of its pure, synchronous state machine per partition. The runtime is
+what turns such a shard into a service:
+
+* **Loading** (`became_leader(partition)`): the partition's records, from its log start to its high
+  watermark, are replayed into the shard by the service's `load` function. `load_all()` does it for every
+  partition at start-up (one broker leads them all), before the broker listens. `resigned(partition)`
+  is the other hook: the partition is no longer ours, its appends answer NOT_COORDINATOR and the
+  service's `unload` forgets what the shard held for it. The cluster calls both when leadership moves.
+* **Writing** (`write`): the service has run an operation on its shard and holds the records it returned
+  (as one batch) and its result. The runtime appends the batch to the partition through the replica
+  manager (as the leader, like any produce), lets the service `replay` the records at once if its shard
+  applies records as they are appended (groups), then waits until the batch is durable (fsync, shared
+  with concurrent appends), after which the service applies (transactions) and completes its waiters.
+  A failed append raises KafkaError with the code a coordinator's client sees (Kafka's
+  `appendGroupMetadataErrorToResponseError`), logged once; the service rolls its shard back.
+* **Timers** (`DeadlineTimer`): a task sleeps until the shard's next deadline (typed deadline values live
+  in the shard) and runs its `tick`; `kick()` wakes it when an operation set an earlier one. Periodic
+  scans (offset expiry, transaction timeouts) go to the broker's `Scheduler`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+from exactly.broker.replica_manager import ReplicaManager
+from exactly.broker.topic_manager import TopicManager
+from exactly.errors import ErrorCode, KafkaError
+from exactly.records.batch import RecordBatch
+from exactly.replication.partition import AppendResult
+from exactly.storage.log import Buffer, VerificationGuard, scan_batches
+from exactly.storage.producer_state import AppendOrigin
+
+__all__ = ["CoordinatorRuntime", "DeadlineTimer", "append_error"]
+
+log = logging.getLogger(__name__)
+
+_MAX_SLEEP_S = 1.0
+
+ShardLoader = Callable[[int, Iterator[RecordBatch]], int]  # (partition, its batches) -> records replayed
+
+
+def append_error(code: ErrorCode) -> ErrorCode:
+    """The code a client gets when a coordinator append failed (Kafka's
+    `appendGroupMetadataErrorToResponseError`)."""
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return code
+
+
+class CoordinatorRuntime:
+    def __init__(
+        self,
+        topic: str,
+        num_partitions: int,
+        segment_bytes: int,
+        replicas: ReplicaManager,
+        topics: TopicManager,
+        load: ShardLoader,
+        unload: Callable[[int], None] = lambda partition: None,
+    ) -> None:
+        self.topic = topic
+        self.num_partitions = num_partitions
+        self._segment_bytes = segment_bytes
+        self._replicas = replicas
+        self._topics = topics
+        self._load = load
+        self._unload = unload
+        self._resigned: set[int] = set()  # partitions another broker leads now
+
+    # --- the internal topic and its partitions' leadership ---------------------------------------------
+
+    async def ensure_topic(self) -> None:
+        """Create the compacted internal topic on first use (one partition per shard)."""
+        await self._topics.ensure_internal_topic(self.topic, self.num_partitions, self._segment_bytes)
+
+    def load_all(self) -> tuple[int, float]:
+        """Load every partition this broker leads (start-up): (records replayed, seconds)."""
+        start = time.perf_counter()
+        count = sum(self.became_leader(p) for p in range(self._topics.partitions(self.topic)))
+        return count, time.perf_counter() - start
+
+    def became_leader(self, partition: int) -> int:
+        """Replay the partition into its shard; from now on this broker coordinates it."""
+        self._resigned.discard(partition)
+        found = self._replicas.partition(self.topic, partition)
+        if found is None:
+            return 0
+        return self._load(partition, scan_batches(found.log))
+
+    def resigned(self, partition: int) -> None:
+        """Another broker leads the partition now: its appends answer NOT_COORDINATOR, its state goes."""
+        self._resigned.add(partition)
+        self._unload(partition)
+
+    # --- writing ----------------------------------------------------------------------------------------
+
+    async def write(
+        self,
+        partition: int,
+        batch: Buffer,
+        what: str,
+        *,
+        replay: Callable[[AppendResult], None] | None = None,
+        verification_guard: VerificationGuard | None = None,
+        wait_durable: bool = True,
+    ) -> AppendResult:
+        """Append `batch`, `replay` it into the shard, then wait until it is durable (unless told not to)."""
+        appended = self.append(partition, batch, what, verification_guard=verification_guard)
+        if replay is not None:
+            replay(appended)
+        if wait_durable:
+            await self.wait_durable(appended, what)
+        return appended
+
+    def append(
+        self, partition: int, batch: Buffer, what: str, *, verification_guard: VerificationGuard | None = None
+    ) -> AppendResult:
+        """Append synchronously (nothing else runs on the event loop in between, so the shard's state
+        and its log stay in step). KafkaError: the coordinator client's code."""
+        try:
+            if partition in self._resigned:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.topic}-{partition} moved")
+            target = self._replicas.online_partition(self.topic, partition)
+            return self._replicas.append_records(
+                target, batch, origin=AppendOrigin.COORDINATOR, verification_guard=verification_guard
+            )
+        except (KafkaError, OSError) as e:
+            raise self._failed(e, what) from e
+
+    async def wait_durable(self, appended: AppendResult, what: str) -> None:
+        if appended.durable_offset is None:
+            return
+        try:
+            await self._replicas.wait_durable([(appended.partition, appended.durable_offset)])
+        except (KafkaError, OSError) as e:
+            raise self._failed(e, what) from e
+
+    async def wait_partition_durable(self, partition: int) -> None:
+        """Everything appended to the partition so far is durable (read-only operations wait for it)."""
+        found = self._replicas.partition(self.topic, partition)
+        if found is not None:
+            await self._replicas.wait_end_durable(found)
+
+    def _failed(self, e: KafkaError | OSError, what: str) -> KafkaError:
+        code = append_error(e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR)
+        quiet = isinstance(e, KafkaError) and e.code == ErrorCode.KAFKA_STORAGE_ERROR  # storage logged it
+        log.log(
+            logging.DEBUG if quiet else logging.ERROR, "cannot append to %s for %s: %s", self.topic, what, e
+        )
+        return KafkaError(code, str(e))
+
+
+class DeadlineTimer:
+    """Sleeps until a shard's next deadline and runs its `tick(now)`; `kick()` after an operation that
+    may have set an earlier deadline."""
+
+    def __init__(
+        self,
+        name: str,
+        next_deadline: Callable[[], int | None],
+        tick: Callable[[int], None],
+        now: Callable[[], int],
+    ) -> None:
+        self._name = name
+        self._next_deadline = next_deadline
+        self._tick = tick
+        self._now = now
+        self._wakeup = asyncio.Event()
+        self._sleep_until: int | None = None
+
+    def kick(self) -> None:
+        deadline = self._next_deadline()
+        if deadline is not None and (self._sleep_until is None or deadline < self._sleep_until):
+            self._wakeup.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                now = self._now()
+                deadline = self._next_deadline()
+                if deadline is not None and deadline <= now:
+                    self._tick(now)
+                    await asyncio.sleep(0)
+                    continue
+                self._sleep_until = deadline
+                self._wakeup.clear()
+                timeout = _MAX_SLEEP_S if deadline is None else min(_MAX_SLEEP_S, (deadline - now) / 1000)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s timer failed", self._name)
+                await asyncio.sleep(0.1)

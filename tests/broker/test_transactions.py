@@ -1,0 +1,136 @@
+"""`TransactionService` built from its parts (no `Broker`): a commit's PrepareCommit is durable before
+EndTxn is answered, its markers land in the data partitions through the replica manager, CompleteCommit
+follows, and a new service over the same logs restores the id; a partition that is no longer ours
+answers NOT_COORDINATOR and leaves the id as it was; a decided transaction's markers are resumed at
+start-up."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from exactly.broker.transactions import TRANSACTION_TOPIC, TransactionService
+from exactly.cluster.producer_ids import ProducerIdManager
+from exactly.errors import ErrorCode
+from exactly.records.batch import iter_batches
+from exactly.records.control import ControlRecordType, parse_end_txn_marker
+from exactly.storage.log import Isolation
+from exactly.txn import TxnState
+from tests.broker.parts import Parts, build_parts, until
+from tests.storage.helpers import data_batch
+
+TXN = "tx"
+
+
+def _service(parts: Parts, offsets_markers: list[tuple[int, int, bool]] | None = None) -> TransactionService:
+    seen = offsets_markers if offsets_markers is not None else []
+    return TransactionService(
+        parts.config,
+        parts.replicas,
+        parts.topics,
+        parts.clock,
+        parts.scheduler,
+        ProducerIdManager(parts.metadata).next_id,
+        lambda partition, pid, committed: seen.append((partition, pid, committed)),
+    )
+
+
+async def _begin(parts: Parts, service: TransactionService) -> tuple[int, int]:
+    """InitProducerId, AddPartitions(data-0), and a transactional batch in data-0."""
+    if not parts.topics.partitions("data"):
+        await parts.topics.create_topic("data", 1, {})
+    init = await service.run(TXN, lambda c: c.init_producer_id(TXN, 60_000))
+    assert init.error == ErrorCode.NONE
+    pid, epoch = init.producer_id, init.producer_epoch
+    added = await service.run(TXN, lambda c: c.add_partitions(TXN, pid, epoch, [("data", 0)]))
+    assert added.error == ErrorCode.NONE
+    partition = parts.replicas.online_partition("data", 0)
+    parts.replicas.append_records(partition, data_batch(2, pid=pid, epoch=epoch, seq=0, txn=True))
+    return pid, epoch
+
+
+def _markers(parts: Parts) -> list[tuple[int, ControlRecordType]]:
+    partition = parts.replicas.online_partition("data", 0)
+    read = partition.read(0, 1 << 20, Isolation.READ_UNCOMMITTED)
+    return [
+        (b.producer_id, parse_end_txn_marker(b).type)
+        for b in iter_batches(bytes(read.records))
+        if b.is_control
+    ]
+
+
+def test_a_commit_writes_markers_and_a_new_service_restores_it(tmp_path: Path) -> None:
+    async def run() -> None:
+        parts = build_parts(tmp_path, transaction_state_log_num_partitions="2")
+        service = _service(parts)
+        service.start()
+        pid, epoch = await _begin(parts, service)
+        ended = await service.run(TXN, lambda c: c.end_transaction(TXN, pid, epoch, True))
+        assert ended.error == ErrorCode.NONE
+        state_partition = parts.replicas.online_partition(
+            TRANSACTION_TOPIC, service.coordinator.partition_for(TXN)
+        )
+        # Ongoing and PrepareCommit were fsynced before the answer
+        assert state_partition.log.recovery_point >= 2
+        await until(lambda: service.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT)
+        assert _markers(parts) == [(pid, ControlRecordType.COMMIT)]
+        data = parts.replicas.online_partition("data", 0)
+        assert data.last_stable_offset == data.high_watermark == 3
+        await service.stop()
+        await parts.close()
+
+        again = build_parts(tmp_path, transaction_state_log_num_partitions="2")
+        restored = _service(again)
+        restored.load()
+        txn = restored.coordinator.transactions[TXN]
+        assert (txn.state, txn.producer_id, txn.producer_epoch) == (TxnState.COMPLETE_COMMIT, pid, epoch)
+        await again.close()
+
+    asyncio.run(run())
+
+
+def test_a_resigned_partition_answers_not_coordinator_and_keeps_the_id(tmp_path: Path) -> None:
+    async def run() -> None:
+        parts = build_parts(tmp_path, transaction_state_log_num_partitions="1")
+        service = _service(parts)
+        service.start()
+        pid, epoch = await _begin(parts, service)
+        service.runtime.resigned(0)  # the cluster moved __transaction_state-0 to another broker
+        ended = await service.run(TXN, lambda c: c.end_transaction(TXN, pid, epoch, True))
+        assert ended.error == ErrorCode.NOT_COORDINATOR
+        txn = service.coordinator.transactions[TXN]
+        assert (txn.state, txn.pending_state) == (TxnState.ONGOING, None)
+        assert _markers(parts) == []
+        service.runtime.became_leader(0)
+        ended = await service.run(TXN, lambda c: c.end_transaction(TXN, pid, epoch, False))
+        assert ended.error == ErrorCode.NONE
+        await until(lambda: _markers(parts) == [(pid, ControlRecordType.ABORT)])
+        await service.stop()
+        await parts.close()
+
+    asyncio.run(run())
+
+
+def test_markers_of_a_recorded_decision_are_resumed_at_start(tmp_path: Path) -> None:
+    async def run() -> None:
+        parts = build_parts(
+            tmp_path, transaction_state_log_num_partitions="1", exactly_debug_end_txn_pause="prepare-written"
+        )
+        service = _service(parts)
+        service.start()
+        pid, epoch = await _begin(parts, service)
+        ended = await service.run(TXN, lambda c: c.end_transaction(TXN, pid, epoch, True))
+        assert ended.error == ErrorCode.NONE  # PrepareCommit durable; the marker job is parked
+        assert _markers(parts) == []
+        await service.stop()
+        await parts.close()
+
+        again = build_parts(tmp_path, transaction_state_log_num_partitions="1")
+        resumed = _service(again)
+        resumed.start()
+        await until(lambda: resumed.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT)
+        assert _markers(again) == [(pid, ControlRecordType.COMMIT)]
+        await resumed.stop()
+        await again.close()
+
+    asyncio.run(run())
