@@ -45,15 +45,14 @@ from pathlib import Path
 import crc32c
 
 from exactly.clock import Clock
-from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
+from exactly.errors import ErrorCode, KafkaError
 from exactly.records.batch import RecordBatch, TimestampType, iter_batches
 from exactly.records.control import EndTxnMarker, build_end_txn_marker_batch, parse_end_txn_marker
 from exactly.storage import files
+from exactly.storage.append_analysis import VerificationGuard, analyze_append
 from exactly.storage.config import LogConfig
 from exactly.storage.producer_state import (
     AppendOrigin,
-    CompletedTxn,
-    ProducerAppendInfo,
     ProducerInfo,
     ProducerStateManager,
     TxnMetadata,
@@ -79,11 +78,6 @@ _NO_LIMIT = 1 << 62
 _SMALL_AT_CLOSE = (
     4096  # a log of one segment up to this size (and index.interval.bytes) makes no file at close
 )
-
-# A callable the transaction coordinator can supply (KIP-890 part 1): called for the first
-# transactional batch of a producer in an append with (producer_id, producer_epoch, base_sequence) and
-# raising KafkaError when the partition is not part of the producer's transaction.
-VerificationGuard = Callable[[int, int, int], None]
 
 
 class Isolation(Enum):
@@ -253,71 +247,19 @@ class PartitionLog:
                 infos = validate_client_batches(view, self.config, now)
 
         # 1. Assign offsets and check producer state (prepare; nothing changes yet).
-        next_offset = self._log_end_offset
-        placed: list[tuple[BatchInfo, int]] = []
-        updates: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
-        verified: set[int] = set()
-        total_size = 0
-        count = 0
-        for info in infos:
-            base = next_offset
-            last = base + info.last_offset_delta
-            pid = info.producer_id
-            max_ts = now if uses_log_append_time(self.config, info) else info.max_timestamp
-            if pid >= 0:
-                if origin is AppendOrigin.CLIENT:
-                    entry = self.producer_state.last_entry(pid)
-                    if entry is not None:
-                        dup = entry.find_duplicate_batch(
-                            info.producer_epoch, info.base_sequence, info.last_sequence
-                        )
-                        if dup is not None:
-                            entry.check_duplicate_in_open_txn(dup, info.is_transactional)
-                            return LogAppendInfo(
-                                dup.first_offset,
-                                dup.last_offset,
-                                -1,
-                                self._log_start_offset,
-                                True,
-                                0,
-                                0,
-                            )
-                upd = updates.get(pid)
-                if upd is None:
-                    upd = self.producer_state.prepare_update(pid, origin)
-                    updates[pid] = upd
-                if info.is_control:
-                    batch = RecordBatch(view, info.position)
-                    try:
-                        marker = parse_end_txn_marker(batch)
-                    except CorruptRecordError as e:
-                        raise KafkaError(e.code, str(e)) from e
-                    done = upd.append_end_txn_marker(marker, info.producer_epoch, base, max_ts)
-                    if done is not None:
-                        completed.append(done)
-                else:
-                    if (
-                        verification_guard is not None
-                        and info.is_transactional
-                        and pid not in verified
-                        and upd.updated.current_txn_first_offset is None
-                    ):
-                        verification_guard(pid, info.producer_epoch, info.base_sequence)
-                        verified.add(pid)
-                    upd.append_data_batch(
-                        info.producer_epoch,
-                        info.base_sequence,
-                        info.last_sequence,
-                        max_ts,
-                        base,
-                        last,
-                        info.is_transactional,
-                    )
-            placed.append((info, base))
-            next_offset = last + 1
-            total_size += info.size
-            count += info.records_count
+        plan = analyze_append(
+            self.producer_state,
+            infos,
+            view,
+            self._log_end_offset,
+            lambda info: now if uses_log_append_time(self.config, info) else info.max_timestamp,
+            origin,
+            verification_guard,
+        )
+        if plan.duplicate is not None:
+            dup = plan.duplicate
+            return LogAppendInfo(dup.first_offset, dup.last_offset, -1, self._log_start_offset, True, 0, 0)
+        placed, next_offset, total_size, count = plan.placed, plan.next_offset, plan.total_size, plan.records
 
         # 2. Roll if needed, then write (a failed write leaves the log as it was: KAFKA_STORAGE_ERROR).
         first_info = infos[0]
@@ -349,9 +291,9 @@ class PartitionLog:
 
         # 3. Apply producer state and transactions.
         self._log_end_offset = next_offset
-        for upd in updates.values():
+        for upd in plan.updates.values():
             self.producer_state.update(upd)
-        for done in completed:
+        for done in plan.completed:
             if done.is_aborted:
                 lso = self.producer_state.last_stable_offset(done)
                 segment.txn_index.append(
