@@ -89,19 +89,20 @@ def test_a_commit_writes_markers_and_a_new_service_restores_it(tmp_path: Path) -
     asyncio.run(run())
 
 
-def test_a_resigned_partition_answers_not_coordinator_and_keeps_the_id(tmp_path: Path) -> None:
+def test_a_resigned_partition_answers_not_coordinator_until_it_is_led_again(tmp_path: Path) -> None:
     async def run() -> None:
         parts = build_parts(tmp_path, transaction_state_log_num_partitions="1")
         service = _service(parts)
         service.start()
         pid, epoch = await _begin(parts, service)
         service.runtime.resigned(0)  # the cluster moved __transaction_state-0 to another broker
+        assert TXN not in service.coordinator.transactions  # its state went with the partition
         ended = await service.run(TXN, lambda c: c.end_transaction(TXN, pid, epoch, True))
         assert ended.error == ErrorCode.NOT_COORDINATOR
-        txn = service.coordinator.transactions[TXN]
-        assert (txn.state, txn.pending_state) == (TxnState.ONGOING, None)
         assert _markers(parts) == []
-        service.runtime.became_leader(0)
+        service.runtime.became_leader(0)  # back: the id is loaded from the log, still Ongoing
+        txn = service.coordinator.transactions[TXN]
+        assert (txn.state, txn.producer_id, txn.pending_state) == (TxnState.ONGOING, pid, None)
         ended = await service.run(TXN, lambda c: c.end_transaction(TXN, pid, epoch, False))
         assert ended.error == ErrorCode.NONE
         await until(lambda: _markers(parts) == [(pid, ControlRecordType.ABORT)])

@@ -380,3 +380,27 @@ def test_a_replayed_duplicate_decision_record_changes_nothing(h: Harness) -> Non
     h.restart()
     ended(h)
     assert _outcome(h) == DECIDED
+
+
+# --- leadership moves -----------------------------------------------------------------------------------
+
+
+def test_unloading_a_partition_forgets_its_ids_and_decisions_only() -> None:
+    h = Harness(TxnConfig(num_partitions=4))
+    ids = [f"t{i}" for i in range(12)]
+    for i, txn_id in enumerate(ids):
+        assert h.task(txn_id, f"q{i}", 1).error == E.NONE
+    for i in range(len(ids)):
+        h.commit_batch(f"q{i}", 1, [ids[i]])
+    moved = h.coordinator.partition_for(ids[0])
+    staying = [t for t in ids if h.coordinator.partition_for(t) != moved]
+    assert staying
+    assert len(staying) < len(ids)
+    h.coordinator.unload_partition(moved)
+    assert sorted(h.coordinator.transactions) == sorted(staying)
+    kept = {d.query_id for d in h.coordinator.decisions.all()}
+    assert kept == {q for q in (f"q{i}" for i in range(len(ids))) if h.coordinator.partition_for(q) != moved}
+    for i in range(len(ids)):
+        query = f"q{i}"
+        expected = 1 if h.coordinator.partition_for(query) != moved else -1
+        assert h.coordinator.decisions.decided_hw(query) == expected

@@ -103,6 +103,10 @@ class CoordinatorRuntime:
             return 0
         return self._load(partition, scan_batches(found.log))
 
+    def is_leader(self, partition: int) -> bool:
+        """This broker coordinates the partition (it has not resigned it)."""
+        return partition not in self._resigned
+
     def resigned(self, partition: int) -> None:
         """Another broker leads the partition now: its appends answer NOT_COORDINATOR, its state goes."""
         self._resigned.add(partition)

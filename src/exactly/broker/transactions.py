@@ -131,6 +131,7 @@ class TransactionService:
             replicas,
             topics,
             self._load_partition,
+            self.coordinator.unload_partition,
         )
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
@@ -227,6 +228,8 @@ class TransactionService:
         a commit while its markers are written.
         """
         async with self._turn(transactional_id):
+            if not self.runtime.is_leader(self.coordinator.partition_for(transactional_id)):
+                return TxnResult(transactional_id, ErrorCode.NOT_COORDINATOR)
             await self.ensure_topic()
             loop = asyncio.get_running_loop()
             deadline = loop.time() + _CONCURRENT_WAIT_S
@@ -503,6 +506,8 @@ class TransactionService:
     async def commit_batch(self, query_id: str, batch_id: int, winners: list[str]) -> BatchResult:
         """CommitBatch: the decision is durable, and so are its transitions, before this returns."""
         async with self._turn(query_id, self._query_turns):
+            if not self.runtime.is_leader(self.coordinator.partition_for(query_id)):
+                return BatchResult(query_id, batch_id, ErrorCode.NOT_COORDINATOR, "not this broker's query")
             await self.ensure_topic()
             result = self.coordinator.commit_batch(query_id, batch_id, winners)
             log.debug("CommitBatch (%r, %d): %s", query_id, batch_id, result)
@@ -553,6 +558,10 @@ class TransactionService:
     async def abort_batch(self, query_id: str, batch_id: int) -> tuple[BatchResult, list[str]]:
         """AbortBatch (batch_id -1: every undecided batch): the aborted ids' PrepareAbort is durable."""
         async with self._turn(query_id, self._query_turns):
+            if not self.runtime.is_leader(self.coordinator.partition_for(query_id)):
+                return BatchResult(
+                    query_id, batch_id, ErrorCode.NOT_COORDINATOR, "not this broker's query"
+                ), []
             await self.ensure_topic()
             result = self.coordinator.abort_batch(query_id, batch_id)
             errors = await asyncio.shield(self._spawn(self._carry_out(list(result.aborts))))

@@ -311,6 +311,13 @@ class TransactionCoordinator(TwoPhaseCommit):
         else:
             txn.apply_loaded(value)
 
+    def unload_partition(self, partition: int) -> None:
+        """Another coordinator owns `partition` of `__transaction_state` now (Kafka's
+        `removeTransactionsForTxnTopicPartition`): forget its transactional ids and batch decisions."""
+        for tid in [tid for tid in self.transactions if self.partition_for(tid) == partition]:
+            del self.transactions[tid]
+        self.decisions.remove_queries(lambda query_id: self.partition_for(query_id) != partition)
+
     def load_decision(self, decision: BatchDecisionRecord) -> None:
         """Replay one batch decision record (start-up); `redrive_all` then carries out what is missing."""
         self.decisions.add(decision)

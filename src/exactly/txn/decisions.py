@@ -25,6 +25,7 @@ Decisions are never deleted (compaction keeps the last record of each key; there
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from exactly.errors import CorruptRecordError, ProtocolError
@@ -134,6 +135,11 @@ class Decisions:
 
     def all(self) -> list[BatchDecisionRecord]:
         return sorted(self._by_batch.values(), key=lambda d: (d.query_id, d.batch_id))
+
+    def remove_queries(self, keep: Callable[[str], bool]) -> None:
+        """Forget every decision of the queries `keep` refuses (their partition moved to another broker)."""
+        self._by_batch = {key: d for key, d in self._by_batch.items() if keep(key[0])}
+        self._hw = {query: hw for query, hw in self._hw.items() if keep(query)}
 
     def __len__(self) -> int:
         return len(self._by_batch)
