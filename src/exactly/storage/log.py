@@ -245,6 +245,15 @@ class PartitionLog:
     def leader_epochs(self) -> LeaderEpochCache:
         return self._epochs
 
+    def leader_epoch_error(self, current_leader_epoch: int) -> ErrorCode:
+        """Kafka's `checkCurrentLeaderEpoch` of a request's current_leader_epoch: -1 is no check, a greater
+        epoch UNKNOWN_LEADER_EPOCH (this broker has not seen it yet), a smaller one FENCED_LEADER_EPOCH."""
+        if current_leader_epoch == -1 or current_leader_epoch == self._leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch > self._leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.FENCED_LEADER_EPOCH
+
     def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset), Kafka's leader answer (see `LeaderEpochCache.
         end_offset_for`; (-1, -1) is UNDEFINED). Until something is appended in the current leader epoch,
