@@ -276,6 +276,23 @@ def test_dump_indexes_and_snapshots(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert_one_line_error(result, "corrupt snapshot")
 
 
+def test_dump_leader_epoch_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(b"0\n2\n0 0\n3 1042\n")
+    result = run_in_process(capsys, "log", "dump", str(checkpoint))
+    assert result.returncode == 0, result
+    assert result.out_lines == [
+        f"Dumping {checkpoint}",
+        "leader epochs: 2",
+        "epoch: 0 startOffset: 0",
+        "epoch: 3 startOffset: 1042",
+    ]
+    checkpoint.write_bytes(b"0\n2\n0 0\n")
+    result = run_in_process(capsys, "log", "dump", str(checkpoint))
+    assert_one_line_error(result, "corrupt leader-epoch checkpoint: 2 entries announced, 1 found")
+
+
 @pytest.mark.parametrize(
     ("name", "fragment"),
     [("missing.log", "no such file or directory"), ("notes.txt", "don't know how to dump")],

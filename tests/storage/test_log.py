@@ -11,11 +11,14 @@ import pytest
 from exactly.clock import ManualClock
 from exactly.errors import ErrorCode, KafkaError
 from exactly.records import RecordBatch, build_batch
+from exactly.storage import files
 from exactly.storage.config import LogConfig, MessageTimestampType
-from exactly.storage.loader import load_log
-from exactly.storage.log import Isolation
+from exactly.storage.leader_epoch import read_checkpoint as read_leader_epochs
+from exactly.storage.loader import create_log, load_log
+from exactly.storage.log import Isolation, PartitionLog
 from exactly.storage.txn_index import FetchAbortedTxn
 from exactly.storage.validator import validate_client_batches
+from exactly.verify.disk import read_ledger
 from tests.storage.helpers import leader_append, leader_append_marker
 
 from .helpers import T0, abort, batches, commit, data_batch, open_log, read_all
@@ -352,3 +355,121 @@ def test_a_small_log_makes_no_index_or_snapshot_file_at_close_and_loads_the_same
     assert again.log_end_offset == 3
     assert [b.base_offset for b in read_all(again)] == [0, 2]
     again.close()
+
+
+# -- leader epochs -------------------------------------------------------------------------------------------
+
+EPOCH_CFG = LogConfig(segment_bytes=1000, index_interval_bytes=100)  # not small: makes its checkpoint
+
+
+def epoch_pairs(plog: PartitionLog) -> list[tuple[int, int]]:
+    return [(e.epoch, e.start_offset) for e in plog.leader_epochs.entries]
+
+
+def epoch_file(plog: PartitionLog) -> list[tuple[int, int]] | None:
+    entries = read_leader_epochs(plog.directory / files.LEADER_EPOCH_CHECKPOINT)
+    return None if entries is None else [(e.epoch, e.start_offset) for e in entries]
+
+
+def test_a_new_partition_is_at_epoch_0_and_its_first_append_assigns_it(tmp_path: Path) -> None:
+    plog = create_log(tmp_path / "t-0", "t", 0, EPOCH_CFG, ManualClock(T0))
+    assert plog.leader_epoch == 0
+    assert epoch_pairs(plog) == []
+    assert plog.end_offset_for_epoch(0) == (0, 0)  # as Kafka's leader, which assigned (0, 0) when elected
+    assert plog.end_offset_for_epoch(1) == (-1, -1)
+    assert plog.end_offset_for_epoch(-1) == (-1, -1)
+    leader_append(plog, data_batch(3, value=b"x" * 60))
+    leader_append(plog, data_batch(2, value=b"x" * 60))
+    assert epoch_pairs(plog) == [(0, 0)]
+    assert plog.end_offset_for_epoch(0) == (0, 5)
+    assert plog.end_offset_for_epoch(1) == (-1, -1)
+
+
+def test_appends_in_a_new_epoch_start_an_entry(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", EPOCH_CFG)
+    leader_append(plog, data_batch(3))
+    leader_append(plog, data_batch(2), leader_epoch=3)
+    leader_append(plog, data_batch(1), leader_epoch=3)
+    assert plog.leader_epoch == 3
+    assert epoch_pairs(plog) == [(0, 0), (3, 3)]
+    assert [b.partition_leader_epoch for b in read_all(plog)] == [0, 3, 3]
+    assert plog.end_offset_for_epoch(0) == (0, 3)
+    assert plog.end_offset_for_epoch(2) == (0, 3)
+    assert plog.end_offset_for_epoch(3) == (3, 6)
+    assert plog.end_offset_for_epoch(4) == (-1, -1)
+
+
+def test_flush_writes_the_checkpoint_through_the_files_module(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    ledger = tmp_path / "ledger"
+    files.open_fsync_ledger(ledger, data)
+    try:
+        plog = open_log(data / "t-0", EPOCH_CFG)
+        leader_append(plog, data_batch(2, value=b"x" * 60))
+        assert epoch_file(plog) is None  # nothing is written on the append path
+        leader_append(plog, data_batch(1, value=b"x" * 60), leader_epoch=2)
+        plog.flush()
+        assert epoch_file(plog) == [(0, 0), (2, 2)]
+        assert (plog.directory / files.LEADER_EPOCH_CHECKPOINT).read_bytes() == b"0\n2\n0 0\n2 2\n"
+        durable = read_ledger(ledger)
+        assert durable["t-0/" + files.LEADER_EPOCH_CHECKPOINT] == len(b"0\n2\n0 0\n2 2\n")
+        plog.close()
+    finally:
+        files.close_fsync_ledger()
+
+
+def test_truncate_to_truncates_the_epochs(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", EPOCH_CFG)
+    for epoch in (0, 0, 1, 1, 4, 4):
+        leader_append(plog, data_batch(2, value=b"x" * 60), leader_epoch=epoch)
+    plog.flush()
+    assert epoch_file(plog) == [(0, 0), (1, 4), (4, 8)]
+    plog.truncate_to(6)
+    assert epoch_pairs(plog) == [(0, 0), (1, 4)]
+    assert plog.leader_epoch == 4  # still the leader's epoch
+    assert plog.end_offset_for_epoch(1) == (1, 6)  # as if (4, 6) were there: Kafka's leader has it
+    assert plog.end_offset_for_epoch(4) == (4, 6)
+    plog.flush()  # nothing to fsync but the changed checkpoint
+    assert epoch_file(plog) == [(0, 0), (1, 4)]
+    leader_append(plog, data_batch(1, value=b"x" * 60), leader_epoch=4)
+    assert epoch_pairs(plog) == [(0, 0), (1, 4), (4, 6)]
+    plog.close()
+    assert epoch_file(plog) == [(0, 0), (1, 4), (4, 6)]
+
+
+def test_delete_records_and_retention_truncate_the_epochs_from_the_start(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    plog = open_log(tmp_path / "t-0", LogConfig(segment_bytes=400, index_interval_bytes=100), clock)
+    for i, epoch in enumerate((0, 0, 1, 1, 2, 2)):
+        leader_append(plog, data_batch(1, value=b"x" * 100, ts=T0 + i), leader_epoch=epoch)
+    assert epoch_pairs(plog) == [(0, 0), (1, 2), (2, 4)]
+    plog.flush()
+    assert plog.delete_records_before(3) == 3
+    assert epoch_pairs(plog) == [(1, 3), (2, 4)]
+    plog.flush()
+    assert epoch_file(plog) == [(1, 3), (2, 4)]
+    plog.update_config(LogConfig(segment_bytes=400, index_interval_bytes=100, retention_bytes=0))
+    plog.delete_old_segments()
+    assert plog.log_start_offset == 6
+    assert epoch_pairs(plog) == [(2, 6)]
+    assert plog.end_offset_for_epoch(1) == (1, 6)  # below the earliest epoch: its start
+    plog.close()
+    assert epoch_file(plog) == [(2, 6)]
+
+
+def test_a_small_log_makes_no_leader_epoch_file_and_rebuilds_its_epochs(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    plog = open_log(d, LogConfig(), ManualClock(T0))
+    leader_append(plog, data_batch(1))
+    leader_append(plog, data_batch(1), leader_epoch=5)
+    plog.flush()
+    plog.close()
+    assert sorted(os.listdir(d)) == ["00000000000000000000.log"]
+    again = load_log(d, "t", 0, LogConfig(), ManualClock(T0), had_clean_shutdown=True)
+    assert epoch_pairs(again) == [(0, 0), (5, 1)]
+    assert again.leader_epoch == 5
+    assert again.end_offset_for_epoch(0) == (0, 1)
+    for _ in range(40):  # no longer small: the next flush writes the checkpoint
+        leader_append(again, data_batch(1, value=b"x" * 200), leader_epoch=5)
+    again.flush()
+    assert epoch_file(again) == [(0, 0), (5, 1)]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
+
+import pytest
 
 from exactly.clock import ManualClock
 from exactly.storage import files
@@ -170,3 +173,125 @@ def test_clean_shutdown_needs_no_replay(tmp_path: Path) -> None:
     plog.close()
     snaps = [n for n in os.listdir(plog.directory) if n.endswith(".snapshot")]
     assert files.snapshot_file(plog.directory, 20).name in snaps
+
+
+# -- leader epochs -------------------------------------------------------------------------------------------
+
+
+def fill_epochs(plog: PartitionLog, epochs: list[int]) -> None:
+    for epoch in epochs:
+        leader_append(plog, data_batch(2, value=b"x" * 50), leader_epoch=epoch)
+
+
+def epoch_pairs(plog: PartitionLog) -> list[tuple[int, int]]:
+    return [(e.epoch, e.start_offset) for e in plog.leader_epochs.entries]
+
+
+def epoch_path(plog: PartitionLog) -> Path:
+    return plog.directory / files.LEADER_EPOCH_CHECKPOINT
+
+
+def test_clean_restart_reads_the_leader_epoch_checkpoint(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", CFG)
+    fill_epochs(plog, [0] * 5 + [3] * 5 + [4] * 5)
+    plog.close()
+    assert epoch_path(plog).read_bytes() == b"0\n3\n0 0\n3 10\n4 20\n"
+    again = load_log(plog.directory, "t", 0, CFG, ManualClock(T0), had_clean_shutdown=True)
+    assert epoch_pairs(again) == [(0, 0), (3, 10), (4, 20)]
+    assert again.leader_epoch == 4
+    assert again.end_offset_for_epoch(3) == (3, 20)
+    # The file is what the cache comes from (not a scan): one that differs from the batches is believed.
+    again.close()
+    epoch_path(plog).write_bytes(b"0\n2\n0 0\n1 2\n")
+    third = load_log(plog.directory, "t", 0, CFG, ManualClock(T0), had_clean_shutdown=True)
+    assert epoch_pairs(third) == [(0, 0), (1, 2)]
+
+
+def test_a_missing_leader_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", CFG)
+    fill_epochs(plog, [0] * 5 + [3] * 5 + [4] * 5)
+    assert len(plog.segments) > 2
+    plog.close()
+    epoch_path(plog).unlink()
+    again = load_log(plog.directory, "t", 0, CFG, ManualClock(T0), had_clean_shutdown=True)
+    assert epoch_pairs(again) == [(0, 0), (3, 10), (4, 20)]
+    again.close()
+    assert epoch_path(plog).read_bytes() == b"0\n3\n0 0\n3 10\n4 20\n"  # written back at close
+
+
+def test_a_corrupt_leader_epoch_checkpoint_is_one_warning_and_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    plog = open_log(tmp_path / "t-0", CFG)
+    fill_epochs(plog, [0] * 5 + [3] * 5 + [4] * 5)
+    plog.close()
+    for garbage in (b"0\n3\n0 0\n3 10\n", b"\x00\xff garbage", b"", b"0\n1\n9 99999\n4 20\n"):
+        epoch_path(plog).write_bytes(garbage)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            again = load_log(plog.directory, "t", 0, CFG, ManualClock(T0), had_clean_shutdown=True)
+        warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1, [r.getMessage() for r in warnings]
+        assert files.LEADER_EPOCH_CHECKPOINT in warnings[0].getMessage()
+        assert epoch_pairs(again) == [(0, 0), (3, 10), (4, 20)]
+        again.close()
+        assert epoch_path(plog).read_bytes() == b"0\n3\n0 0\n3 10\n4 20\n"
+
+
+def test_unclean_recovery_assigns_the_epochs_of_recovered_batches(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", CFG)
+    fill_epochs(plog, [0] * 5)
+    plog.flush()
+    rp = plog.recovery_point
+    fill_epochs(plog, [2] * 5 + [6] * 5)  # never flushed: the checkpoint on disk has only (0, 0)
+    assert epoch_path(plog).read_bytes() == b"0\n1\n0 0\n"
+    plog.close_without_flush()
+    again = load_log(plog.directory, "t", 0, CFG, ManualClock(T0), recovery_point=rp)
+    assert again.log_end_offset == 30
+    assert epoch_pairs(again) == [(0, 0), (2, 10), (6, 20)]
+    assert epoch_path(plog).read_bytes() == b"0\n3\n0 0\n2 10\n6 20\n"  # written with the recovered data
+
+
+def test_unclean_recovery_drops_epochs_past_what_survived(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", CFG)
+    fill_epochs(plog, [0] * 5 + [1] * 5)
+    plog.close()
+    d = plog.directory
+    kept = {p.name: p.read_bytes() for p in d.iterdir() if p.suffix == ".log"}
+    plog = load_log(d, "t", 0, CFG, ManualClock(T0), had_clean_shutdown=True)
+    fill_epochs(plog, [7] * 5)
+    plog.close()
+    assert epoch_path(plog).read_bytes() == b"0\n3\n0 0\n1 10\n7 20\n"
+    for path in d.iterdir():  # the batches of epoch 7 are lost, the checkpoint still has them
+        if path.suffix == ".log":
+            if path.name in kept:
+                path.write_bytes(kept[path.name])
+            else:
+                path.unlink()
+    again = load_log(d, "t", 0, CFG, ManualClock(T0), recovery_point=0)
+    assert again.log_end_offset == 20
+    assert epoch_pairs(again) == [(0, 0), (1, 10)]
+    assert again.end_offset_for_epoch(7) == (-1, -1)
+    assert epoch_path(plog).read_bytes() == b"0\n2\n0 0\n1 10\n"
+
+
+def test_unclean_recovery_without_a_checkpoint_rebuilds_every_epoch(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", CFG)
+    fill_epochs(plog, [1] * 5 + [2] * 5)
+    plog.flush()
+    rp = plog.recovery_point
+    fill_epochs(plog, [3] * 5)
+    plog.close_without_flush()
+    epoch_path(plog).unlink()
+    again = load_log(plog.directory, "t", 0, CFG, ManualClock(T0), recovery_point=rp)
+    assert epoch_pairs(again) == [(1, 0), (2, 10), (3, 20)]
+
+
+def test_log_start_after_a_restart_truncates_the_epochs(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", CFG)
+    fill_epochs(plog, [0] * 5 + [1] * 5)
+    plog.close()  # checkpoint (0, 0) (1, 10)
+    again = load_log(
+        plog.directory, "t", 0, CFG, ManualClock(T0), log_start_offset=12, had_clean_shutdown=True
+    )
+    assert epoch_pairs(again) == [(1, 12)]

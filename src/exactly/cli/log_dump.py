@@ -3,7 +3,8 @@
 A `.log` segment prints one line per batch (offsets, producer id/epoch, sequences, transactional/control
 flags, the COMMIT/ABORT marker of control batches, compression, size, CRC and whether it matches), and
 with ``--print-records`` one ``|`` line per record. A partition directory dumps its `.log` files in
-offset order. `.index`, `.timeindex`, `.txnindex` and `.snapshot` files print their entries.
+offset order. `.index`, `.timeindex`, `.txnindex` and `.snapshot` files print their entries, and so does a
+partition's `leader-epoch-checkpoint` (one ``epoch: E startOffset: O`` line per leader epoch).
 
 A batch whose CRC does not match is printed with ``crcValid: false``; a batch that cannot be read at all
 (truncated tail, bad magic or length, undecodable records) ends the dump of that file with a
@@ -41,6 +42,7 @@ _TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first offset, last
 _SNAPSHOT_VERSION = struct.Struct(">h")
 
 SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"  # storage.files.LEADER_EPOCH_CHECKPOINT
 
 
 @app.command()
@@ -48,8 +50,8 @@ def dump(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="segment .log files, .index/.timeindex/.txnindex/.snapshot files, or partition "
-            "directories (their .log files are dumped)",
+            help="segment .log files, .index/.timeindex/.txnindex/.snapshot files, leader-epoch-checkpoint "
+            "files, or partition directories (their .log files are dumped)",
             show_default=False,
         ),
     ],
@@ -100,8 +102,11 @@ def _expand(paths: list[Path]) -> Iterator[Path]:
             yield from logs
         elif not path.exists():
             fail(f"{path}: no such file or directory")
-        elif path.suffix not in SUFFIXES:
-            fail(f"{path}: don't know how to dump this file (expected {', '.join(SUFFIXES)} or a directory)")
+        elif path.suffix not in SUFFIXES and path.name != LEADER_EPOCH_CHECKPOINT:
+            fail(
+                f"{path}: don't know how to dump this file (expected {', '.join(SUFFIXES)}, "
+                f"{LEADER_EPOCH_CHECKPOINT} or a directory)"
+            )
         else:
             yield path
 
@@ -124,6 +129,8 @@ def dump_file(
         problems = dump_time_index(data, _base_offset(path) or 0, write)
     elif suffix == ".txnindex":
         problems = dump_txn_index(data, write)
+    elif path.name == LEADER_EPOCH_CHECKPOINT:
+        problems = dump_leader_epochs(data, write)
     else:
         problems = dump_snapshot(data, write)
     for problem in problems:
@@ -373,6 +380,19 @@ def dump_txn_index(data: Buffer, write: Write) -> list[str]:
             f"lastStableOffset: {lso}"
         )
     return problems
+
+
+def dump_leader_epochs(data: Buffer, write: Write) -> list[str]:
+    from exactly.storage.leader_epoch import CorruptLeaderEpochCheckpointError, decode_checkpoint
+
+    try:
+        entries = decode_checkpoint(bytes(data))
+    except CorruptLeaderEpochCheckpointError as e:
+        return [f"corrupt leader-epoch checkpoint: {one_line(str(e))}"]
+    write(f"leader epochs: {len(entries)}")
+    for entry in entries:
+        write(f"epoch: {entry.epoch} startOffset: {entry.start_offset}")
+    return []
 
 
 def dump_snapshot(data: Buffer, write: Write) -> list[str]:

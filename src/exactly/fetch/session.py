@@ -75,6 +75,7 @@ class FetchPosition:
 
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = -1  # Fetch v9+; -1: no check
 
 
 @dataclass(frozen=True, slots=True)

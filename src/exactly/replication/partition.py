@@ -49,9 +49,9 @@ class AppendResult:
 class Partition:
     __slots__ = ("is_leader", "leader_epoch", "log")
 
-    def __init__(self, log: PartitionLog, leader_epoch: int = 0) -> None:
+    def __init__(self, log: PartitionLog, leader_epoch: int | None = None) -> None:
         self.log = log
-        self.leader_epoch = leader_epoch
+        self.leader_epoch = log.leader_epoch if leader_epoch is None else leader_epoch
         self.is_leader = True  # one broker leads every partition it has
 
     @property
@@ -125,6 +125,11 @@ class Partition:
 
     def offset_for_timestamp(self, timestamp: int, isolation: Isolation) -> TimestampAndOffset | None:
         return self.log.offset_for_timestamp(timestamp, isolation)
+
+    def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch as the leader answers it: (epoch, end offset) from the log's leader-epoch
+        cache ((-1, -1): unknown)."""
+        return self.log.end_offset_for_epoch(requested_epoch)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords on the leader: move the log start offset (at most to the high watermark)."""

@@ -8,6 +8,7 @@ A partition lives in `<data_dir>/<topic>-<partition>/`. Every segment is named b
     00000000000000000000.timeindex  sparse time index
     00000000000000000000.txnindex   aborted transactions whose ABORT marker lies in this segment
     00000000000000000042.snapshot   producer state as of offset 42
+    leader-epoch-checkpoint         (epoch, start offset) of each leader epoch (see leader_epoch.py)
 
 Transient suffixes: `.cleaned` (compaction output being written), `.swap` (compaction output ready to
 replace its sources), `.deleted` (scheduled for removal). `<data_dir>/.exactly_cleanshutdown` marks a
@@ -67,6 +68,7 @@ DELETED_SUFFIX = ".deleted"
 CLEAN_SHUTDOWN_FILE = ".exactly_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"  # in each partition directory (leader_epoch.py)
 
 
 def filename_prefix(offset: int) -> str:

@@ -18,6 +18,12 @@ Steps (`load_log`):
    rebuilt. At the first invalid byte the segment is truncated and every later segment deleted.
 6. Snapshots above the new log end are deleted; after a recovery the recovered data is fsynced and a
    snapshot is written at the log end, and the recovery point becomes the log end.
+7. Leader epochs (as Kafka's `LogLoader`): the cache is read from `leader-epoch-checkpoint`. Missing or
+   corrupt (one WARNING), it is rebuilt from the partitionLeaderEpoch of the batches (a header scan of the
+   segments not recovered); with a file, the entries at or after the recovery start are dropped. Recovered
+   batches then assign their epochs as they are checked (an epoch above the latest starts an entry), and
+   the cache is truncated to the log end and from the log start. A cache that changed is written after a
+   recovery (with the recovered data), otherwise by the log's next flush or close.
 
 Nothing flushed is lost: a flushed batch is below the recovery point (never truncated) or, if a
 clean-shutdown marker vouches for it, in a fully written segment. Nothing partial is served: every byte
@@ -35,9 +41,15 @@ from exactly.errors import CorruptRecordError
 from exactly.records.batch import LOG_OVERHEAD, RecordBatch
 from exactly.storage import files
 from exactly.storage.config import LogConfig
-from exactly.storage.log import PartitionLog, replay_batch
+from exactly.storage.leader_epoch import (
+    CorruptLeaderEpochCheckpointError,
+    LeaderEpochCache,
+    read_checkpoint,
+    write_checkpoint,
+)
+from exactly.storage.log import PartitionLog, is_small, replay_batch
 from exactly.storage.producer_state import ProducerStateManager
-from exactly.storage.segment import H_BASE_OFFSET, H_LAST_DELTA, H_LENGTH, LogSegment
+from exactly.storage.segment import H_BASE_OFFSET, H_LAST_DELTA, H_LEADER_EPOCH, H_LENGTH, LogSegment
 from exactly.storage.txn_index import TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -137,6 +149,8 @@ def load_log(
 
     psm = ProducerStateManager(directory, config.producer_id_expiration_ms, f"{topic}-{partition}")
     first_base = segments[0].base_offset
+    epochs, epoch_file = _read_leader_epochs(directory, f"{topic}-{partition}")
+    saved_version = 0 if epochs is not None else -1  # the cache's version the file holds (-1: none)
     if recovery_start is not None:
         first_recovered = len(segments) - 1
         for i in range(len(segments)):
@@ -149,6 +163,12 @@ def load_log(
         if snap is None:
             psm.clear(first_base)
         _replay(segments[:first_recovered], psm, psm.map_end_offset, start_base)
+        if epochs is None:
+            epochs = LeaderEpochCache(name=f"{topic}-{partition}")
+            _scan_leader_epochs(segments[:first_recovered], epochs)
+        else:
+            epochs.truncate_from_end(start_base)
+        cache = epochs
         truncated = False
         recovered = segments[first_recovered:]
         for i, seg in enumerate(recovered):
@@ -158,6 +178,7 @@ def load_log(
 
             def on_batch(batch: RecordBatch, txn_index: TransactionIndex = seg.txn_index) -> None:
                 replay_batch(psm, batch, txn_index)
+                _assign_leader_epoch(cache, batch.partition_leader_epoch, batch.base_offset)
 
             removed = seg.recover(on_batch)
             nxt = recovered[i + 1].base_offset if i + 1 < len(recovered) else None
@@ -183,12 +204,18 @@ def load_log(
         leo = segments[-1].next_offset
         psm.delete_snapshots_after(leo)
         psm.update_map_end_offset(leo)
+        epochs.truncate_from_end(leo)
+        epochs.truncate_from_start(log_start)
         recovery_point = leo
         try:
             for seg in segments:
                 seg.flush()
             if psm.latest_snapshot_offset() != leo:
                 psm.take_snapshot()
+            if epochs.version != saved_version and (epoch_file or not is_small(segments, config)):
+                write_checkpoint(directory / files.LEADER_EPOCH_CHECKPOINT, epochs.entries)
+                epoch_file = True
+                saved_version = epochs.version
         except OSError as e:  # a full disk: serve what was recovered, recover it again next time
             files.storage_error(e, f"the recovered {topic}-{partition}")
             recovery_point = start_base
@@ -205,7 +232,55 @@ def load_log(
             _replay(segments, psm, psm.map_end_offset, leo)
         psm.update_map_end_offset(leo)
         recovery_point = leo
-    return PartitionLog(directory, topic, partition, config, clock, segments, psm, log_start, recovery_point)
+        if epochs is None:
+            epochs = LeaderEpochCache(name=f"{topic}-{partition}")
+            _scan_leader_epochs(segments, epochs)
+        epochs.truncate_from_end(leo)
+        epochs.truncate_from_start(log_start)
+    return PartitionLog(
+        directory,
+        topic,
+        partition,
+        config,
+        clock,
+        segments,
+        psm,
+        log_start,
+        recovery_point,
+        epochs,
+        leader_epochs_saved=epochs.version == saved_version,
+        leader_epoch_file=epoch_file,
+    )
+
+
+def _read_leader_epochs(directory: Path, name: str) -> tuple[LeaderEpochCache | None, bool]:
+    """(the cache in the leader-epoch checkpoint, whether there is a file); None: rebuild it."""
+    path = directory / files.LEADER_EPOCH_CHECKPOINT
+    try:
+        entries = read_checkpoint(path)
+    except (CorruptLeaderEpochCheckpointError, OSError) as e:
+        log.warning("rebuilding the leader epochs of %s from its batches: cannot use %s (%s)", name, path, e)
+        return None, True
+    if entries is None:
+        return None, False
+    return LeaderEpochCache(entries, name), True
+
+
+def _assign_leader_epoch(cache: LeaderEpochCache, epoch: int, base_offset: int) -> None:
+    """Kafka's recovery rule: a batch whose epoch is above the latest one starts that epoch."""
+    latest = cache.latest_epoch
+    if epoch >= 0 and (latest is None or epoch > latest):
+        cache.assign(epoch, base_offset)
+
+
+def _scan_leader_epochs(segments: list[LogSegment], cache: LeaderEpochCache) -> None:
+    """Rebuild leader epochs from the batch headers of trusted segments."""
+    for seg in segments:
+        try:
+            for _pos, hdr in seg.iter_headers(0):
+                _assign_leader_epoch(cache, hdr[H_LEADER_EPOCH], hdr[H_BASE_OFFSET])
+        except CorruptRecordError as e:  # not expected below the recovery point; the epochs before stand
+            log.warning("leader epochs of segment %d: %s", seg.base_offset, e)
 
 
 def _replay(segments: list[LogSegment], psm: ProducerStateManager, start: int, end: int) -> None:

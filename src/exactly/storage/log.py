@@ -26,6 +26,17 @@ executor thread. Concurrent callers share fsyncs: a flush covers everything appe
 and a caller whose offset is already covered returns at once. Structural changes (deleting, truncating,
 replacing or closing segments) take the same lock as flushes; appends and rolls do not.
 
+Leader epochs (leader_epoch.py): the log owns its `LeaderEpochCache`. An append at a leader epoch the
+cache does not end with assigns (epoch, first offset) before the log end moves; `truncate_to` drops the
+entries at or above the new log end; a log start that moves (DeleteRecords, retention) truncates the cache
+from the start. Nothing is written on the append path: the next flush writes `leader-epoch-checkpoint`
+(atomically, before the recovery point moves past the data it describes), and so does `close`. Except that
+a log small enough to make no file at close (`_SMALL_AT_CLOSE`) and that has no checkpoint file yet gets
+none: the loader rebuilds a missing checkpoint from the batches' partitionLeaderEpoch fields, a scan of a
+few KiB for such a log. `leader_epoch` is the epoch of the latest leader append (0 for a new partition);
+`end_offset_for_epoch` answers OffsetForLeaderEpoch as Kafka's leader, whose cache holds (its epoch, the
+log end when it was elected) before anything is appended in that epoch.
+
 Reads (`read`) come from one segment, start at the batch holding the fetch offset (found through the
 offset index, then a header scan), never return a partial batch, stop below the HW or the LSO, and for
 read_committed also return the aborted transactions overlapping the range (see txn_index.py).
@@ -51,6 +62,7 @@ from exactly.records.control import EndTxnMarker, build_end_txn_marker_batch, pa
 from exactly.storage import files
 from exactly.storage.append_analysis import VerificationGuard, analyze_append
 from exactly.storage.config import LogConfig
+from exactly.storage.leader_epoch import LeaderEpochCache, write_checkpoint
 from exactly.storage.producer_state import (
     AppendOrigin,
     ProducerInfo,
@@ -132,7 +144,13 @@ class PartitionLog:
         producer_state: ProducerStateManager,
         log_start_offset: int,
         recovery_point: int,
+        leader_epochs: LeaderEpochCache | None = None,
+        *,
+        leader_epochs_saved: bool = True,
+        leader_epoch_file: bool = False,
     ) -> None:
+        """`leader_epochs_saved`: the checkpoint file holds `leader_epochs` as they are (or there is no file
+        and the cache is what a rebuild from the batches gives); `leader_epoch_file`: a file exists."""
         if not segments:
             raise ValueError("a log has at least one segment")
         self.directory = directory
@@ -150,7 +168,13 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
         self._flush_lock = threading.Lock()
-        self._leader_epoch = 0
+        self._epochs = (
+            leader_epochs if leader_epochs is not None else LeaderEpochCache(name=f"{topic}-{partition}")
+        )
+        self._epochs_saved = self._epochs.version if leader_epochs_saved else -1
+        self._epoch_file = leader_epoch_file
+        latest_epoch = self._epochs.latest_epoch
+        self._leader_epoch = 0 if latest_epoch is None else latest_epoch
         self.closed = False
         self._log_prefix = f"[PartitionLog {topic}-{partition}] "
 
@@ -203,6 +227,43 @@ class PartitionLog:
         self.config = config
         for s in self._segments:
             s.config = config
+
+    # -- leader epochs ------------------------------------------------------------------------------------
+
+    @property
+    def leader_epoch(self) -> int:
+        """The partition's leader epoch: that of the latest leader append (0 for a new partition)."""
+        return self._leader_epoch
+
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        return self._epochs
+
+    def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), Kafka's leader answer (see `LeaderEpochCache.
+        end_offset_for`; (-1, -1) is UNDEFINED). Until something is appended in the current leader epoch,
+        the answer is as if the cache already had (that epoch, the log end offset), as Kafka's has."""
+        self._check_open()
+        leo = self._log_end_offset
+        cache = self._epochs
+        latest = cache.latest_epoch
+        if latest is None or latest < self._leader_epoch:
+            cache = cache.copy()
+            cache.assign(self._leader_epoch, leo)
+        return cache.end_offset_for(requested_epoch, leo)
+
+    def _is_small(self) -> bool:
+        return is_small(self._segments, self.config)
+
+    def _save_leader_epochs(self) -> None:
+        """Write the leader-epoch checkpoint if the cache changed since it was written (holds `_flush_lock`).
+        A small log without a checkpoint file gets none (the loader rebuilds it by a scan). Raises OSError."""
+        version = self._epochs.version
+        if version == self._epochs_saved or (not self._epoch_file and self._is_small()):
+            return
+        write_checkpoint(self.directory / files.LEADER_EPOCH_CHECKPOINT, self._epochs.entries)
+        self._epoch_file = True
+        self._epochs_saved = version
 
     # -- producer state views -----------------------------------------------------------------------------
 
@@ -289,7 +350,11 @@ class PartitionLog:
             raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
         files.storage_ok()
 
-        # 3. Apply producer state and transactions.
+        # 3. Leader epoch, producer state and transactions.
+        latest = self._epochs.latest_entry
+        if leader_epoch >= 0 and (latest is None or latest.epoch != leader_epoch):
+            self._epochs.assign(leader_epoch, placed[0][1])
+        self._leader_epoch = leader_epoch
         self._log_end_offset = next_offset
         for upd in plan.updates.values():
             self.producer_state.update(upd)
@@ -485,6 +550,13 @@ class PartitionLog:
         """
         target = self._log_end_offset if upto is None else min(upto, self._log_end_offset)
         if self._recovery_point >= target:
+            if upto is None and self._epochs.version != self._epochs_saved:
+                with self._flush_lock:  # only the leader-epoch checkpoint changed (truncation)
+                    if not self.closed:
+                        try:
+                            self._save_leader_epochs()
+                        except OSError as e:
+                            raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
             return self._recovery_point
         with self._flush_lock:
             if self.closed or self._recovery_point >= target:
@@ -506,6 +578,7 @@ class PartitionLog:
         segments = list(self._segments)
         active = segments[-1]
         try:
+            self._save_leader_epochs()  # read after `leo`: it has an entry for every batch below it
             for seg in segments[:-1]:
                 if seg.flushed_size < seg.size or not seg.indexes_durable:
                     seg.flush()
@@ -548,6 +621,7 @@ class PartitionLog:
             )
         if offset > self._log_start_offset:
             self._log_start_offset = offset
+            self._epochs.truncate_from_start(offset)
             self._delete_segments(lambda seg, nxt: nxt <= self._log_start_offset)
         return self._log_start_offset
 
@@ -595,6 +669,7 @@ class PartitionLog:
                 self._bases.remove(seg.base_offset)
                 seg.delete()
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._epochs.truncate_from_start(self._log_start_offset)
         self._cleanup_snapshots()
         return len(doomed)
 
@@ -634,6 +709,7 @@ class PartitionLog:
             self._log_end_offset = self._segments[-1].next_offset
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            self._epochs.truncate_from_end(self._log_end_offset)  # written by the next flush or close
         self.producer_state.delete_snapshots_after(self._log_end_offset)
         rebuild_producer_state(self, self.clock.milliseconds())
 
@@ -660,9 +736,7 @@ class PartitionLog:
         if self.closed:
             return
         active = self.active_segment
-        small = len(self._segments) == 1 and active.size <= min(
-            _SMALL_AT_CLOSE, self.config.index_interval_bytes
-        )
+        small = self._is_small()
         if not small:
             active.on_becoming_inactive()
         self.flush()
@@ -672,6 +746,10 @@ class PartitionLog:
         if not small:
             self.take_snapshot()
         with self._flush_lock:
+            try:
+                self._save_leader_epochs()
+            except OSError as e:
+                raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
             self.closed = True
             for seg in self._segments:
                 seg.close()
@@ -693,6 +771,11 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self.closed:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.topic}-{self.partition} is closed")
+
+
+def is_small(segments: list[LogSegment], config: LogConfig) -> bool:
+    """A log that makes no index, snapshot or leader-epoch file at close: one segment of a few KiB."""
+    return len(segments) == 1 and segments[0].size <= min(_SMALL_AT_CLOSE, config.index_interval_bytes)
 
 
 def scan_batches(log: PartitionLog, chunk: int = 8 << 20) -> Iterator[RecordBatch]:

@@ -45,6 +45,7 @@ _SCAN_CHUNK = 16 * 1024
 # Indices into a decoded header tuple (HEADER_STRUCT).
 H_BASE_OFFSET = 0
 H_LENGTH = 1
+H_LEADER_EPOCH = 2
 H_MAGIC = 3
 H_CRC = 4
 H_ATTRIBUTES = 5

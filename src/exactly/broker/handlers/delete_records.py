@@ -26,20 +26,20 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
             topics.append(DeleteRecordsTopicResult(topic.name, partitions))
             continue
         for p in topic.partitions:
-            log = ctx.broker.replicas.partition(topic.name, p.partition_index)
-            if log is None:
+            partition = ctx.broker.replicas.partition(topic.name, p.partition_index)
+            if partition is None:
                 partitions.append(
                     DeleteRecordsPartitionResult(p.partition_index, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 )
                 continue
-            offset = log.high_watermark if p.offset == -1 else p.offset
-            if offset < 0 or offset > log.high_watermark:
+            offset = partition.high_watermark if p.offset == -1 else p.offset
+            if offset < 0 or offset > partition.high_watermark:
                 partitions.append(
                     DeleteRecordsPartitionResult(p.partition_index, -1, ErrorCode.OFFSET_OUT_OF_RANGE)
                 )
                 continue
             try:
-                low = log.delete_records_before(offset)
+                low = partition.delete_records_before(offset)
             except KafkaError as e:
                 partitions.append(DeleteRecordsPartitionResult(p.partition_index, -1, e.code))
                 continue

@@ -28,8 +28,8 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
             topics.append(TopicResponse(topic.name, partitions))
             continue
         for index in topic.partition_indexes:
-            plog = ctx.broker.replicas.partition(topic.name, index)
-            if plog is None:
+            partition = ctx.broker.replicas.partition(topic.name, index)
+            if partition is None:
                 partitions.append(PartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             producers = [
@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
                     p.coordinator_epoch,
                     p.current_txn_start_offset,
                 )
-                for p in plog.producer_infos()
+                for p in partition.producer_infos()
             ]
             partitions.append(PartitionResponse(index, ErrorCode.NONE, None, producers))
         topics.append(TopicResponse(topic.name, partitions))

@@ -10,7 +10,9 @@ client then sends only what changed; the response to an incremental request hold
 news. v13+ name topics by id: an id the broker does not know gets UNKNOWN_TOPIC_ID for each of its
 partitions (and does not end the long poll, as in Kafka, where such partitions never reach the log
 read). v15 (replica state), v16 (KIP-951 leader hints on NOT_LEADER errors, which one broker never
-returns) and v17 (replica directory id) only concern followers.
+returns) and v17 (replica directory id) only concern followers. A partition's `current_leader_epoch` (v9+,
+-1: no check) other than the partition's leader epoch is UNKNOWN_LEADER_EPOCH (greater) or
+FENCED_LEADER_EPOCH (smaller), as Kafka's `Partition.localLogWithEpochOrThrow`.
 
 A client with a `consumer_byte_rate` quota (Kafka's KafkaApis.handleFetchRequest): `max_bytes` is capped
 at what the quota allows in one quota window; the encoded response's size is recorded, and if that puts
@@ -57,7 +59,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     fetch = [
         (
             _key(uses_topic_ids, topic.topic_id, topic.topic, p.partition),
-            FetchPosition(p.fetch_offset, p.partition_max_bytes),
+            FetchPosition(p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch),
         )
         for topic in request.topics
         for p in topic.partitions
@@ -159,24 +161,29 @@ def _read(
                 key.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, records=NO_RECORDS
             )
             continue
-        log = broker.replicas.partition(topic, key.partition)
-        if log is None:
+        partition = broker.replicas.partition(topic, key.partition)
+        if partition is None:
             errors = True
             out[key] = PartitionData(
                 key.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, records=NO_RECORDS
             )
             continue
+        epoch_error = partition.check_leader_epoch(position.current_leader_epoch)
+        if epoch_error != ErrorCode.NONE:  # Kafka: -1 offsets with these errors (createLogReadResult)
+            errors = True
+            out[key] = PartitionData(key.partition, epoch_error, -1, -1, -1, records=NO_RECORDS)
+            continue
         limit = min(position.max_bytes, budget - total)
         try:
-            data = log.read(position.fetch_offset, max(limit, 0), isolation, min_one_message=total == 0)
+            data = partition.read(position.fetch_offset, max(limit, 0), isolation, min_one_message=total == 0)
         except KafkaError as e:
             errors = True
             out[key] = PartitionData(
                 key.partition,
                 e.code,
-                log.high_watermark,
-                log.last_stable_offset,
-                log.log_start_offset,
+                partition.high_watermark,
+                partition.last_stable_offset,
+                partition.log_start_offset,
                 records=NO_RECORDS,
             )
             continue

@@ -5,7 +5,8 @@ Tiered-storage specs with no tiered storage, as Kafka answers them for a topic w
 earliest local (-4, v8+, KIP-405) is the log start offset; latest tiered (-5, v9+, KIP-1005) and earliest
 pending upload (-6, v11+, KIP-1023) are "no offset" (-1, epoch -1). v10 adds `timeout_ms`, which only
 bounds remote lookups. A spec the request's version does not have gets UNSUPPORTED_VERSION for that
-partition (Kafka's `ReplicaManager` check of each spec's first version).
+partition (Kafka's `ReplicaManager` check of each spec's first version). A `current_leader_epoch` (v4+,
+-1: no check) other than the partition's leader epoch is UNKNOWN_LEADER_EPOCH or FENCED_LEADER_EPOCH.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
             topics.append(ListOffsetsTopicResponse(topic.name, partitions))
             continue
         for p in topic.partitions:
-            log = ctx.broker.replicas.partition(topic.name, p.partition_index)
-            if log is None:
+            partition = ctx.broker.replicas.partition(topic.name, p.partition_index)
+            if partition is None:
                 partitions.append(
                     ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 )
@@ -54,13 +55,17 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                     ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNSUPPORTED_VERSION)
                 )
                 continue
+            epoch_error = partition.check_leader_epoch(p.current_leader_epoch)  # v4+; -1 (no check) before
+            if epoch_error != ErrorCode.NONE:
+                partitions.append(ListOffsetsPartitionResponse(p.partition_index, epoch_error))
+                continue
             try:
                 found: TimestampAndOffset | None
                 if p.timestamp in (_LATEST_TIERED, _EARLIEST_PENDING_UPLOAD):
                     found = _NO_OFFSET
                 else:
                     timestamp = EARLIEST_TIMESTAMP if p.timestamp == _EARLIEST_LOCAL else p.timestamp
-                    found = log.offset_for_timestamp(timestamp, isolation)
+                    found = partition.offset_for_timestamp(timestamp, isolation)
             except KafkaError as e:
                 partitions.append(ListOffsetsPartitionResponse(p.partition_index, e.code))
                 continue
