@@ -23,7 +23,7 @@ from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from exactly.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 
 pytestmark = pytest.mark.interop
 

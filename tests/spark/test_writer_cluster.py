@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.spark.kafka_io import create_topic, read_committed
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

@@ -26,7 +26,7 @@ from exactly.client.twopc import TwoPhaseClient
 from exactly.spark.preflight import ColumnLayout
 from exactly.spark.writer import ExactlyCommitMessage, ExactlyStreamWriter
 from exactly.spark.writer_options import writer_options
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.cli.helpers import run_cli
 from tests.spark.kafka_io import create_topic, read_committed, read_records
 

@@ -25,10 +25,8 @@ import argparse
 import asyncio
 import os
 import resource
-import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -48,36 +46,12 @@ from exactly.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from exactly.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
-from exactly.verify.processes import free_port
+from exactly.testing.processes import BrokerProcess
 
 TOPIC = "bench-groups"
 PARTITIONS = 64
 MEMBER_ID_REQUIRED = 79
 REBALANCE_IN_PROGRESS = 27
-
-
-# --- a broker in a subprocess -------------------------------------------------------------------------
-
-
-class Broker:
-    def __init__(self, data_dir: Path) -> None:
-        self.port = free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(data_dir)]
-        args += ["--listen", self.bootstrap, "--set", "group.initial.rebalance.delay.ms=0"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("the broker did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
 
 
 def _create_topic(bootstrap: str) -> None:
@@ -449,7 +423,7 @@ def measure(
     clients: list[tuple[int, tuple[float, ...]]] = []
     loads: list[LoadRun] = []
     with tempfile.TemporaryDirectory(prefix="exactly-bench-groups-") as tmp:
-        broker = Broker(Path(tmp) / "data")
+        broker = BrokerProcess(Path(tmp) / "data", "group.initial.rebalance.delay.ms=0").start(timeout=30)
         try:
             _create_topic(broker.bootstrap)
             for n in members:

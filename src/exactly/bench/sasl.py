@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactly.bench.broker import _wait_for_port
+from exactly.bench.broker import BROKER_START_TIMEOUT
 from exactly.client.connection import KafkaConnection
 from exactly.client.security import ClientSecurity
 from exactly.cluster.metadata import ClusterMetadata
@@ -31,7 +31,7 @@ from exactly.protocol.messages.api_versions import ApiVersionsRequest
 from exactly.protocol.messages.metadata import MetadataRequest
 from exactly.security.listeners import SecurityProtocol
 from exactly.security.sasl import make_scram_credential
-from exactly.verify.processes import free_port
+from exactly.testing.processes import free_port, wait_until_listening
 
 USER, PASSWORD = "bench", "bench-password"
 KINDS = ("PLAINTEXT", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -94,8 +94,8 @@ class SaslBench:
         self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._ports = (plain_port, sasl_port)
         try:
-            _wait_for_port(plain_port)
-            _wait_for_port(sasl_port)
+            wait_until_listening(self._proc, plain_port, BROKER_START_TIMEOUT)
+            wait_until_listening(self._proc, sasl_port, BROKER_START_TIMEOUT)
             for kind in KINDS:  # warm-up
                 setup_once(self._port(kind), kind)
         except BaseException:

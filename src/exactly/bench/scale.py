@@ -49,7 +49,7 @@ from exactly.protocol.messages.api_versions import ApiVersionsRequest
 from exactly.protocol.messages.init_producer_id import InitProducerIdRequest
 from exactly.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from exactly.records.builder import build_batch
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,15 +68,15 @@ from queue import Empty
 from typing import Any
 
 from exactly.bench.broker import (
+    BROKER_START_TIMEOUT,
     PARTITIONS,
     RECORD_SIZE,
     _peak_rss_mb,
-    _wait_for_port,
     cpu_seconds,
     percentile,
 )
 from exactly.client.connection import AsyncKafkaConnection
-from exactly.verify.processes import free_port
+from exactly.testing.processes import free_port, wait_until_listening
 
 TOPIC = "bench-txn"
 VISIBILITY_TOPIC = "bench-txn-visibility"
@@ -103,7 +103,7 @@ class BrokerProcess:
             self.proc = subprocess.Popen(
                 [*args, "--listen", self.bootstrap], stdout=subprocess.DEVNULL, stderr=log
             )
-        _wait_for_port(port)
+        wait_until_listening(self.proc, port, BROKER_START_TIMEOUT, self.log_path)
 
     @property
     def pid(self) -> int:
