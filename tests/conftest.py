@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 
 # Subprocesses (the broker, the CLI, client workers) import this checkout's code, whichever tree the
 # editable install points at: tests of one work tree never run another tree's broker.

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, Producer
 
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.cli.helpers import Result, assert_one_line_error, run_cli
 from tests.interop.client import RawClient
 from tests.interop.support import running_broker, scram_settings, store_scram_users

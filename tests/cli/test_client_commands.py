@@ -17,7 +17,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.cli.helpers import assert_one_line_error, run_cli, run_in_process
 
 pytestmark = pytest.mark.interop

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.cli.helpers import assert_one_line_error
 from tests.cli.helpers import run_cli as run
 from tests.interop.tls_support import confluent_ssl, make_tls_files, ssl_settings

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.cli.helpers import Result, assert_one_line_error
 from tests.interop.groups_support import Member, committed_offsets, covers, produce, wait_until
 from tests.interop.support import create_topic, running_broker

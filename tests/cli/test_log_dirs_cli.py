@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.cli.helpers import Result, assert_one_line_error, run_cli
 from tests.interop.support import create_topic
 

@@ -14,7 +14,7 @@ import pytest
 from exactly.records.batch import Compression
 from exactly.records.builder import BatchBuilder
 from exactly.records.control import ControlRecordType, EndTxnMarker, build_end_txn_marker_batch
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.cli.helpers import Result, assert_one_line_error, run_cli, run_in_process
 
 BATCH_LINE = re.compile(r"^baseOffset: ")

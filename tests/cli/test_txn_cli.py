@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.cli.helpers import Result, assert_one_line_error, run_cli
 from tests.interop.support import create_topic
 from tests.interop.txn_support import READ_UNCOMMITTED, fetch_once, wait_for_state

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.cli.helpers import assert_one_line_error, run_cli
 
 

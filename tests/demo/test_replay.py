@@ -15,7 +15,7 @@ import pytest
 from exactly.demo.flights import SENTINEL_ID, flight_events, flights_frame
 from exactly.demo.replay import Replay, ReplayPlan
 from exactly.demo.topics import create_topic, last_stable_and_high, read_committed
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

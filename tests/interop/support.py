@@ -38,7 +38,7 @@ from exactly.protocol.messages.list_offsets import (
 from exactly.records.batch import RecordBatch, iter_batches
 from exactly.records.record import Record
 from exactly.security.sasl import make_scram_credential
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 
 EARLIEST = -2

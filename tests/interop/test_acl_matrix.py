@@ -20,7 +20,7 @@ from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.create_acls import AclCreation, CreateAclsRequest
 from exactly.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from exactly.security.rules import RULES
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.interop.acl_scenarios import SCENARIOS, Names, Row
 from tests.interop.client import RawClient
 from tests.interop.support import add_scram_users, running_broker, store_scram_users

@@ -35,7 +35,7 @@ from exactly.protocol.messages.write_txn_markers import (
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.interop.client import RawClient
 from tests.interop.support import running_broker, scram_settings, store_scram_users
 

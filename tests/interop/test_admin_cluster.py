@@ -36,7 +36,7 @@ from exactly.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsTopics,
 )
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, running_broker
 

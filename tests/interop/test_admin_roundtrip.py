@@ -22,7 +22,7 @@ from exactly.protocol.messages.create_topics import (
     CreatableTopicConfig,
     CreateTopicsRequest,
 )
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import EARLIEST, LATEST, fetch_partition, list_offset, running_broker
 

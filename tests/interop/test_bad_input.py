@@ -39,7 +39,7 @@ from exactly.protocol.messages.produce import PartitionProduceData, ProduceReque
 from exactly.records.builder import BatchBuilder
 from exactly.records.compression import Compression
 from exactly.records.control import ControlRecordType, EndTxnMarker, build_end_txn_marker_batch
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import PartitionDump, create_topic, fetch_partition, running_broker
 

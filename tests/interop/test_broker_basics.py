@@ -11,7 +11,7 @@ from exactly.protocol.api import decode_response
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersionsRequest
 from exactly.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 
 pytestmark = pytest.mark.interop

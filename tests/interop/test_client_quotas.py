@@ -31,7 +31,7 @@ from exactly.protocol.messages.describe_client_quotas import ComponentData, Desc
 from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from exactly.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from exactly.records.builder import BatchBuilder
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, fetch_partition, running_broker
 

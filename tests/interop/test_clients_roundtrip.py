@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from exactly.records.compression import Compression, compress
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.support import fetch_partition, running_broker
 
 pytestmark = pytest.mark.interop

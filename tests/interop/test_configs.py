@@ -35,7 +35,7 @@ from exactly.protocol.messages.incremental_alter_configs import (
 )
 from exactly.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from exactly.records import Compression, iter_batches
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import EARLIEST, fetch_partition, list_offset, running_broker
 from tests.interop.test_clients_roundtrip import (

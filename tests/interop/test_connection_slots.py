@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersionsRequest
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic
 

@@ -40,7 +40,7 @@ from exactly.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequ
 from exactly.protocol.messages.metadata import MetadataRequest
 from exactly.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from exactly.records.builder import BatchBuilder
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic
 

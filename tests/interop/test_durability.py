@@ -24,7 +24,7 @@ from exactly.protocol.api import encode_request
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersionsRequest
 from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import EARLIEST, LATEST, PartitionDump, create_topic, fetch_partition, list_offset
 

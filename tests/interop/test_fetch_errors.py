@@ -22,7 +22,7 @@ import pytest
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, running_broker
 

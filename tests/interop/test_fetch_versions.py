@@ -31,7 +31,7 @@ from exactly.protocol.messages.fetch import (
 )
 from exactly.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from exactly.records.batch import iter_batches
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from exactly.verify.proxy import FaultProxy
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, running_broker

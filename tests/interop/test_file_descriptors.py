@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

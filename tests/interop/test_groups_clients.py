@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.groups_support import Member, committed_offsets, covers, produce, wait_until
 from tests.interop.support import create_topic, running_broker
 

@@ -36,7 +36,7 @@ from exactly.protocol.messages.offset_fetch import (
     OffsetFetchRequestTopics,
 )
 from exactly.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.group.helpers import subscription
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, running_broker

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.group_member import _resume_pending_join
 from tests.interop.groups_support import describe_group
 from tests.interop.support import create_topic, running_broker

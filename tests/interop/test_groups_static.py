@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.groups_support import Member, covers, describe_group, produce, wait_until
 from tests.interop.support import create_topic, running_broker
 

@@ -23,7 +23,7 @@ import pytest
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersionsRequest
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from exactly.verify.proxy import FaultProxy
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, fetch_partition

@@ -35,7 +35,7 @@ from exactly.protocol.messages.offset_fetch import (
 from exactly.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from exactly.records.batch import iter_batches
 from exactly.records.builder import BatchBuilder
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, running_broker
 

@@ -23,7 +23,7 @@ from exactly.protocol.messages.create_topics import CreatableTopic, CreateTopics
 from exactly.protocol.messages.describe_cluster import DescribeClusterRequest
 from exactly.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from exactly.security.operations import OMITTED
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, fetch_partition, running_broker
 

@@ -20,7 +20,7 @@ from exactly.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from exactly.storage import files
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import LATEST, create_topic, running_broker
 

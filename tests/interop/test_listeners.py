@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 
 
 def test_each_listener_advertises_its_own_endpoint(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from exactly.security.oauthbearer import client_initial_response, unsecured_jws
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.interop.client import RawClient
 from tests.interop.support import running_broker
 from tests.interop.tls_support import (

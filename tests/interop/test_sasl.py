@@ -43,7 +43,7 @@ from exactly.protocol.messages.describe_user_scram_credentials import (
 from exactly.protocol.messages.metadata import MetadataRequest
 from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.interop.client import RawClient as _RawClient
 from tests.interop.support import add_scram_users, running_broker
 from tests.interop.tls_support import (

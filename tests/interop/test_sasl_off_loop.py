@@ -24,7 +24,7 @@ from exactly.protocol.messages.api_versions import ApiVersionsRequest
 from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from exactly.security.sasl import make_scram_credential
-from exactly.verify.processes import free_port
+from exactly.testing.processes import free_port
 from tests.interop.client import RawClient
 from tests.interop.support import running_broker
 

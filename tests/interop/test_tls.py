@@ -25,7 +25,7 @@ from aiokafka.helpers import create_ssl_context
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.interop.support import running_broker
 from tests.interop.tls_support import (
     ClientCert,

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from exactly.broker.config import _BROKER_KEYS
 from exactly.errors import ErrorCode
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.support import running_broker
 
 pytestmark = pytest.mark.interop

@@ -28,7 +28,7 @@ from exactly.protocol.messages.produce import PartitionProduceData, ProduceReque
 from exactly.records.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from exactly.records.builder import BatchBuilder
 from exactly.records.control import parse_control_record_type
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import create_topic, fetch_partition, running_broker
 from tests.interop.txn_support import (

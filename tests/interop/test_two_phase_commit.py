@@ -18,7 +18,7 @@ import pytest
 
 from exactly.client.twopc import TwoPhaseClient, TwoPhaseCommitError
 from exactly.errors import ErrorCode
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.support import create_topic
 from tests.interop.txn_support import READ_UNCOMMITTED, fetch_once
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.support import create_topic
 from tests.interop.txn_copier import FATAL_EXIT, transform
 

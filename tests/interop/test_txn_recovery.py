@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from exactly.group.partitioning import partition_for
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.support import create_topic
 from tests.interop.txn_support import READ_UNCOMMITTED, fetch_once
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.support import create_topic
 from tests.interop.txn_soak import run_soak
 from tests.interop.txn_support import consume_values, describe_transaction, wait_for_state

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.verify.processes import free_port, wait_until_listening
+from exactly.testing.processes import free_port, wait_until_listening
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.interop.support import running_broker
 
 os.environ["PYSPARK_PYTHON"] = sys.executable

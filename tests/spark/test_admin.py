@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 from exactly.spark.admin import BrokerUnreachableError, SourceAdmin, UnknownTopicError
 from exactly.spark.offsets import TopicPartition
 from exactly.spark.options import SourceOptionError, parse_reader_options
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.interop.support import create_topic
 from tests.spark.support import Transaction, add_partitions, committed, new_topic, produce, unique_name
 

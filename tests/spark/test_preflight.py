@@ -15,7 +15,7 @@ from pyspark.sql.types import (
 
 from exactly.spark.preflight import ColumnLayout, check_schema, probe
 from exactly.spark.writer_options import OptionsError, writer_options
-from exactly.verify.processes import free_port
+from exactly.testing.processes import free_port
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.spark.support import (
     Transaction,
     aborted,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.interop.support import running_broker
 from tests.interop.tls_support import TlsFiles, make_tls_files, ssl_settings
 from tests.spark.kafka_io import create_topic, read_committed

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.spark.kafka_io import create_topic, read_committed
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

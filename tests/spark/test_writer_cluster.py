@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.spark.kafka_io import create_topic, read_committed
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -103,7 +103,8 @@ def test_exactly_once_stream_on_a_standalone_cluster(
     args += ["--source", f"rate:{ROWS_PER_BATCH}:{BATCHES}", "--checkpoint", str(tmp_path / "ckpt")]
     args += ["--topic", topic, "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1"]
     args += ["--conf", "spark.driver.host=127.0.0.1"]
-    args += ["--option", "exactly.test.failTaskOnce=1"]
+    args += ["--option", "exactly.writer.hooks=exactly.testing.spark_hooks:FailTaskOnce"]
+    args += ["--option", "exactly.writer.hooks.argument=1"]
     log_path = tmp_path / "job.log"
     with open(log_path, "wb") as log:
         job = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -26,7 +26,7 @@ from exactly.client.twopc import TwoPhaseClient
 from exactly.spark.preflight import ColumnLayout
 from exactly.spark.writer import ExactlyCommitMessage, ExactlyStreamWriter
 from exactly.spark.writer_options import writer_options
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 from tests.cli.helpers import run_cli
 from tests.spark.kafka_io import create_topic, read_committed, read_records
 
@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 SPARK_MASTER = "local[2,3]"
 ROOT = Path(__file__).resolve().parents[2]
+FAIL_TASK_ONCE = ("exactly.writer.hooks", "exactly.testing.spark_hooks:FailTaskOnce")  # argument: partition
 
 
 def unique(name: str) -> str:
@@ -110,7 +111,7 @@ def test_batch_write_failed_attempt_is_not_visible(spark: Any, broker: BrokerPro
     df = spark.createDataFrame(rows, "key string, value string").repartition(2)
     df.write.format("exactly").option("kafka.bootstrap.servers", broker.bootstrap).option(
         "topic", topic
-    ).option("exactly.test.failTaskOnce", "1").mode("append").save()
+    ).option(*FAIL_TASK_ONCE).option("exactly.writer.hooks.argument", "1").mode("append").save()
     got = read_committed(broker.bootstrap, topic, minimum=100)
     assert sorted((r.key, r.value) for r in got) == sorted((k.encode(), v.encode()) for k, v in rows)
     everything = read_records(broker.bootstrap, topic, minimum=101, isolation="read_uncommitted")
@@ -125,7 +126,12 @@ def test_failed_task_attempt_is_aborted(spark: Any, broker: BrokerProcess, tmp_p
     create_topic(broker.bootstrap, topic, 2)
     expected = write_files(tmp_path / "in", files=3, rows=40)
     query = run_query(
-        spark, broker, tmp_path / "in", tmp_path / "ckpt", topic, **{"exactly.test.failTaskOnce": "1"}
+        spark,
+        broker,
+        tmp_path / "in",
+        tmp_path / "ckpt",
+        topic,
+        **{FAIL_TASK_ONCE[0]: FAIL_TASK_ONCE[1], "exactly.writer.hooks.argument": "1"},
     )
     assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [40, 40, 40]
     assert records_of(broker.bootstrap, topic, 120) == expected
@@ -270,7 +276,8 @@ def test_driver_killed_around_the_decision(
     create_topic(broker.bootstrap, topic, 2)
     expected = write_files(tmp_path / "in", files=3, rows=25)
     marker = tmp_path / "hanging"
-    job = start_job(jobs, broker, tmp_path, topic, f"exactly.test.hang{point.capitalize()}Commit=1:{marker}")
+    hooks = f"exactly.writer.hooks=exactly.testing.spark_hooks:Hang{point.capitalize()}Decision"
+    job = start_job(jobs, broker, tmp_path, topic, hooks, f"exactly.writer.hooks.argument=1:{marker}")
     wait_for(marker, job, tmp_path / "job-0.log")
     os.killpg(job.pid, signal.SIGKILL)
     job.wait(30)
@@ -293,7 +300,14 @@ def test_abandoned_query_is_listed_and_aborted(
     create_topic(broker.bootstrap, topic, 2)
     expected = write_files(tmp_path / "in", files=3, rows=20)
     marker = tmp_path / "hanging"
-    job = start_job(jobs, broker, tmp_path, topic, f"exactly.test.hangBeforeCommit=1:{marker}")
+    job = start_job(
+        jobs,
+        broker,
+        tmp_path,
+        topic,
+        "exactly.writer.hooks=exactly.testing.spark_hooks:HangBeforeDecision",
+        f"exactly.writer.hooks.argument=1:{marker}",
+    )
     wait_for(marker, job, tmp_path / "job-0.log")
     os.killpg(job.pid, signal.SIGKILL)
     job.wait(30)

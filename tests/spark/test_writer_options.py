@@ -6,7 +6,8 @@ import pickle
 
 import pytest
 
-from exactly.spark.writer_options import CommitHang, Guarantee, HangPoint, OptionsError, writer_options
+from exactly.spark.writer_hooks import HooksSpec
+from exactly.spark.writer_options import Guarantee, OptionsError, writer_options
 
 
 def test_defaults_and_pass_through() -> None:
@@ -28,24 +29,23 @@ def test_defaults_and_pass_through() -> None:
         "compression.type": "zstd",
         "linger.ms": "20",
     }
-    assert options.fail_task_once is None
-    assert options.commit_hang is None
+    assert options.hooks is None
     assert pickle.loads(pickle.dumps(options)) == options
 
 
-def test_keys_are_case_insensitive_and_test_options_parse() -> None:
+def test_keys_are_case_insensitive_and_hooks_parse() -> None:
     options = writer_options(
         {
             "Kafka.Bootstrap.Servers": "h:1",
             "GUARANTEE": "At-Least-Once",
-            "exactly.test.failTaskOnce": "1",
-            "exactly.test.hangAfterCommit": "3:/tmp/Marker",
+            "Exactly.Writer.Hooks": "exactly.testing.spark_hooks:HangAfterDecision",
+            "exactly.writer.hooks.argument": "3:/tmp/Marker",
         }
     )
     assert options.guarantee is Guarantee.AT_LEAST_ONCE
     assert options.topic is None
-    assert options.fail_task_once == 1
-    assert options.commit_hang == CommitHang(HangPoint.AFTER_DECISION, 3, "/tmp/Marker")
+    assert options.hooks == HooksSpec("exactly.testing.spark_hooks:HangAfterDecision", "3:/tmp/Marker")
+    assert pickle.loads(pickle.dumps(options)) == options
 
 
 def test_every_problem_is_reported_at_once() -> None:
@@ -67,13 +67,22 @@ def test_every_problem_is_reported_at_once() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "value", "message"),
+    ("hooks", "argument", "message"),
     [
-        ("exactly.test.failtaskonce", "one", "must be an integer"),
-        ("exactly.test.hangaftercommit", "3", "'<batch id>:<marker file>'"),
-        ("exactly.test.hangbeforecommit", "x:/tmp/m", "must be an integer"),
+        ("exactly.testing.spark_hooks:FailTaskOnce", "one", "must be an integer"),
+        ("exactly.testing.spark_hooks:HangAfterDecision", "3", "'<batch id>:<marker file>'"),
+        ("exactly.testing.spark_hooks:HangBeforeDecision", "x:/tmp/m", "must be an integer"),
+        ("exactly.testing.spark_hooks", None, "is not 'package.module:Class'"),
+        ("exactly.testing.spark_hooks:Nothing", None, "cannot load"),
+        ("exactly.testing.processes:BrokerProcess", None, "is not a subclass of WriterHooks"),
+        (None, "1", "given without 'exactly.writer.hooks'"),
     ],
 )
-def test_bad_test_options(key: str, value: str, message: str) -> None:
+def test_bad_hooks_options(hooks: str | None, argument: str | None, message: str) -> None:
+    options = {"kafka.bootstrap.servers": "h:1"}
+    if hooks is not None:
+        options["exactly.writer.hooks"] = hooks
+    if argument is not None:
+        options["exactly.writer.hooks.argument"] = argument
     with pytest.raises(OptionsError, match=message):
-        writer_options({"kafka.bootstrap.servers": "h:1", key: value})
+        writer_options(options)

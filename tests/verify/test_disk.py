@@ -8,8 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+from exactly.testing.processes import BrokerProcess
 from exactly.verify.disk import KINDS, DiskLimit, apply_damage, power_loss, read_ledger, surviving_ends
-from exactly.verify.processes import BrokerProcess
 from tests.interop.support import create_topic, running_broker
 from tests.verify.disk_support import Produced, check_served, produce
 

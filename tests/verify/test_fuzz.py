@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exactly.testing.processes import BrokerProcess, free_port
 from exactly.verify.fuzz import (
     FUZZ_TOPIC,
     HEALTHY_TOPIC,
@@ -25,7 +26,6 @@ from exactly.verify.fuzz import (
     run_frame_fuzz,
     seed_requests,
 )
-from exactly.verify.processes import BrokerProcess, free_port
 from tests.interop.support import create_topic, fetch_partition
 
 

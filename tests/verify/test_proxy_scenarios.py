@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from exactly.errors import ErrorCode
 from exactly.protocol.api import decode_response
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from exactly.verify.proxy import Action, FaultProxy, Rule
 from tests.interop.support import create_topic, fetch_partition
 from tests.interop.txn_support import (

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from exactly.verify.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess, free_port
 from exactly.verify.proxy import Action, FaultProxy, Rule
 from tests.interop.support import create_topic, fetch_partition
 from tests.interop.txn_support import fetch_once

@@ -31,7 +31,7 @@ from exactly.security.acls import AccessControlEntry, AclBinding, PatternType, P
 from exactly.security.authorizer import Authorizer
 from exactly.security.operations import AclOperation, ResourceType
 from exactly.security.principal import KafkaPrincipal
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 
 PRODUCER = "User:rdkafka"  # librdkafka's default client.id, taken as the principal
 ADMIN = "bench-admin"

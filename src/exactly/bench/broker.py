@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exactly.verify.processes import free_port
+from exactly.testing.processes import free_port, wait_until_listening
 
 RECORD_SIZE = 1024
 PARTITIONS = 6
 TOPIC = "bench"
+BROKER_START_TIMEOUT = 20.0
 
 
 def raw_disk_write_mb_s(directory: Path, total: int, chunk: int) -> float:
@@ -351,7 +352,7 @@ def main(argv: list[str] | None = None) -> None:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            _wait_for_port(port)
+            wait_until_listening(proc, port, BROKER_START_TIMEOUT)
         try:
             from confluent_kafka.admin import AdminClient
             from confluent_kafka.cimpl import NewTopic
@@ -383,17 +384,6 @@ def main(argv: list[str] | None = None) -> None:
             if proc is not None:
                 proc.terminate()
                 proc.wait(30)
-
-
-def _wait_for_port(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError("broker did not start")
 
 
 def _peak_rss_mb(pid: int) -> float:

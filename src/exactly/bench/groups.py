@@ -25,10 +25,8 @@ import argparse
 import asyncio
 import os
 import resource
-import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,8 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exactly.protocol.api import decode_response, encode_request
-from exactly.protocol.framing import FrameDecoder
+from exactly.client.connection import ConnectionClosedError, KafkaConnection, RequestPipeline
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.heartbeat import HeartbeatRequest
 from exactly.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
@@ -49,36 +46,12 @@ from exactly.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from exactly.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
-from exactly.verify.processes import free_port
+from exactly.testing.processes import BrokerProcess
 
 TOPIC = "bench-groups"
 PARTITIONS = 64
 MEMBER_ID_REQUIRED = 79
 REBALANCE_IN_PROGRESS = 27
-
-
-# --- a broker in a subprocess -------------------------------------------------------------------------
-
-
-class Broker:
-    def __init__(self, data_dir: Path) -> None:
-        self.port = free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(data_dir)]
-        args += ["--listen", self.bootstrap, "--set", "group.initial.rebalance.delay.ms=0"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("the broker did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
 
 
 def _create_topic(bootstrap: str) -> None:
@@ -108,8 +81,7 @@ class _Conn:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
-        self.decoder = FrameDecoder()
-        self.correlation = 0
+        self.pipeline = RequestPipeline("bench")
 
     @classmethod
     async def open(cls, port: int) -> _Conn:
@@ -117,17 +89,14 @@ class _Conn:
         return cls(reader, writer)
 
     async def request(self, key: ApiKey, version: int, body: Any) -> Any:
-        self.correlation += 1
-        self.writer.write(encode_request(key, version, self.correlation, "bench", body))
-        while True:
-            frame = self.decoder.next_frame()
-            if frame is not None:
-                _, response = decode_response(key, version, frame)
-                return response
+        _, frame = self.pipeline.encode(key, version, body)
+        self.writer.write(frame)
+        while (answer := self.pipeline.next_response()) is None:
             data = await self.reader.read(1 << 16)
             if not data:
-                raise ConnectionError("broker closed the connection")
-            self.decoder.feed(data)
+                raise ConnectionClosedError("broker closed the connection")
+            self.pipeline.feed(data)
+        return answer[1]
 
     def close(self) -> None:
         self.writer.close()
@@ -335,12 +304,11 @@ def _commit_throughput(port: int, committers: int, seconds: float) -> tuple[floa
     stop_at = time.perf_counter() + seconds
 
     def committer(index: int) -> None:
-        sock = socket.create_connection(("127.0.0.1", port))
-        decoder = FrameDecoder()
-        correlation = 0
+        connection = KafkaConnection.open("127.0.0.1", port, client_id="bench", timeout=None)
+        commits = 0
         try:
             while (now := time.perf_counter()) < stop_at:
-                correlation += 1
+                commits += 1
                 request = OffsetCommitRequest(
                     "bench-commits",
                     -1,
@@ -349,20 +317,17 @@ def _commit_throughput(port: int, committers: int, seconds: float) -> tuple[floa
                     -1,
                     [
                         OffsetCommitRequestTopic(
-                            TOPIC, partitions=[OffsetCommitRequestPartition(index, correlation)]
+                            TOPIC, partitions=[OffsetCommitRequestPartition(index, commits)]
                         )
                     ],
                 )
-                sock.sendall(encode_request(ApiKey.OFFSET_COMMIT, 8, correlation, "bench", request))
-                while (frame := decoder.next_frame()) is None:
-                    decoder.feed(sock.recv(1 << 16))
-                _, response = decode_response(ApiKey.OFFSET_COMMIT, 8, frame)
+                response = connection.request(ApiKey.OFFSET_COMMIT, 8, request)
                 assert response.topics[0].partitions[0].error_code == 0
                 counts[index] += 1
-                if correlation % 10 == 0:
+                if commits % 10 == 0:
                     latencies.append(time.perf_counter() - now)
         finally:
-            sock.close()
+            connection.close()
 
     threads = [threading.Thread(target=committer, args=(i,)) for i in range(committers)]
     start = time.perf_counter()
@@ -458,7 +423,7 @@ def measure(
     clients: list[tuple[int, tuple[float, ...]]] = []
     loads: list[LoadRun] = []
     with tempfile.TemporaryDirectory(prefix="exactly-bench-groups-") as tmp:
-        broker = Broker(Path(tmp) / "data")
+        broker = BrokerProcess(Path(tmp) / "data", "group.initial.rebalance.delay.ms=0").start(timeout=30)
         try:
             _create_topic(broker.bootstrap)
             for n in members:

@@ -12,14 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactly.verify.processes import free_port
+from exactly.testing.processes import free_port, wait_until_listening
 
 # (binary, product): what `find_peers` looks for, in this order.
 PEER_BINARIES = (
@@ -104,16 +102,15 @@ class KafkaPeer:
             self.proc = subprocess.Popen(
                 [self.peer.binary, str(config)], stdout=log, stderr=subprocess.STDOUT, env=env
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.peer.product} exited with {self.proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError(f"{self.peer.product} did not listen within {timeout:g} s")
+        wait_until_listening(
+            self.proc,
+            self.port,
+            timeout,
+            self.directory / "peer.log",
+            name=self.peer.product,
+            poll_interval=0.2,
+        )
+        return self
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

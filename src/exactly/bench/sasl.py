@@ -14,29 +14,24 @@ p50 and p99 per kind. `connection.failed.authentication.delay.ms` plays no part 
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import scramp
-
-from exactly.bench.broker import _wait_for_port
+from exactly.bench.broker import BROKER_START_TIMEOUT
+from exactly.client.connection import KafkaConnection
+from exactly.client.security import ClientSecurity
 from exactly.cluster.metadata import ClusterMetadata
-from exactly.protocol.api import decode_response, encode_request
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersionsRequest
 from exactly.protocol.messages.metadata import MetadataRequest
-from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
-from exactly.protocol.messages.sasl_handshake import SaslHandshakeRequest
+from exactly.security.listeners import SecurityProtocol
 from exactly.security.sasl import make_scram_credential
-from exactly.verify.processes import free_port
+from exactly.testing.processes import free_port, wait_until_listening
 
 USER, PASSWORD = "bench", "bench-password"
 KINDS = ("PLAINTEXT", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -55,65 +50,19 @@ class SaslBenchResult:
         return samples[min(len(samples) - 1, int(len(samples) * 0.99))]
 
 
-class _Client:
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.correlation = 0
-
-    def request(self, key: ApiKey, version: int, body: Any) -> Any:
-        self.correlation += 1
-        self.sock.sendall(encode_request(key, version, self.correlation, "bench", body))
-        (size,) = struct.unpack(">i", self._read(4))
-        _, response = decode_response(key, version, self._read(size))
-        return response
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            data += chunk
-        return data
-
-
-def _authenticate(client: _Client, kind: str) -> None:
-    if client.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(kind)).error_code:
-        raise RuntimeError(f"SaslHandshake {kind} refused")
-    if kind == "PLAIN":
-        tokens = [f"\0{USER}\0{PASSWORD}".encode()]
-        answer = client.request(ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(tokens[0]))
-        if answer.error_code:
-            raise RuntimeError(answer.error_message)
-        return
-    scram = scramp.ScramClient([kind], USER, PASSWORD)
-    first = client.request(
-        ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(scram.get_client_first().encode())
-    )
-    if first.error_code:
-        raise RuntimeError(first.error_message)
-    scram.set_server_first(first.auth_bytes.decode())
-    final = client.request(
-        ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(scram.get_client_final().encode())
-    )
-    if final.error_code:
-        raise RuntimeError(final.error_message)
-    scram.set_server_final(final.auth_bytes.decode())
+def _security(kind: str) -> ClientSecurity:
+    return ClientSecurity(SecurityProtocol.SASL_PLAINTEXT, kind, USER, PASSWORD)
 
 
 def setup_once(port: int, kind: str) -> float:
     """Milliseconds from connect() to the Metadata answer."""
     started = time.perf_counter()
-    client = _Client(port)
-    try:
-        client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest("bench", "1"))
+    with KafkaConnection.open("127.0.0.1", port, client_id="bench", timeout=10) as connection:
+        connection.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest("bench", "1"))
         if kind != "PLAINTEXT":
-            _authenticate(client, kind)
-        client.request(ApiKey.METADATA, 12, MetadataRequest(topics=[]))
+            _security(kind).authenticate(connection.request)
+        connection.request(ApiKey.METADATA, 12, MetadataRequest(topics=[]))
         return (time.perf_counter() - started) * 1000
-    finally:
-        client.sock.close()
 
 
 class SaslBench:
@@ -145,8 +94,8 @@ class SaslBench:
         self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._ports = (plain_port, sasl_port)
         try:
-            _wait_for_port(plain_port)
-            _wait_for_port(sasl_port)
+            wait_until_listening(self._proc, plain_port, BROKER_START_TIMEOUT)
+            wait_until_listening(self._proc, sasl_port, BROKER_START_TIMEOUT)
             for kind in KINDS:  # warm-up
                 setup_once(self._port(kind), kind)
         except BaseException:

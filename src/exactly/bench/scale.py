@@ -31,7 +31,6 @@ import asyncio
 import os
 import re
 import resource
-import socket
 import statistics
 import tempfile
 import time
@@ -43,15 +42,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from exactly.bench.txn import PipelinedConnection
-from exactly.errors import ErrorCode
-from exactly.protocol.api import encode_request
+from exactly.client.connection import AsyncKafkaConnection, KafkaConnection
+from exactly.errors import ErrorCode, ProtocolError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersionsRequest
 from exactly.protocol.messages.init_producer_id import InitProducerIdRequest
 from exactly.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from exactly.records.builder import build_batch
-from exactly.verify.processes import BrokerProcess
+from exactly.testing.processes import BrokerProcess
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +102,7 @@ def _produce_wide(port: int, topics: list[str], partitions: int) -> None:
     """One record to each partition, idempotent, acks=all, many partitions per Produce request."""
 
     async def run() -> None:
-        conn = PipelinedConnection(*await asyncio.open_connection("127.0.0.1", port))
+        conn = await AsyncKafkaConnection.open("127.0.0.1", port, client_id="bench-scale")
         try:
             init = await conn.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(None, -1, -1, -1))
             if init.error_code != ErrorCode.NONE:
@@ -227,26 +225,22 @@ def _background_load_seconds(broker: BrokerProcess, mark: int, deadline: float) 
     return None
 
 
-def _idle_connections(port: int, count: int) -> list[socket.socket]:
+def _idle_connections(port: int, count: int) -> list[KafkaConnection]:
     """Up to `count` connections, each answered once (an ApiVersions); stops at the first the broker
     refuses or drops (its open-file limit reached), so that the caller can report how many it got."""
-    frame = encode_request(int(ApiKey.API_VERSIONS), 3, 1, "idle", ApiVersionsRequest("idle", "1"))
-    socks: list[socket.socket] = []
+    connections: list[KafkaConnection] = []
     for _ in range(count):
         try:
-            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            connection = KafkaConnection.open("127.0.0.1", port, client_id="idle", timeout=30)
         except OSError:
             break
         try:
-            s.sendall(frame)
-            answered = bool(s.recv(4))
-        except OSError:
-            answered = False
-        if not answered:
-            s.close()
+            connection.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest("idle", "1"))
+        except (OSError, ProtocolError):
+            connection.close()
             break
-        socks.append(s)
-    return socks
+        connections.append(connection)
+    return connections
 
 
 def _move_records(bootstrap: str, count: int) -> int:
@@ -338,14 +332,14 @@ def measure(
             f"{_seconds(loaded_s)} after listening"
         )
         before = rss_mb(_pid(broker))
-        socks = _idle_connections(broker.port, connections)
-        held = len(socks)
+        idle = _idle_connections(broker.port, connections)
+        held = len(idle)
         try:
             moved = _move_records(broker.bootstrap, 1000)
             after = rss_mb(_pid(broker))
         finally:
-            for sock in socks:
-                sock.close()
+            for connection in idle:
+                connection.close()
         per_connection_kb = (after - before) * 1024 / max(held, 1)
         say(
             f"connections       {held:,} of {connections:,} idle connections held, and a "

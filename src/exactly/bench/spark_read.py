@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exactly.bench.broker import _wait_for_port
-from exactly.verify.processes import free_port
+from exactly.bench.broker import BROKER_START_TIMEOUT
+from exactly.testing.processes import free_port, wait_until_listening
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         spark = None
         try:
-            _wait_for_port(port)
+            wait_until_listening(proc, port, BROKER_START_TIMEOUT)
             fill_topic(bootstrap, "bench-read", args.records, args.value_bytes, args.partitions)
             from pyspark.sql import SparkSession
 

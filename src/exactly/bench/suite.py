@@ -230,7 +230,7 @@ def client_benchmark(
 
 
 def run_broker(plan: Plan, work: Path, sheet: Sheet, bounds: BoundFigures) -> tuple[list[Figure], list[str]]:
-    from exactly.verify.processes import BrokerProcess
+    from exactly.testing.processes import BrokerProcess
 
     (work / "broker").mkdir(parents=True, exist_ok=True)
     broker = BrokerProcess(work / "broker" / "data").start()

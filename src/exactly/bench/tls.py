@@ -32,8 +32,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactly.bench.broker import PARTITIONS, RECORD_SIZE, _wait_for_port, cpu_seconds, produce
-from exactly.verify.processes import free_port
+from exactly.bench.broker import (
+    BROKER_START_TIMEOUT,
+    PARTITIONS,
+    RECORD_SIZE,
+    cpu_seconds,
+    produce,
+)
+from exactly.testing.processes import free_port, wait_until_listening
 
 TOPIC = "bench-tls"
 
@@ -112,7 +118,7 @@ class TlsBench:
             args += ["--set", item]
         self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            _wait_for_port(plain_port)
+            wait_until_listening(self._proc, plain_port, BROKER_START_TIMEOUT)
             from confluent_kafka.admin import AdminClient
             from confluent_kafka.cimpl import NewTopic
 

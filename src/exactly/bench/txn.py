@@ -57,7 +57,6 @@ import json
 import multiprocessing as mp
 import os
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -69,14 +68,15 @@ from queue import Empty
 from typing import Any
 
 from exactly.bench.broker import (
+    BROKER_START_TIMEOUT,
     PARTITIONS,
     RECORD_SIZE,
     _peak_rss_mb,
-    _wait_for_port,
     cpu_seconds,
     percentile,
 )
-from exactly.verify.processes import free_port
+from exactly.client.connection import AsyncKafkaConnection
+from exactly.testing.processes import free_port, wait_until_listening
 
 TOPIC = "bench-txn"
 VISIBILITY_TOPIC = "bench-txn-visibility"
@@ -103,7 +103,7 @@ class BrokerProcess:
             self.proc = subprocess.Popen(
                 [*args, "--listen", self.bootstrap], stdout=subprocess.DEVNULL, stderr=log
             )
-        _wait_for_port(port)
+        wait_until_listening(self.proc, port, BROKER_START_TIMEOUT, self.log_path)
 
     @property
     def pid(self) -> int:
@@ -479,45 +479,6 @@ def visibility(bootstrap: str, commits: int, fetch_wait_ms: int, tag: str) -> tu
 # --- 4. many transactional ids (our own codecs) -----------------------------------------------------------
 
 
-class PipelinedConnection:
-    """One producer's connection: requests pipelined, responses matched by correlation id."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.next_id = 0
-        self.waiting: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
-        self.task = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        from exactly.protocol.api import decode_response
-
-        try:
-            while True:
-                size = struct.unpack(">i", await self.reader.readexactly(4))[0]
-                frame = await self.reader.readexactly(size)
-                (correlation,) = struct.unpack_from(">i", frame)
-                api_key, version, future = self.waiting.pop(correlation)
-                future.set_result(decode_response(api_key, version, frame)[1])
-        except (asyncio.IncompleteReadError, ConnectionError) as e:
-            for _, _, future in self.waiting.values():
-                if not future.done():
-                    future.set_exception(ConnectionError(str(e)))
-
-    async def request(self, api_key: int, version: int, body: Any) -> Any:
-        from exactly.protocol.api import encode_request
-
-        self.next_id += 1
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.waiting[self.next_id] = (api_key, version, future)
-        self.writer.write(encode_request(api_key, version, self.next_id, "bench-txn-ids", body))
-        return await future
-
-    def close(self) -> None:
-        self.task.cancel()
-        self.writer.close()
-
-
 class _IdStats:
     def __init__(self) -> None:
         self.end_txn: list[float] = []
@@ -526,7 +487,7 @@ class _IdStats:
         self.errors: Counter[str] = Counter()
 
 
-async def _init_id(conn: PipelinedConnection, txn_id: str) -> tuple[int, int]:
+async def _init_id(conn: AsyncKafkaConnection, txn_id: str) -> tuple[int, int]:
     from exactly.errors import ErrorCode
     from exactly.protocol.messages import ApiKey
     from exactly.protocol.messages.init_producer_id import InitProducerIdRequest
@@ -542,7 +503,7 @@ async def _init_id(conn: PipelinedConnection, txn_id: str) -> tuple[int, int]:
 
 
 async def _run_id(
-    conn: PipelinedConnection,
+    conn: AsyncKafkaConnection,
     txn_id: str,
     pid: int,
     epoch: int,
@@ -612,7 +573,9 @@ async def _ids_async(
     port: int, first: int, count: int, seconds: float, ready: Any, start: Any
 ) -> tuple[int, float, float, dict[str, Any]]:
     loop = asyncio.get_running_loop()
-    conns = [PipelinedConnection(*await asyncio.open_connection("127.0.0.1", port)) for _ in range(count)]
+    conns = [
+        await AsyncKafkaConnection.open("127.0.0.1", port, client_id="bench-txn-ids") for _ in range(count)
+    ]
     ids = [f"bench-id-{first + i}" for i in range(count)]
     inits = await asyncio.gather(*(_init_id(c, txn_id) for c, txn_id in zip(conns, ids, strict=True)))
     ready.put(first)

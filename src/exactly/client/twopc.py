@@ -7,7 +7,7 @@ transactional producer whose `transactional.id` is unique per task attempt, flus
 `abort_batch(query, batch)`. librdkafka does not expose producer ids and epochs, so the transactional id
 alone names a transaction.
 
-One blocking TCP connection on exactly's own codecs (`exactly.protocol.api`), opened lazily to the first
+One blocking connection (`exactly.client.connection.KafkaConnection`), opened lazily to the first
 reachable address of `bootstrap` (a single-node broker is every transaction coordinator); `config` takes the
 librdkafka security settings (`security.protocol`, `sasl.*`, `ssl.*`: exactly.client.security) and the
 connection does TLS and SASL as the confluent-kafka clients given the same settings would. Every operation
@@ -19,18 +19,15 @@ winners. Errors raise `TwoPhaseCommitError`. Not thread-safe: one client per thr
 
 from __future__ import annotations
 
-import functools
-import socket
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from exactly.client.connection import KafkaConnection
 from exactly.client.security import ClientSecurity, SaslRefusedError
 from exactly.errors import ErrorCode, ProtocolError
-from exactly.protocol.api import decode_response, encode_request
-from exactly.protocol.framing import FrameDecoder
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.abort_batch import AbortBatchRequest, AbortBatchResponse
 from exactly.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -119,9 +116,7 @@ class TwoPhaseClient:
             raise ValueError("bootstrap names no broker address")
         self._timeout = timeout
         self._client_id = client_id
-        self._sock: socket.socket | None = None
-        self._decoder = FrameDecoder()
-        self._correlation_id = 0
+        self._connection: KafkaConnection | None = None
 
     # --- the extension ---------------------------------------------------------------------------------
 
@@ -240,64 +235,43 @@ class TwoPhaseClient:
             attempt += 1
 
     def _exchange(self, key: ApiKey, version: int, request: Any, deadline: float) -> Any:
-        return self._exchange_on(self._connect(deadline), deadline, key, version, request)
+        return self._connect(deadline).request(key, version, request, deadline=deadline)
 
-    def _exchange_on(
-        self, sock: socket.socket, deadline: float, key: ApiKey, version: int, request: Any
-    ) -> Any:
-        self._correlation_id += 1
-        correlation_id = self._correlation_id
-        sock.settimeout(max(0.05, deadline - time.monotonic()))
-        sock.sendall(encode_request(key, version, correlation_id, self._client_id, request))
-        while True:
-            frame = self._decoder.next_frame()
-            if frame is not None:
-                break
-            sock.settimeout(max(0.05, deadline - time.monotonic()))
-            data = sock.recv(1 << 16)
-            if not data:
-                raise ConnectionError("connection closed by the broker")
-            self._decoder.feed(data)
-        answered, response = decode_response(key, version, frame)
-        if answered != correlation_id:
-            raise ProtocolError(f"response to request {answered}, expected {correlation_id}")
-        return response
-
-    def _connect(self, deadline: float) -> socket.socket:
-        if self._sock is not None:
-            return self._sock
+    def _connect(self, deadline: float) -> KafkaConnection:
+        if self._connection is not None:
+            return self._connection
         errors: list[str] = []
         for address in self._addresses:
             host, _, port = address.rpartition(":")
             name = host.strip("[]") or "localhost"
             try:
-                wait = max(0.05, deadline - time.monotonic())
-                plain = socket.create_connection((name, int(port)), timeout=wait)
-            except (OSError, ValueError) as e:
+                port_number = int(port)
+            except ValueError as e:
                 errors.append(f"{address}: {e}")
                 continue
-            plain.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._decoder = FrameDecoder()
             try:
-                sock = self._security.wrap(plain, name)
-                self._security.authenticate(functools.partial(self._exchange_on, sock, deadline))
+                connection = KafkaConnection.open(
+                    name,
+                    port_number,
+                    security=self._security,
+                    client_id=self._client_id,
+                    deadline=deadline,
+                )
             except SaslRefusedError as e:  # the credentials: no retry helps
-                plain.close()
                 raise TwoPhaseCommitError(e.code, f"authentication to {address} failed: {e}") from None
             except (OSError, ConnectionError, ProtocolError) as e:
-                plain.close()
                 errors.append(f"{address}: {e}")
                 continue
-            self._sock = sock
-            return sock
+            self._connection = connection
+            return connection
         raise ConnectionError("cannot connect to " + "; ".join(errors))
 
     def _drop(self) -> None:
-        if self._sock is not None:
+        if self._connection is not None:
             try:
-                self._sock.close()
+                self._connection.close()
             finally:
-                self._sock = None
+                self._connection = None
 
     def close(self) -> None:
         self._drop()

@@ -1,6 +1,7 @@
-"""The demo's two child processes: the embedded broker (`exactly serve` on a free port and a data
-directory, killed -9 and restarted on both) and the Spark job's driver (`exactly.demo.job`, in its own
-process group so that kill -9 takes its JVM too, its JSON event lines read by a thread)."""
+"""The demo's two child processes: the embedded broker (`exactly.testing.processes.BrokerProcess`: `exactly
+serve` on a free port and a data directory, killed -9 and restarted on both) and the Spark job's driver
+(`exactly.demo.job`, in its own process group so that kill -9 takes its JVM too, its JSON event lines read
+by a thread)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from exactly.demo import DemoError
-from exactly.verify.processes import child_env, free_port
+from exactly.testing.processes import BrokerProcess, child_env, tail
 
 BROKER_START_TIMEOUT = 60.0
 
@@ -27,69 +27,58 @@ class ProcessError(DemoError):
     """A child process failed to start or ended badly (one-line message)."""
 
 
-def tail(path: Path, chars: int = 3000) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except FileNotFoundError:
-        return ""
-
-
 def _child_env() -> dict[str, str]:
     """The children run this checkout's code; Spark's Python workers run this interpreter."""
     return {**child_env(), "PYSPARK_PYTHON": sys.executable}
 
 
 class DemoBroker:
-    """`exactly serve` on 127.0.0.1:`port` with `data_dir`; its output appended to `log_path`."""
+    """`exactly serve` on 127.0.0.1:`port` with `data_dir`; its output appended to `log_path`
+    (a `BrokerProcess` whose failures are `ProcessError`s)."""
 
     def __init__(self, data_dir: Path, log_path: Path, port: int | None = None) -> None:
-        self.data_dir = data_dir
-        self.log_path = log_path
-        self.port = port or free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.process = BrokerProcess(
+            data_dir, port=port, log_level="WARNING", log_path=log_path, env=_child_env()
+        )
+
+    @property
+    def data_dir(self) -> Path:
+        return self.process.data_dir
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
+
+    @property
+    def port(self) -> int:
+        return self.process.port
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return self.process.bootstrap
 
     def start(self) -> float:
         """Start and wait until it listens; the seconds that took."""
         started = time.monotonic()
-        args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(self.data_dir)]
-        args += ["--listen", self.bootstrap, "--log-level", "WARNING"]
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=_child_env())
-        deadline = started + BROKER_START_TIMEOUT
-        while True:
-            if self.proc.poll() is not None:
-                raise ProcessError(
-                    f"the broker exited with {self.proc.returncode}: {tail(self.log_path, 500)}"
-                )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return time.monotonic() - started
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise ProcessError(
-                        f"the broker did not listen on {self.bootstrap} within {BROKER_START_TIMEOUT:g} s"
-                    ) from None
-                time.sleep(0.05)
+        try:
+            self.process.start(timeout=BROKER_START_TIMEOUT)
+        except RuntimeError:  # it exited
+            code = self.process.proc.returncode if self.process.proc is not None else None
+            raise ProcessError(f"the broker exited with {code}: {tail(self.log_path, 500)}") from None
+        except TimeoutError:
+            raise ProcessError(
+                f"the broker did not listen on {self.bootstrap} within {BROKER_START_TIMEOUT:g} s"
+            ) from None
+        return time.monotonic() - started
 
     def kill(self) -> None:
         """kill -9: no clean shutdown."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
+        self.process.kill(timeout=30)
 
     def stop(self) -> None:
         """SIGTERM and wait (SIGKILL after 30 s)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.stop(timeout=30)
 
 
 class JobProcess:

@@ -30,11 +30,12 @@ from exactly.demo.flights import (
     flights_frame,
     watermark_after_sentinel,
 )
-from exactly.demo.processes import DemoBroker, JobProcess, tail
+from exactly.demo.processes import DemoBroker, JobProcess
 from exactly.demo.proof import CarrierDelay, ProofResult, by_key, carrier_delays, compare, pandas_windows
 from exactly.demo.replay import Replay, ReplayPlan, ReplayProgress
 from exactly.demo.topics import create_topic, read_committed
 from exactly.demo.windows import decode_window
+from exactly.testing.processes import tail
 
 INPUT_TOPIC = "flights"
 OUTPUT_TOPIC = "windows"

@@ -42,14 +42,14 @@ from pyspark.sql.datasource import (
 )
 
 from exactly.spark.preflight import ColumnLayout
-from exactly.spark.writer_options import Guarantee, HangPoint, WriterOptions
+from exactly.spark.writer_hooks import load_hooks
+from exactly.spark.writer_options import Guarantee, WriterOptions
 
 log = logging.getLogger("exactly.spark.writer")
 
 TRANSACTIONAL_ID_PREFIX = "exactly-spark"
 FLUSH_TIMEOUT = 120.0
 TXN_TIMEOUT = 60.0
-HANG_SECONDS = 3600.0
 BATCH_JOB_ID = 0  # the batch id of a df.write job
 
 
@@ -223,11 +223,7 @@ class _WriterCore:
             message = self._write_prepared(batches, task)
         else:
             message = self._write_idempotent(batches, task)
-        if self.options.fail_task_once == task.partition and task.attempt == 0:
-            raise WriteFailedError(
-                f"exactly.test.failTaskOnce: partition {task.partition} attempt 0 fails after writing "
-                f"{message.rows} rows"
-            )
+        load_hooks(self.options.hooks).task_written(task.partition, task.attempt, message.rows)
         return message
 
     def _write_idempotent(self, batches: Iterator[Any], task: TaskIdentity) -> ExactlyCommitMessage:
@@ -307,7 +303,8 @@ class _WriterCore:
         from exactly.client.twopc import TwoPhaseClient
 
         winners = [m.transactional_id for m in reports if m.transactional_id is not None]
-        self._test_hang(HangPoint.BEFORE_DECISION, query_id, batch_id)
+        hooks = load_hooks(self.options.hooks)
+        hooks.before_decision(query_id, batch_id)
         with TwoPhaseClient(self.options.bootstrap_servers, config=self.options.client_config()) as client:
             decision = client.commit_batch(query_id, batch_id, winners)
         log.info(
@@ -318,14 +315,7 @@ class _WriterCore:
             rows,
             " (already decided before: this is a replay)" if decision.already_decided else "",
         )
-        self._test_hang(HangPoint.AFTER_DECISION, query_id, batch_id)
-
-    def _test_hang(self, point: HangPoint, query_id: str, batch_id: int) -> None:
-        hang = self.options.commit_hang
-        if hang is not None and hang.point is point and hang.batch_id == batch_id:
-            log.warning("exactly.test: commit of batch %d hangs %s the decision", batch_id, point.value)
-            Path(hang.marker_path).write_text(f"{query_id} {batch_id}\n")
-            time.sleep(HANG_SECONDS)
+        hooks.after_decision(query_id, batch_id)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
         """Best effort: abort what the batch prepared (a no-op on the broker once the batch is decided)."""

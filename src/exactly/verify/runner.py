@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exactly.testing.processes import BrokerProcess, child_env, free_port
 from exactly.verify.datadir import DataDir
 from exactly.verify.history import (
     HistoryWriter,
@@ -44,7 +45,6 @@ from exactly.verify.history import (
     value_for,
 )
 from exactly.verify.nemesis import FAMILIES, Nemesis, Schedule
-from exactly.verify.processes import BrokerProcess, child_env, free_port
 from exactly.verify.proxy import FaultProxy
 from exactly.verify.worker import EXIT_STUCK, QUEUE_TOPICS, key_of, split_key
 

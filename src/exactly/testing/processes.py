@@ -1,7 +1,9 @@
-"""The real `exactly serve` process, for the integration tests and the verification harness.
+"""The real `exactly serve` process, for the integration tests, the verification harness, the benchmarks
+and the demo.
 
 `BrokerProcess` runs it on a fixed port (so that it can be killed -9, paused with SIGSTOP and restarted
-on the same address) with its output appended to `broker-<port>.log` beside the data directory.
+on the same address) with its output appended to `broker-<port>.log` beside the data directory (or to the
+log file given). `free_port`, `child_env`, `tail` and `wait_until_listening` serve any child process.
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+
+LISTEN_PROBE_TIMEOUT = 0.2
+LISTEN_POLL_INTERVAL = 0.05
 
 
 def free_port() -> int:
@@ -34,25 +40,45 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
-def _tail(path: Path) -> str:
+def tail(path: Path, chars: int = 5000) -> str:
+    """The last `chars` characters of a log file ("" if there is none yet)."""
     try:
-        return path.read_text(errors="replace")[-5000:]
+        return path.read_text(errors="replace")[-chars:]
     except FileNotFoundError:
         return ""
 
 
-def wait_until_listening(proc: subprocess.Popen[bytes], port: int, timeout: float, log_path: Path) -> None:
-    """Return once 127.0.0.1:`port` accepts connections; raise if `proc` exits or `timeout` passes."""
+def accepts_connections(port: int, host: str = "127.0.0.1", timeout: float = LISTEN_PROBE_TIMEOUT) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_until_listening(
+    proc: subprocess.Popen[bytes] | None,
+    port: int,
+    timeout: float,
+    log_path: Path | None = None,
+    *,
+    name: str = "broker",
+    poll_interval: float = LISTEN_POLL_INTERVAL,
+) -> None:
+    """Return once 127.0.0.1:`port` accepts connections; raise RuntimeError if `proc` (when given) exits,
+    TimeoutError once `timeout` passes, both with the end of `log_path` (when given)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited with {proc.returncode}:\n{_tail(log_path)}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"broker did not listen within {timeout}s:\n{_tail(log_path)}")
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{_log_end(log_path)}")
+        if accepts_connections(port):
+            return
+        time.sleep(poll_interval)
+    raise TimeoutError(f"{name} did not listen within {timeout}s:\n{_log_end(log_path)}")
+
+
+def _log_end(log_path: Path | None) -> str:
+    return "" if log_path is None else tail(log_path)
 
 
 class BrokerProcess:
@@ -65,13 +91,17 @@ class BrokerProcess:
         port: int | None = None,
         log_level: str | None = None,
         nofile: int | None = None,
+        log_path: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """`log_path`: default `broker-<port>.log` beside `data_dir`; `env`: default this process's."""
         self.data_dir = data_dir
         self.nofile = nofile  # the broker's RLIMIT_NOFILE (soft and hard), None: inherited
         self.port = port or free_port()
         self.settings = list(settings)
         self.log_level = log_level
-        self.log_path = data_dir.parent / f"broker-{self.port}.log"
+        self.log_path = log_path or data_dir.parent / f"broker-{self.port}.log"
+        self.env = None if env is None else dict(env)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -97,7 +127,7 @@ class BrokerProcess:
             args,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ},
+            env={**os.environ} if self.env is None else self.env,
             preexec_fn=None if limit is None else limit_files,
         )
         log.close()
@@ -105,7 +135,7 @@ class BrokerProcess:
         return self
 
     def log(self) -> str:
-        return _tail(self.log_path)
+        return tail(self.log_path)
 
     def full_log(self) -> str:
         try:
@@ -113,11 +143,11 @@ class BrokerProcess:
         except FileNotFoundError:
             return ""
 
-    def kill(self) -> None:
+    def kill(self, timeout: float = 10.0) -> None:
         """SIGKILL: no clean shutdown."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+            self.proc.wait(timeout)
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait for a clean exit; returns the exit code."""
