@@ -34,11 +34,12 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, assert_never
 
 from exactly.clock import Clock
 from exactly.errors import CorruptRecordError, ErrorCode
 from exactly.group.config import GroupConfig
+from exactly.group.deadlines import Deadline, HeartbeatDeadline, RebalanceDeadline, SyncDeadline
 from exactly.group.group import ClassicGroup, Member, Protocols
 from exactly.group.offsets import OffsetAndMetadata, OffsetStore
 from exactly.group.partitioning import partition_for
@@ -158,7 +159,7 @@ class GroupCoordinator:
         self.clock = clock
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
-        self.timers = Timers()
+        self.timers: Timers[Deadline] = Timers()
         self._waiters = itertools.count(1)
         self._suffix = member_id_suffix or (lambda: str(uuid.uuid4()))
         self._unapplied = 0  # records handed out and not replayed yet
@@ -189,7 +190,7 @@ class GroupCoordinator:
 
     def _schedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        self.timers.schedule(("hb", group.group_id, member.member_id), self._now() + timeout)
+        self.timers.schedule(HeartbeatDeadline(group.group_id, member.member_id), self._now() + timeout)
 
     def _member_list(self, group: ClassicGroup) -> list[JoinGroupResponseMember]:
         return [
@@ -223,7 +224,7 @@ class GroupCoordinator:
                 completions.append((member.sync_waiter, SyncGroupResponse(error_code=error)))
                 member.sync_waiter = None
         group.remove(member_id)
-        self.timers.cancel(("hb", group.group_id, member_id))
+        self.timers.cancel(HeartbeatDeadline(group.group_id, member_id))
 
     def _forget_if_unused(self, group: ClassicGroup) -> None:
         """A group created by a JoinGroup that went nowhere leaves no trace (nothing was stored)."""
@@ -236,7 +237,7 @@ class GroupCoordinator:
             and not self.offsets.has_open_transactions(group.group_id)
         ):
             self.groups.pop(group.group_id, None)
-            self.timers.cancel(("join", group.group_id))
+            self.timers.cancel(RebalanceDeadline(group.group_id))
 
     # --- JoinGroup ---------------------------------------------------------------------------------------
 
@@ -305,7 +306,9 @@ class GroupCoordinator:
             )
         if client.api_version >= 4:  # KIP-394: a dynamic member must come back with the id we hand out
             group.pending_join.add(new_id)
-            self.timers.schedule(("hb", group.group_id, new_id), self._now() + request.session_timeout_ms)
+            self.timers.schedule(
+                HeartbeatDeadline(group.group_id, new_id), self._now() + request.session_timeout_ms
+            )
             return Result(_join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
         return self._add_member_and_rebalance(client, request, group, new_id, protocols, rebalance_timeout)
 
@@ -467,7 +470,7 @@ class GroupCoordinator:
             group.update_protocols(old, saved[0])
             old.rebalance_timeout_ms, old.session_timeout_ms = saved[1], saved[2]
         # Otherwise the replacement is part of a rebalance (rendezvous state) and the member rejoins.
-        self.timers.cancel(("hb", group.group_id, old_id))
+        self.timers.cancel(HeartbeatDeadline(group.group_id, old_id))
         member = group.rename_static_member(old_id, new_id)
         self._schedule_heartbeat(group, member)
         result = self._update_member_and_rebalance(group, member, protocols, rebalance_timeout, request)
@@ -495,18 +498,18 @@ class GroupCoordinator:
                     )
                     member.sync_waiter = None
         group.pending_sync.clear()
-        self.timers.cancel(("sync", group.group_id))
+        self.timers.cancel(SyncDeadline(group.group_id))
         initial = group.state is _S.EMPTY
         group.transition(event, self._wall())
         if initial:
             delay = self.config.initial_rebalance_delay_ms
             group.initial_rebalance = (delay, max(group.rebalance_timeout_ms() - delay, 0))
             group.new_member_added = False
-            self.timers.schedule(("join", group.group_id), self._now() + delay)
+            self.timers.schedule(RebalanceDeadline(group.group_id), self._now() + delay)
             return result
         if group.has_all_members_joined():
             return result.absorb(self._complete_join(group))
-        self.timers.schedule(("join", group.group_id), self._now() + group.rebalance_timeout_ms())
+        self.timers.schedule(RebalanceDeadline(group.group_id), self._now() + group.rebalance_timeout_ms())
         return result
 
     def _maybe_complete_join(self, group: ClassicGroup) -> Result[Any]:
@@ -521,14 +524,16 @@ class GroupCoordinator:
     def _complete_join(self, group: ClassicGroup) -> Result[Any]:
         """End the join phase: drop dynamic members that did not rejoin and form the next generation."""
         result: Result[Any] = Result(None, group.group_id)
-        self.timers.cancel(("join", group.group_id))
+        self.timers.cancel(RebalanceDeadline(group.group_id))
         group.initial_rebalance = None
         for member in group.not_yet_rejoined():
             if member.group_instance_id is None:
                 self._remove_member(group, member.member_id, result.completions, ErrorCode.UNKNOWN_MEMBER_ID)
         if group.members and not group.maybe_elect_new_joined_leader():
             # Nobody rejoined: wait another rebalance timeout for the session deadlines to clear them.
-            self.timers.schedule(("join", group.group_id), self._now() + group.rebalance_timeout_ms())
+            self.timers.schedule(
+                RebalanceDeadline(group.group_id), self._now() + group.rebalance_timeout_ms()
+            )
             return result
         if not group.members:
             value = GroupMetadataValue(
@@ -549,7 +554,7 @@ class GroupCoordinator:
             member.is_new = False
             self._schedule_heartbeat(group, member)
             group.pending_sync.add(member.member_id)
-        self.timers.schedule(("sync", group.group_id), self._now() + group.rebalance_timeout_ms())
+        self.timers.schedule(SyncDeadline(group.group_id), self._now() + group.rebalance_timeout_ms())
         return result
 
     # --- SyncGroup ---------------------------------------------------------------------------------------
@@ -587,7 +592,7 @@ class GroupCoordinator:
         member = group.members[member_id]
         group.pending_sync.discard(member_id)
         if not group.pending_sync:
-            self.timers.cancel(("sync", group_id))
+            self.timers.cancel(SyncDeadline(group_id))
         if group.state is _S.STABLE:
             log.debug(
                 "SyncGroup group %s member %r generation %d -> stored assignment of %d bytes",
@@ -701,7 +706,7 @@ class GroupCoordinator:
                     self._remove_member(group, existing, result.completions, ErrorCode.UNKNOWN_MEMBER_ID)
             elif identity.member_id in group.pending_join:
                 group.pending_join.discard(identity.member_id)
-                self.timers.cancel(("hb", group_id, identity.member_id))
+                self.timers.cancel(HeartbeatDeadline(group_id, identity.member_id))
             else:
                 code = group.validate_member(identity.member_id, instance_id)
                 if not code:
@@ -1065,15 +1070,15 @@ class GroupCoordinator:
         while budget > 0:
             budget -= 1
             self._require_applied()
-            key = self.timers.pop_due(now)
-            if key is None:
+            deadline = self.timers.pop_due(now)
+            if deadline is None:
                 return
-            result = self._on_deadline(key)
+            result = self._on_deadline(deadline)
             if log.isEnabledFor(logging.DEBUG):
                 group = self.groups.get(result.group_id)
                 log.debug(
-                    "deadline %s -> state %s generation %s%s",
-                    key,
+                    "%s -> state %s generation %s%s",
+                    deadline,
                     group.state.value if group is not None else "-",
                     group.generation if group is not None else "-",
                     _completions_summary(result),
@@ -1081,32 +1086,52 @@ class GroupCoordinator:
             if result.records or result.completions:
                 yield self._result(result)
 
-    def _on_deadline(self, key: Any) -> Result[None]:
-        kind, group_id = key[0], key[1]
+    def _on_deadline(self, deadline: Deadline) -> Result[None]:
+        match deadline:
+            case HeartbeatDeadline(group_id, member_id):
+                return self._on_heartbeat_deadline(group_id, member_id)
+            case RebalanceDeadline(group_id):
+                return self._on_rebalance_deadline(group_id)
+            case SyncDeadline(group_id):
+                return self._on_sync_deadline(group_id)
+            case _:
+                assert_never(deadline)
+
+    def _on_rebalance_deadline(self, group_id: str) -> Result[None]:
+        """The join phase ends: the next generation forms (unless the initial delay is extended)."""
+        group = self.groups.get(group_id)
+        result: Result[None] = Result(None, group_id)
+        if group is None or group.state is not _S.PREPARING_REBALANCE:
+            return result
+        if group.initial_rebalance is not None:
+            delay, remaining = group.initial_rebalance
+            if group.new_member_added and remaining > 0:
+                # Members keep arriving: wait a little longer (up to the rebalance timeout).
+                group.new_member_added = False
+                new_delay = min(delay, remaining)
+                group.initial_rebalance = (new_delay, max(remaining - delay, 0))
+                self.timers.schedule(RebalanceDeadline(group_id), self._now() + new_delay)
+                return result
+        return result.absorb(self._complete_join(group))
+
+    def _on_sync_deadline(self, group_id: str) -> Result[None]:
+        """Members that did not send SyncGroup in time are removed; the group rebalances."""
         group = self.groups.get(group_id)
         result: Result[None] = Result(None, group_id)
         if group is None:
             return result
-        if kind == "join":
-            if group.initial_rebalance is not None and group.state is _S.PREPARING_REBALANCE:
-                delay, remaining = group.initial_rebalance
-                if group.new_member_added and remaining > 0:
-                    # Members keep arriving: wait a little longer (up to the rebalance timeout).
-                    group.new_member_added = False
-                    new_delay = min(delay, remaining)
-                    group.initial_rebalance = (new_delay, max(remaining - delay, 0))
-                    self.timers.schedule(key, self._now() + new_delay)
-                    return result
-            if group.state is _S.PREPARING_REBALANCE:
-                return result.absorb(self._complete_join(group))
+        if group.state in (_S.COMPLETING_REBALANCE, _S.STABLE) and group.pending_sync:
+            for member_id in sorted(group.pending_sync):
+                self._remove_member(group, member_id, result.completions, ErrorCode.UNKNOWN_MEMBER_ID)
+            return result.absorb(self._prepare_rebalance(group, _E.MEMBER_REMOVED))
+        return result
+
+    def _on_heartbeat_deadline(self, group_id: str, member_id: str) -> Result[None]:
+        """A session ended: a pending member id is forgotten, a member without excuse is removed."""
+        group = self.groups.get(group_id)
+        result: Result[None] = Result(None, group_id)
+        if group is None:
             return result
-        if kind == "sync":
-            if group.state in (_S.COMPLETING_REBALANCE, _S.STABLE) and group.pending_sync:
-                for member_id in sorted(group.pending_sync):
-                    self._remove_member(group, member_id, result.completions, ErrorCode.UNKNOWN_MEMBER_ID)
-                return result.absorb(self._prepare_rebalance(group, _E.MEMBER_REMOVED))
-            return result
-        member_id = key[2]
         if member_id in group.pending_join:
             group.pending_join.discard(member_id)
             if group.state is _S.PREPARING_REBALANCE and group.has_all_members_joined():
@@ -1142,9 +1167,9 @@ class GroupCoordinator:
         if group_value is None:
             if group is not None:
                 for member_id in list(group.members):
-                    self.timers.cancel(("hb", key.group, member_id))
-                self.timers.cancel(("join", key.group))
-                self.timers.cancel(("sync", key.group))
+                    self.timers.cancel(HeartbeatDeadline(key.group, member_id))
+                self.timers.cancel(RebalanceDeadline(key.group))
+                self.timers.cancel(SyncDeadline(key.group))
                 group.transition(_E.DELETED, self._wall())
                 del self.groups[key.group]
             self.offsets.forget_group(key.group)
@@ -1154,14 +1179,14 @@ class GroupCoordinator:
             self.groups[key.group] = group
         removed, renamed, added = group.apply_stored_generation(group_value)
         for member in removed:
-            self.timers.cancel(("hb", key.group, member.member_id))
+            self.timers.cancel(HeartbeatDeadline(key.group, member.member_id))
         for old_id, new_id in renamed:
-            self.timers.cancel(("hb", key.group, old_id))
+            self.timers.cancel(HeartbeatDeadline(key.group, old_id))
             self._schedule_heartbeat(group, group.members[new_id])
         for member in added:  # loading: every stored member gets a fresh session from now
             self._schedule_heartbeat(group, member)
         if group.state is _S.EMPTY:
-            self.timers.cancel(("sync", key.group))
+            self.timers.cancel(SyncDeadline(key.group))
 
     def _replay_offset(
         self, record_offset: int, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None
