@@ -4,9 +4,9 @@ when it passes, does what it is the deadline of."""
 from __future__ import annotations
 
 from exactly.errors import ErrorCode
+from exactly.group.classic.state import ClassicGroupState
 from exactly.group.config import GroupConfig
 from exactly.group.deadlines import HeartbeatDeadline, RebalanceDeadline, SyncDeadline
-from exactly.group.state import ClassicGroupState
 from exactly.group.timers import Timers
 from exactly.protocol.messages.join_group import JoinGroupResponse
 from tests.group.helpers import Harness, stable_group

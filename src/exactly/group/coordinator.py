@@ -12,7 +12,7 @@ How it is driven (the broker's `broker/groups.py` is the only driver besides tes
    requests parked earlier.
 2. The driver appends the records (one batch) and immediately calls `replay` for each, with its
    offset, before running any other operation (`_require_applied` enforces this). The stored state
-   changes only there (see `state.py` for what is stored and what is rendezvous).
+   changes only there (see `classic/state.py` for what is stored and what is rendezvous).
 3. The driver sends the responses and completions once the partition is durable up to its end.
 
 `load_batch` replays a stored batch at start-up (data records and COMMIT/ABORT markers), which is the
@@ -38,9 +38,11 @@ from typing import Any, Generic, TypeVar, assert_never
 
 from exactly.clock import Clock
 from exactly.errors import CorruptRecordError, ErrorCode
+from exactly.group.classic.group import ClassicGroup
+from exactly.group.classic.member import Member, Protocols
+from exactly.group.classic.state import ClassicGroupState, GroupEvent
 from exactly.group.config import GroupConfig
 from exactly.group.deadlines import Deadline, HeartbeatDeadline, RebalanceDeadline, SyncDeadline
-from exactly.group.group import ClassicGroup, Member, Protocols
 from exactly.group.offsets import OffsetAndMetadata, OffsetStore
 from exactly.group.partitioning import partition_for
 from exactly.group.records import (
@@ -55,7 +57,6 @@ from exactly.group.records import (
     offset_key_fields,
     offset_value_fields,
 )
-from exactly.group.state import ClassicGroupState, GroupEvent
 from exactly.group.timers import Timers
 from exactly.protocol.messages.delete_groups import DeletableGroupResult
 from exactly.protocol.messages.describe_groups import DescribedGroup, DescribedGroupMember

@@ -1,4 +1,4 @@
-"""One classic group and its members (Kafka's `ClassicGroup` / `ClassicGroupMember`).
+"""One classic group (Kafka's `ClassicGroup`); its members are `member.Member`.
 
 A `ClassicGroup` holds both kinds of state described in `state.py`: the stored generation (changed by
 `apply_stored_generation`, which only `GroupCoordinator.replay` calls) and the rendezvous (members
@@ -16,71 +16,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from exactly.errors import ErrorCode
-from exactly.group.records import GroupMetadataValue, MemberMetadata
-from exactly.group.state import ClassicGroupState, GroupEvent, next_state
+from exactly.group.classic.member import Member, Protocols
+from exactly.group.classic.state import ClassicGroupState, GroupEvent, next_state
+from exactly.group.records import GroupMetadataValue
 
-__all__ = ["CONSUMER_PROTOCOL_TYPE", "ClassicGroup", "Member", "parse_subscription_topics"]
+__all__ = ["CONSUMER_PROTOCOL_TYPE", "ClassicGroup", "parse_subscription_topics"]
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
-
-Protocols = list[tuple[str, bytes]]
-
-
-@dataclass(slots=True, eq=False)
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    protocol_type: str
-    protocols: Protocols  # (name, metadata) in the member's order of preference
-    assignment: bytes = b""
-    join_waiter: int | None = None  # a parked JoinGroup (the shell's waiter id)
-    sync_waiter: int | None = None  # a parked SyncGroup
-    is_new: bool = False  # joined in this rebalance and has not had its JoinGroup answered yet
-
-    @property
-    def awaiting_join(self) -> bool:
-        return self.join_waiter is not None
-
-    @property
-    def awaiting_sync(self) -> bool:
-        return self.sync_waiter is not None
-
-    def metadata(self, protocol: str | None) -> bytes:
-        for name, data in self.protocols:
-            if name == protocol:
-                return data
-        return b""
-
-    def matches(self, protocols: Protocols) -> bool:
-        return self.protocols == protocols
-
-    def vote(self, candidates: set[str]) -> str:
-        for name, _ in self.protocols:
-            if name in candidates:
-                return name
-        raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
-
-    def has_satisfied_heartbeat(self) -> bool:
-        """Whether a session deadline that passed should spare the member (Kafka's rule)."""
-        if self.is_new:
-            return False
-        return self.awaiting_join or self.awaiting_sync
-
-    def to_record(self, protocol: str | None, assignment: bytes) -> MemberMetadata:
-        return MemberMetadata(
-            self.member_id,
-            self.group_instance_id,
-            self.client_id,
-            self.client_host,
-            self.rebalance_timeout_ms,
-            self.session_timeout_ms,
-            self.metadata(protocol),
-            assignment,
-        )
 
 
 @dataclass(eq=False)
