@@ -8,11 +8,14 @@ records to append and the responses; the state changes when the appended records
 from exactly.group.classic.group import ClassicGroup
 from exactly.group.classic.member import Member
 from exactly.group.classic.state import ClassicGroupState, GroupEvent
+from exactly.group.client import ClientInfo
 from exactly.group.config import GroupConfig
-from exactly.group.coordinator import ClientInfo, GroupCoordinator, Parked, Result
+from exactly.group.coordinator import GroupCoordinator
+from exactly.group.offset_manager import OffsetManager
 from exactly.group.offsets import OffsetAndMetadata, OffsetStore
 from exactly.group.partitioning import java_string_hash, partition_for
 from exactly.group.records import CoordinatorRecord, build_batch
+from exactly.group.result import Parked, Result
 
 __all__ = [
     "ClassicGroup",
@@ -24,6 +27,7 @@ __all__ = [
     "GroupEvent",
     "Member",
     "OffsetAndMetadata",
+    "OffsetManager",
     "OffsetStore",
     "Parked",
     "Result",

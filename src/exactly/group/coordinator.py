@@ -32,18 +32,21 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar, assert_never
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any, TypeVar, assert_never
 
 from exactly.clock import Clock
 from exactly.errors import CorruptRecordError, ErrorCode
 from exactly.group.classic.group import ClassicGroup
 from exactly.group.classic.member import Member, Protocols
 from exactly.group.classic.state import ClassicGroupState, GroupEvent
+from exactly.group.client import ClientInfo
 from exactly.group.config import GroupConfig
 from exactly.group.deadlines import Deadline, HeartbeatDeadline, RebalanceDeadline, SyncDeadline
-from exactly.group.offsets import OffsetAndMetadata, OffsetStore
+from exactly.group.group import Group
+from exactly.group.offset_manager import OffsetManager, PartitionExists
+from exactly.group.offsets import OffsetAndMetadata
 from exactly.group.partitioning import partition_for
 from exactly.group.records import (
     CoordinatorRecord,
@@ -57,38 +60,29 @@ from exactly.group.records import (
     offset_key_fields,
     offset_value_fields,
 )
+from exactly.group.result import Parked, Result
 from exactly.group.timers import Timers
 from exactly.protocol.messages.delete_groups import DeletableGroupResult
-from exactly.protocol.messages.describe_groups import DescribedGroup, DescribedGroupMember
+from exactly.protocol.messages.describe_groups import DescribedGroup
 from exactly.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from exactly.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 from exactly.protocol.messages.leave_group import LeaveGroupResponse, MemberIdentity, MemberResponse
 from exactly.protocol.messages.list_groups import ListedGroup
 from exactly.protocol.messages.offset_commit import (
     OffsetCommitRequest,
-    OffsetCommitRequestPartition,
     OffsetCommitResponse,
-    OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
 )
 from exactly.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
     OffsetDeleteResponse,
-    OffsetDeleteResponsePartition,
-    OffsetDeleteResponseTopic,
 )
 from exactly.protocol.messages.offset_fetch import (
     OffsetFetchResponseGroup,
-    OffsetFetchResponsePartitions,
-    OffsetFetchResponseTopics,
 )
 from exactly.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from exactly.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
-    TxnOffsetCommitRequestPartition,
     TxnOffsetCommitResponse,
-    TxnOffsetCommitResponsePartition,
-    TxnOffsetCommitResponseTopic,
 )
 from exactly.records.batch import RecordBatch
 from exactly.records.control import ControlRecordType, parse_end_txn_marker
@@ -101,45 +95,9 @@ T = TypeVar("T")
 
 _S = ClassicGroupState
 _E = GroupEvent
-_NO_OFFSET = -1
 _SKIP_ASSIGNMENT_VERSION = 9  # JoinGroup: a rejoining static leader may skip its assignor (KIP-814)
 _KEY_CACHE_LIMIT = 100_000
 _CONTROL = 0x20
-_CommitPartition = OffsetCommitRequestPartition | TxnOffsetCommitRequestPartition
-
-
-@dataclass(frozen=True, slots=True)
-class ClientInfo:
-    """Who sent a request: what Kafka's RequestContext gives the coordinator."""
-
-    client_id: str = ""
-    client_host: str = ""
-    api_version: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Parked:
-    """The response will come later, as a completion for `waiter`."""
-
-    waiter: int
-
-
-@dataclass(slots=True)
-class Result(Generic[T]):
-    """What an operation produced: records to append (then replay), the response, and completions."""
-
-    response: T | Parked | None
-    group_id: str = ""
-    records: list[CoordinatorRecord] = field(default_factory=list)
-    completions: list[tuple[int, Any]] = field(default_factory=list)
-    # A transactional offset commit: the records are appended as one transactional batch of this producer.
-    producer_id: int = -1
-    producer_epoch: int = -1
-
-    def absorb(self, other: Result[Any]) -> Result[T]:
-        self.records.extend(other.records)
-        self.completions.extend(other.completions)
-        return self
 
 
 def _join_error(code: ErrorCode, member_id: str = "") -> JoinGroupResponse:
@@ -159,7 +117,8 @@ class GroupCoordinator:
         self.config = config
         self.clock = clock
         self.groups: dict[str, ClassicGroup] = {}
-        self.offsets = OffsetStore()
+        self.offset_manager = OffsetManager(config, clock, self)
+        self.offsets = self.offset_manager.store  # committed and pending offsets (read-only here)
         self.timers: Timers[Deadline] = Timers()
         self._waiters = itertools.count(1)
         self._suffix = member_id_suffix or (lambda: str(uuid.uuid4()))
@@ -234,8 +193,7 @@ class GroupCoordinator:
             and group.generation == 0
             and not group.members
             and not group.pending_join
-            and not self.offsets.has_offsets(group.group_id)
-            and not self.offsets.has_open_transactions(group.group_id)
+            and not self.offset_manager.holds_offsets(group.group_id)
         ):
             self.groups.pop(group.group_id, None)
             self.timers.cancel(RebalanceDeadline(group.group_id))
@@ -733,203 +691,51 @@ class GroupCoordinator:
             )
         return self._result(result)
 
-    # --- offsets -----------------------------------------------------------------------------------------
+    # --- offsets (`offset_manager.OffsetManager`) ------------------------------------------------------
 
     def commit_offsets(
         self,
         client: ClientInfo,
         request: OffsetCommitRequest,
-        partition_exists: Callable[[str, int], bool] | None = None,
+        partition_exists: PartitionExists | None = None,
     ) -> Result[OffsetCommitResponse]:
         self._require_applied()
-        group_id = request.group_id
-        generation = request.generation_id_or_member_epoch
-        error = self._validate_commit(
-            group_id, request.member_id, request.group_instance_id, generation, transactional=False
-        )
-        group = self.groups.get(group_id)
-        if error is ErrorCode.ILLEGAL_GENERATION and group is None and client.api_version >= 9:
-            error = ErrorCode.GROUP_ID_NOT_FOUND  # Kafka's OffsetMetadataManager, OffsetCommit v9+
-        if not error and group is not None and group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
-            member = group.members.get(request.member_id)
-            if member is not None:  # a commit keeps the member's session alive, as a heartbeat
-                self._schedule_heartbeat(group, member)
-        now = self._wall()
-        expire = now + request.retention_time_ms if request.retention_time_ms >= 0 else -1
-        records: list[CoordinatorRecord] = []
-        topics = [
-            OffsetCommitResponseTopic(
-                topic.name,
-                topic.topic_id,
-                [
-                    OffsetCommitResponsePartition(p.partition_index, code)
-                    for p, code in self._offset_records(
-                        group_id, topic.name, topic.partitions, error, now, expire, partition_exists, records
-                    )
-                ],
-            )
-            for topic in request.topics
-        ]
-        return self._result(Result(OffsetCommitResponse(topics=topics), group_id, records))
+        return self._result(self.offset_manager.commit_offsets(client, request, partition_exists))
 
     def commit_transactional_offsets(
         self,
         request: TxnOffsetCommitRequest,
-        partition_exists: Callable[[str, int], bool] | None = None,
+        partition_exists: PartitionExists | None = None,
     ) -> Result[TxnOffsetCommitResponse]:
-        """TxnOffsetCommit (Kafka's `OffsetMetadataManager.commitTransactionalOffset`): the offsets are
-        appended as one transactional batch of the producer (`Result.producer_id`/`producer_epoch`) and
-        stay pending until its COMMIT marker (`replay_end_txn_marker`); ABORT drops them.
-
-        Validation: an empty group id is INVALID_GROUP_ID; a missing group accepts only generation < 0
-        (v0-2 requests carry none; the "simple" group comes into existence on replay), else
-        ILLEGAL_GENERATION; an existing group gets the KIP-447 check (v3 member/generation/instance:
-        UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION), which, unlike a plain commit, accepts
-        a commit without member/generation from a non-empty group and one during CompletingRebalance.
-        Per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE. Unlike a plain commit it
-        does not count as the member's heartbeat and has no retention time (the API never carried one)."""
+        """TxnOffsetCommit: see `OffsetManager.commit_transactional_offsets`."""
         self._require_applied()
-        group_id = request.group_id
-        if group_id and request.producer_id < 0:
-            # Without a producer the records would be a plain commit that no transaction controls
-            # (the partition's KIP-890 check only runs for transactional batches).
-            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        else:
-            error = self._validate_commit(
-                group_id,
-                request.member_id,
-                request.group_instance_id,
-                request.generation_id,
-                transactional=True,
-            )
-        now = self._wall()
-        records: list[CoordinatorRecord] = []
-        topics = [
-            TxnOffsetCommitResponseTopic(
-                topic.name,
-                [
-                    TxnOffsetCommitResponsePartition(p.partition_index, code)
-                    for p, code in self._offset_records(
-                        group_id, topic.name, topic.partitions, error, now, -1, partition_exists, records
-                    )
-                ],
-            )
-            for topic in request.topics
-        ]
-        return self._result(
-            Result(
-                TxnOffsetCommitResponse(topics=topics),
-                group_id,
-                records,
-                producer_id=request.producer_id,
-                producer_epoch=request.producer_epoch,
-            )
-        )
-
-    def _validate_commit(
-        self, group_id: str, member_id: str, instance_id: str | None, generation: int, *, transactional: bool
-    ) -> ErrorCode:
-        group = self.groups.get(group_id)
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        if group is None:
-            # No group: only a commit outside group management (generation -1) creates a "simple" group
-            # (when its record is replayed).
-            return ErrorCode.ILLEGAL_GENERATION if generation >= 0 else ErrorCode.NONE
-        return group.validate_offset_commit(member_id, instance_id, generation, transactional=transactional)
-
-    def _offset_records(
-        self,
-        group_id: str,
-        topic: str,
-        partitions: Sequence[_CommitPartition],
-        error: ErrorCode,
-        now: int,
-        expire: int,
-        partition_exists: Callable[[str, int], bool] | None,
-        records: list[CoordinatorRecord],
-    ) -> Iterator[tuple[_CommitPartition, ErrorCode]]:
-        """Each partition's code; the OffsetCommit records of the accepted ones go to `records`."""
-        for p in partitions:
-            code = error
-            metadata = p.committed_metadata or ""
-            if partition_exists is not None and not partition_exists(topic, p.partition_index):
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not code and len(metadata) > self.config.max_metadata_bytes:
-                code = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            elif not code:
-                records.append(
-                    CoordinatorRecord(
-                        OffsetCommitKey(group_id, topic, p.partition_index),
-                        OffsetCommitValue(
-                            p.committed_offset, p.committed_leader_epoch, metadata, now, expire
-                        ),
-                    )
-                )
-            yield p, code
+        return self._result(self.offset_manager.commit_transactional_offsets(request, partition_exists))
 
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
     ) -> OffsetFetchResponseGroup:
-        """OffsetFetch for one group: the requested partitions, or every committed one (`topics` None).
-
-        With `require_stable` (KIP-447) a partition with a pending transactional offset answers
-        UNSTABLE_OFFSET_COMMIT (retriable) instead of an offset that may be about to change.
-        """
-        if not group_id:
-            return OffsetFetchResponseGroup(group_id, [], ErrorCode.INVALID_GROUP_ID)
-        committed = self.offsets.group_offsets(group_id) if group_id in self.groups else {}
-        out: dict[str, list[OffsetFetchResponsePartitions]] = {}
-        if topics is None:
-            wanted: list[tuple[str, int]] = sorted(committed)
-        else:
-            wanted = [(name, p) for name, partitions in topics for p in partitions]
-            for name, _ in topics:
-                out.setdefault(name, [])
-        for tp in wanted:
-            entry = committed.get(tp)
-            if require_stable and self.offsets.has_pending(group_id, tp):
-                partition = OffsetFetchResponsePartitions(
-                    tp[1], _NO_OFFSET, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT
-                )
-            elif entry is None:
-                partition = OffsetFetchResponsePartitions(tp[1], _NO_OFFSET, -1, "", ErrorCode.NONE)
-            else:
-                partition = OffsetFetchResponsePartitions(
-                    tp[1], entry.offset, entry.leader_epoch, entry.metadata, ErrorCode.NONE
-                )
-            out.setdefault(tp[0], []).append(partition)
-        return OffsetFetchResponseGroup(
-            group_id, [OffsetFetchResponseTopics(name, partitions=parts) for name, parts in out.items()]
-        )
+        """OffsetFetch for one group: see `OffsetManager.fetch_offsets`."""
+        return self.offset_manager.fetch_offsets(group_id, topics, require_stable)
 
     def delete_offsets(self, request: OffsetDeleteRequest) -> Result[OffsetDeleteResponse]:
         self._require_applied()
-        group_id = request.group_id
-        if not group_id:
-            return Result(OffsetDeleteResponse(error_code=ErrorCode.INVALID_GROUP_ID), group_id)
+        return self._result(self.offset_manager.delete_offsets(request))
+
+    # --- what the offset manager asks of the groups (`offset_manager.GroupDirectory`) --------------------
+
+    def group(self, group_id: str) -> Group | None:
+        return self.groups.get(group_id)
+
+    def ensure_group(self, group_id: str) -> None:
+        if group_id not in self.groups:
+            self.groups[group_id] = ClassicGroup(group_id)
+
+    def offset_commit_accepted(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
-        if group is None:
-            return Result(OffsetDeleteResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND), group_id)
-        if group.state is not _S.EMPTY and not group.uses_consumer_protocol:
-            return Result(OffsetDeleteResponse(error_code=ErrorCode.NON_EMPTY_GROUP), group_id)
-        records: list[CoordinatorRecord] = []
-        topics: list[OffsetDeleteResponseTopic] = []
-        for topic in request.topics:
-            subscribed = group.state is not _S.EMPTY and group.is_subscribed_to(topic.name)
-            partitions = []
-            for p in topic.partitions:
-                if subscribed:
-                    partitions.append(
-                        OffsetDeleteResponsePartition(p.partition_index, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
-                    )
-                    continue
-                tp = (topic.name, p.partition_index)
-                if self.offsets.get(group_id, tp) is not None or self.offsets.has_pending(group_id, tp):
-                    records.append(CoordinatorRecord(OffsetCommitKey(group_id, *tp), None))
-                partitions.append(OffsetDeleteResponsePartition(p.partition_index, ErrorCode.NONE))
-            topics.append(OffsetDeleteResponseTopic(topic.name, partitions))
-        return self._result(Result(OffsetDeleteResponse(topics=topics), group_id, records))
+        if group is not None and group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
+            member = group.members.get(member_id)
+            if member is not None:  # a commit keeps the member's session alive, as a heartbeat
+                self._schedule_heartbeat(group, member)
 
     # --- groups ------------------------------------------------------------------------------------------
 
@@ -938,12 +744,12 @@ class GroupCoordinator:
     ) -> list[ListedGroup]:
         wanted_states = {s.lower() for s in states or []}
         wanted_types = {t.lower() for t in types or []}
-        if wanted_types and "classic" not in wanted_types:
-            return []
+        listed = [g.as_listed_group() for g in self.groups.values()]
         return [
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value, "classic")
-            for g in self.groups.values()
-            if not wanted_states or g.state.value.lower() in wanted_states
+            g
+            for g in listed
+            if (not wanted_types or g.group_type in wanted_types)
+            and (not wanted_states or g.group_state.lower() in wanted_states)
         ]
 
     def describe_groups(self, group_ids: list[str]) -> list[DescribedGroup]:
@@ -955,29 +761,7 @@ class GroupCoordinator:
             elif group is None:
                 out.append(DescribedGroup(ErrorCode.NONE, None, group_id, _S.DEAD.value))
             else:
-                stable = group.state is _S.STABLE
-                members = [
-                    DescribedGroupMember(
-                        m.member_id,
-                        m.group_instance_id,
-                        m.client_id,
-                        m.client_host,
-                        m.metadata(group.protocol_name) if stable else b"",
-                        m.assignment if stable else b"",
-                    )
-                    for m in group.members.values()
-                ]
-                out.append(
-                    DescribedGroup(
-                        ErrorCode.NONE,
-                        None,
-                        group_id,
-                        group.state.value,
-                        group.protocol_type or "",
-                        (group.protocol_name or "") if stable else "",
-                        members,
-                    )
-                )
+                out.append(group.describe())
         return out
 
     def delete_group(self, group_id: str) -> Result[DeletableGroupResult]:
@@ -988,15 +772,12 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return Result(DeletableGroupResult(group_id, ErrorCode.GROUP_ID_NOT_FOUND), group_id)
-        if group.state is not _S.EMPTY:
-            return Result(DeletableGroupResult(group_id, ErrorCode.NON_EMPTY_GROUP), group_id)
-        records = self._offset_tombstones(group_id)
-        records.append(CoordinatorRecord(GroupMetadataKey(group_id), None))
+        error = group.validate_delete_group()
+        if error:
+            return Result(DeletableGroupResult(group_id, error), group_id)
+        records = self.offset_manager.delete_all_offsets(group_id)
+        records.extend(group.tombstones())
         return self._result(Result(DeletableGroupResult(group_id, ErrorCode.NONE), group_id, records))
-
-    def _offset_tombstones(self, group_id: str) -> list[CoordinatorRecord]:
-        partitions = set(self.offsets.group_offsets(group_id)) | self.offsets.pending_partitions(group_id)
-        return [CoordinatorRecord(OffsetCommitKey(group_id, t, p), None) for t, p in sorted(partitions)]
 
     # --- retention ---------------------------------------------------------------------------------------
 
@@ -1010,54 +791,11 @@ class GroupCoordinator:
             if group is None:
                 continue
             records: list[CoordinatorRecord] = []
-            all_gone = self._expired_offsets(group, now, records)
-            if all_gone and group.state is _S.EMPTY:
-                records.append(CoordinatorRecord(GroupMetadataKey(group_id), None))
+            all_gone = self.offset_manager.cleanup_expired_offsets(group, now, records)
+            if all_gone and group.is_empty:
+                records.extend(group.tombstones())
             if records:
                 yield self._result(Result(None, group_id, records))
-
-    def _expired_offsets(self, group: ClassicGroup, now: int, records: list[CoordinatorRecord]) -> bool:
-        group_id = group.group_id
-        offsets = self.offsets.group_offsets(group_id)
-        if not offsets:
-            return not self.offsets.has_open_transactions(group_id)
-        if group.protocol_type is not None:
-            if group.state is _S.EMPTY:
-                # Retention counts from when the group became empty (from the commit for old records).
-                def base(o: Any) -> int:
-                    return group.state_timestamp if group.state_timestamp >= 0 else int(o.commit_timestamp)
-
-            elif (
-                group.uses_consumer_protocol
-                and group.state is _S.STABLE
-                and group.subscribed_topics() is not None
-            ):
-
-                def base(o: Any) -> int:
-                    return int(o.commit_timestamp)
-
-            else:
-                return False
-        else:
-
-            def base(o: Any) -> int:
-                return int(o.commit_timestamp)
-
-        retention = self.config.offsets_retention_ms
-        all_expired = True
-        for tp, entry in sorted(offsets.items()):
-            if group.state is not _S.EMPTY and group.is_subscribed_to(tp[0]):
-                all_expired = False
-                continue
-            if entry.expire_timestamp >= 0:
-                expired = now >= entry.expire_timestamp
-            else:
-                expired = now - base(entry) >= retention
-            if expired and not self.offsets.has_pending(group_id, tp):
-                records.append(CoordinatorRecord(OffsetCommitKey(group_id, *tp), None))
-            else:
-                all_expired = False
-        return all_expired and not self.offsets.has_open_transactions(group_id)
 
     # --- time --------------------------------------------------------------------------------------------
 
@@ -1160,7 +898,7 @@ class GroupCoordinator:
         if isinstance(key, OffsetCommitKey):
             value = record.value
             assert value is None or isinstance(value, OffsetCommitValue)
-            self._replay_offset(record_offset, producer_id, key, value)
+            self.offset_manager.replay(record_offset, producer_id, key, value)
             return
         group_value = record.value
         assert group_value is None or isinstance(group_value, GroupMetadataValue)
@@ -1173,7 +911,7 @@ class GroupCoordinator:
                 self.timers.cancel(SyncDeadline(key.group))
                 group.transition(_E.DELETED, self._wall())
                 del self.groups[key.group]
-            self.offsets.forget_group(key.group)
+            self.offset_manager.forget_group(key.group)
             return
         if group is None:
             group = ClassicGroup(key.group, state_timestamp=group_value.current_state_timestamp)
@@ -1189,17 +927,9 @@ class GroupCoordinator:
         if group.state is _S.EMPTY:
             self.timers.cancel(SyncDeadline(key.group))
 
-    def _replay_offset(
-        self, record_offset: int, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None
-    ) -> None:
-        if value is not None and key.group not in self.groups:
-            # A commit without group management: the group exists as an empty "simple" group.
-            self.groups[key.group] = ClassicGroup(key.group)
-        self.offsets.replay(record_offset, producer_id, key, value)
-
     def replay_end_txn_marker(self, producer_id: int, committed: bool) -> None:
         """A COMMIT/ABORT marker reached this partition: materialize or drop the pending offsets."""
-        self.offsets.replay_end_txn_marker(producer_id, committed)
+        self.offset_manager.replay_end_txn_marker(producer_id, committed)
 
     def load_batch(self, batch: RecordBatch, key_cache: dict[bytes, Any] | None = None) -> int:
         """Replay one stored batch (start-up); returns the number of records applied.
@@ -1215,6 +945,7 @@ class GroupCoordinator:
             self.replay_end_txn_marker(producer_id, marker.type == ControlRecordType.COMMIT)
             return 0
         groups = self.groups
+        ensure_group = self.ensure_group
         put = self.offsets.put_committed
         plain = producer_id < 0
         count = 0
@@ -1245,10 +976,10 @@ class GroupCoordinator:
                 offset_key = OffsetCommitKey(group, tp[0], tp[1])
                 offset_value = decode_value(offset_key, value)
                 assert offset_value is None or isinstance(offset_value, OffsetCommitValue)
-                self._replay_offset(record.offset, producer_id, offset_key, offset_value)
+                self.offset_manager.replay(record.offset, producer_id, offset_key, offset_value)
             else:
                 if group not in groups:
-                    groups[group] = ClassicGroup(group)
+                    ensure_group(group)
                 put(
                     group,
                     tp,

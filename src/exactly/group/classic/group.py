@@ -18,7 +18,11 @@ from dataclasses import dataclass, field
 from exactly.errors import ErrorCode
 from exactly.group.classic.member import Member, Protocols
 from exactly.group.classic.state import ClassicGroupState, GroupEvent, next_state
-from exactly.group.records import GroupMetadataValue
+from exactly.group.group import GroupType, OffsetExpirationBase
+from exactly.group.offsets import OffsetAndMetadata
+from exactly.group.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue
+from exactly.protocol.messages.describe_groups import DescribedGroup, DescribedGroupMember
+from exactly.protocol.messages.list_groups import ListedGroup
 
 __all__ = ["CONSUMER_PROTOCOL_TYPE", "ClassicGroup", "parse_subscription_topics"]
 
@@ -214,6 +218,79 @@ class ClassicGroup:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
+    # --- as a `group.Group` ------------------------------------------------------------------------------
+
+    @property
+    def group_type(self) -> GroupType:
+        return GroupType.CLASSIC
+
+    @property
+    def is_empty(self) -> bool:
+        return self.state is ClassicGroupState.EMPTY
+
+    def validate_offset_delete(self) -> ErrorCode:
+        """A group with members may delete offsets only when it uses the consumer protocol (whose
+        subscriptions tell which topics it consumes)."""
+        if self.state is not ClassicGroupState.EMPTY and not self.uses_consumer_protocol:
+            return ErrorCode.NON_EMPTY_GROUP
+        return ErrorCode.NONE
+
+    def validate_delete_group(self) -> ErrorCode:
+        return ErrorCode.NONE if self.state is ClassicGroupState.EMPTY else ErrorCode.NON_EMPTY_GROUP
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return self.state is not ClassicGroupState.EMPTY and self.is_subscribed_to(topic)
+
+    def offset_expiration_base(self) -> OffsetExpirationBase | None:
+        """Kafka's `offsetExpirationCondition` (KIP-211): an Empty group's offsets expire counting from
+        when it became empty (from the commit for records that do not say); a Stable consumer-protocol
+        group's offsets of topics it no longer consumes count from their commit; a group without a
+        protocol type (offsets only) counts from the commit; otherwise nothing expires."""
+        if self.protocol_type is None:
+            return _commit_timestamp
+        if self.state is ClassicGroupState.EMPTY:
+            empty_since = self.state_timestamp
+            if empty_since >= 0:
+                return lambda _: empty_since
+            return _commit_timestamp
+        if (
+            self.uses_consumer_protocol
+            and self.state is ClassicGroupState.STABLE
+            and self.subscribed_topics() is not None
+        ):
+            return _commit_timestamp
+        return None
+
+    def as_listed_group(self) -> ListedGroup:
+        return ListedGroup(self.group_id, self.protocol_type or "", self.state.value, GroupType.CLASSIC.value)
+
+    def describe(self) -> DescribedGroup:
+        """DescribeGroups: members' metadata and assignments only once Stable."""
+        stable = self.state is ClassicGroupState.STABLE
+        members = [
+            DescribedGroupMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(self.protocol_name) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in self.members.values()
+        ]
+        return DescribedGroup(
+            ErrorCode.NONE,
+            None,
+            self.group_id,
+            self.state.value,
+            self.protocol_type or "",
+            (self.protocol_name or "") if stable else "",
+            members,
+        )
+
+    def tombstones(self) -> list[CoordinatorRecord]:
+        return [CoordinatorRecord(GroupMetadataKey(self.group_id), None)]
+
     # --- the stored generation ---------------------------------------------------------------------------
 
     def to_record(self, assignments: dict[str, bytes], now_ms: int) -> GroupMetadataValue:
@@ -314,6 +391,10 @@ class ClassicGroup:
                 for m in self.members.values()
             ),
         )
+
+
+def _commit_timestamp(offset: OffsetAndMetadata) -> int:
+    return offset.commit_timestamp
 
 
 def parse_subscription_topics(metadata: bytes) -> list[str] | None:
