@@ -6,11 +6,13 @@ records to append and the responses; the state changes when the appended records
 """
 
 from exactly.group.classic.group import ClassicGroup
+from exactly.group.classic.manager import ClassicGroupManager
 from exactly.group.classic.member import Member
 from exactly.group.classic.state import ClassicGroupState, GroupEvent
 from exactly.group.client import ClientInfo
 from exactly.group.config import GroupConfig
 from exactly.group.coordinator import GroupCoordinator
+from exactly.group.group import Group, GroupType
 from exactly.group.offset_manager import OffsetManager
 from exactly.group.offsets import OffsetAndMetadata, OffsetStore
 from exactly.group.partitioning import java_string_hash, partition_for
@@ -19,12 +21,15 @@ from exactly.group.result import Parked, Result
 
 __all__ = [
     "ClassicGroup",
+    "ClassicGroupManager",
     "ClassicGroupState",
     "ClientInfo",
     "CoordinatorRecord",
+    "Group",
     "GroupConfig",
     "GroupCoordinator",
     "GroupEvent",
+    "GroupType",
     "Member",
     "OffsetAndMetadata",
     "OffsetManager",

@@ -1,7 +1,7 @@
 """One classic group (Kafka's `ClassicGroup`); its members are `member.Member`.
 
 A `ClassicGroup` holds both kinds of state described in `state.py`: the stored generation (changed by
-`apply_stored_generation`, which only `GroupCoordinator.replay` calls) and the rendezvous (members
+`apply_stored_generation`, which only `ClassicGroupManager.replay` calls) and the rendezvous (members
 joining and syncing, parked requests). Deadlines live in the coordinator's timers, not here.
 
 Protocol selection is Kafka's: a protocol is a candidate when every member supports it; each member
