@@ -7,8 +7,8 @@ from typing import Any
 
 from exactly.errors import ErrorCode
 from exactly.group import Result
+from exactly.group.classic.state import ClassicGroupState
 from exactly.group.records import OffsetCommitKey, OffsetCommitValue
-from exactly.group.state import ClassicGroupState
 from exactly.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,

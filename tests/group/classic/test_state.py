@@ -1,10 +1,10 @@
-"""The transition table of `exactly.group.state`."""
+"""The transition table of `exactly.group.classic.state`."""
 
 from __future__ import annotations
 
 import pytest
 
-from exactly.group.state import (
+from exactly.group.classic.state import (
     STORED_EVENTS,
     TRANSITIONS,
     ClassicGroupState,

@@ -4,7 +4,7 @@ Rule 1: every state change of a classic group is a row of `TRANSITIONS`; a (stat
 not in the table is a bug and raises `IllegalTransition`. `ClassicGroup.transition` is the only caller.
 
 Rule 2: the events in `STORED_EVENTS` come only from replaying a `__consumer_offsets` record
-(`GroupCoordinator.replay`), never from a request. Requests can only *produce* those records.
+(`ClassicGroupManager.replay`), never from a request. Requests can only *produce* those records.
 
 Theory of operation
 -------------------
