@@ -11,7 +11,7 @@ import pytest
 
 from exactly.broker.groups import OFFSETS_TOPIC, GroupService
 from exactly.errors import ErrorCode, KafkaError
-from exactly.group import ClientInfo
+from exactly.group import ClientInfo, GroupCoordinator
 from exactly.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
 from exactly.protocol.messages.offset_commit import (
     OffsetCommitRequest,
@@ -42,8 +42,8 @@ async def _commit(service: GroupService, offset: int) -> ErrorCode:
     return ErrorCode(response.topics[0].partitions[0].error_code)
 
 
-def _committed(service: GroupService) -> int:
-    found = service.coordinator.fetch_offsets(GROUP, [("t", [0])])
+def _committed(coordinator: GroupCoordinator) -> int:
+    found = coordinator.fetch_offsets(GROUP, [("t", [0])])
     return found.topics[0].partitions[0].committed_offset
 
 
@@ -66,7 +66,7 @@ def test_a_commit_is_durable_when_answered_and_restored_by_a_new_service(tmp_pat
         restored = _service(again)
         restored.load()
         assert restored.loaded_records == 1
-        assert _committed(restored) == 42
+        assert _committed(restored.coordinator) == 42
         await again.close()
 
     asyncio.run(run())
@@ -84,7 +84,7 @@ def test_an_append_refused_by_the_partition_rolls_back_and_answers_not_coordinat
         with pytest.raises(KafkaError) as refused:
             await _commit(service, 6)
         assert refused.value.code is ErrorCode.NOT_COORDINATOR
-        assert _committed(service) == 5
+        assert _committed(service.coordinator) == 5
         assert partition.log_end_offset == 1
         await service.stop()
         await parts.close()
@@ -113,6 +113,28 @@ def test_the_deadline_timer_expires_a_silent_members_session(tmp_path: Path) -> 
 
         parts.clock.advance(10_001)  # no heartbeat for longer than the session timeout
         await until(lambda: not service.coordinator.groups[GROUP].members)
+        await service.stop()
+        await parts.close()
+
+    asyncio.run(run())
+
+
+def test_a_resigned_partition_forgets_its_groups_until_it_is_led_again(tmp_path: Path) -> None:
+    async def run() -> None:
+        parts = build_parts(tmp_path, offsets_topic_num_partitions="1")
+        service = _service(parts)
+        service.start()
+        assert await _commit(service, 11) == ErrorCode.NONE
+        service.runtime.resigned(0)  # the cluster moved __consumer_offsets-0 to another broker
+        assert service.coordinator.offsets.snapshot() == {}
+        with pytest.raises(KafkaError) as moved:
+            await service.read(GROUP, _committed)
+        assert moved.value.code is ErrorCode.NOT_COORDINATOR
+        with pytest.raises(KafkaError) as refused:
+            await _commit(service, 12)
+        assert refused.value.code is ErrorCode.NOT_COORDINATOR
+        assert service.runtime.became_leader(0) == 1  # loaded again from its log
+        assert await service.read(GROUP, _committed) == 11
         await service.stop()
         await parts.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from exactly.errors import ErrorCode
-from exactly.group import Result
+from exactly.group import GroupConfig, Result
 from exactly.group.classic.state import ClassicGroupState
 from exactly.group.records import OffsetCommitKey, OffsetCommitValue
 from exactly.protocol.messages.offset_delete import (
@@ -282,3 +282,30 @@ def test_failed_append_does_not_rebalance() -> None:
     assert h.coordinator.groups["g"].state is S.COMPLETING_REBALANCE
     assert h.coordinator.offsets.pending_snapshot() == {}
     assert txn_commit(h, "g", {("in", 0): 2}, member_id=member, generation=generation) == {("in", 0): E.NONE}
+
+
+# --- leadership moves -----------------------------------------------------------------------------------
+
+
+def test_unloading_a_partition_forgets_its_groups_deadlines_and_offsets_only() -> None:
+    h = Harness(GroupConfig(num_partitions=4, initial_rebalance_delay_ms=0))
+    names = [f"g{i}" for i in range(12)]
+    for name in names:
+        _, generation, leader = stable_group(h, name, 1)
+        assert h.commit(name, {("t", 0): 7}, member_id=leader, generation=generation) == {("t", 0): 0}
+        codes = txn_commit(h, name, {("t", 1): 9}, member_id=leader, generation=generation)
+        assert codes == {("t", 1): 0}
+    moved = h.coordinator.partition_for(names[0])
+    staying = {n for n in names if h.coordinator.partition_for(n) != moved}
+    assert staying
+    assert len(staying) < len(names)
+
+    h.coordinator.unload_partition(moved)
+
+    assert set(h.coordinator.groups) == staying
+    scheduled = h.coordinator.timers.keys()
+    assert {d.group_id for d in scheduled} == staying  # the sessions of the others only
+    assert set(h.coordinator.offsets.snapshot()) == staying
+    assert set(h.coordinator.offsets.pending_snapshot()[PID]) == staying
+    h.coordinator.replay_end_txn_marker(PID, True)
+    assert {g for g, offsets in h.coordinator.offsets.snapshot().items() if ("t", 1) in offsets} == staying

@@ -92,6 +92,7 @@ class GroupService:
             replicas,
             topics,
             lambda partition, batches: load_batches(self.coordinator, batches),
+            self.coordinator.unload_partition,
         )
         self._timer = DeadlineTimer(
             "group coordinator", self.coordinator.next_deadline, self._tick, clock.monotonic_ms
@@ -172,8 +173,11 @@ class GroupService:
 
     async def read(self, group_id: str, op: Callable[[GroupCoordinator], T]) -> T:
         """A read-only operation, answered once everything it could have seen is durable."""
+        partition = self.coordinator.partition_for(group_id)
+        if not self.runtime.is_leader(partition):
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} moved")
         response = op(self.coordinator)
-        await self.runtime.wait_partition_durable(self.coordinator.partition_for(group_id))
+        await self.runtime.wait_partition_durable(partition)
         return response
 
     def _append(

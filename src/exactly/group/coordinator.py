@@ -122,6 +122,21 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
 
+    def unload_partition(self, partition: int) -> None:
+        """Another coordinator owns `partition` of `__consumer_offsets` now (Kafka's
+        `GroupCoordinatorShard` unloading): forget its groups, their deadlines and their offsets."""
+
+        def leaving(group_id: str) -> bool:
+            return self.partition_for(group_id) == partition
+
+        for group_id in [g for g in self.groups if leaving(g)]:
+            del self.groups[group_id]
+        scheduled = self.timers.keys()
+        for deadline in scheduled:
+            if leaving(deadline.group_id):
+                self.timers.cancel(deadline)
+        self.offset_manager.store.forget_groups(leaving)
+
     # --- helpers -----------------------------------------------------------------------------------------
 
     def _now(self) -> int:

@@ -16,7 +16,7 @@ while loading).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from exactly.group.records import OffsetCommitKey, OffsetCommitValue
@@ -157,6 +157,20 @@ class OffsetStore:
                     target[tp] = entry
             if not target:
                 del self._committed[group]
+
+    def forget_groups(self, leaving: Callable[[str], bool]) -> None:
+        """Drop the committed and pending offsets of every group `leaving` names (their partition of
+        `__consumer_offsets` moved to another coordinator)."""
+        for group in [g for g in self._committed if leaving(g)]:
+            del self._committed[group]
+        for pid in list(self._pending):
+            groups = self._pending[pid]
+            for group in [g for g in groups if leaving(g)]:
+                del groups[group]
+            if not groups:
+                del self._pending[pid]
+        for group in [g for g in self._open_by_group if leaving(g)]:
+            del self._open_by_group[group]
 
     def forget_group(self, group: str) -> None:
         """Drop whatever is left of a deleted group (its tombstones were already replayed)."""
