@@ -346,6 +346,7 @@ def _load_time(directory: Path, records: int, distinct_keys: int) -> tuple[float
     from exactly.clock import SystemClock
     from exactly.group import GroupConfig, GroupCoordinator
     from exactly.group.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue, build_batch
+    from exactly.replication.partition import Partition
     from exactly.storage.config import CleanupPolicy, LogConfig
     from exactly.storage.log_manager import LogManager
     from exactly.storage.producer_state import AppendOrigin
@@ -356,6 +357,7 @@ def _load_time(directory: Path, records: int, distinct_keys: int) -> tuple[float
     )
     manager.startup()
     plog = manager.get_or_create_log("__consumer_offsets", 0)
+    leader = Partition(plog)  # the high watermark follows each append, as on the broker
     now = clock.milliseconds()
     per_batch = 100
     for start in range(0, records, per_batch):
@@ -364,7 +366,7 @@ def _load_time(directory: Path, records: int, distinct_keys: int) -> tuple[float
             k = i % distinct_keys
             key = OffsetCommitKey(f"group-{k // 100}", f"topic-{k % 7}", k % 100)
             batch.append(CoordinatorRecord(key, OffsetCommitValue(i, 0, "", now)))
-        plog.append_as_leader(build_batch(batch, now), origin=AppendOrigin.COORDINATOR)
+        leader.append_records_to_leader(build_batch(batch, now), origin=AppendOrigin.COORDINATOR)
     plog.flush()
     size_mb = plog.size_in_bytes / 1e6
     coordinator = GroupCoordinator(GroupConfig(), clock)

@@ -2,10 +2,10 @@
 
 Prints medians over `--runs` runs of:
 
-* append throughput (MB/s) of `PartitionLog.append_as_leader` for 1 MiB and 16 KiB batches, with
-  fsync-before-ack (`flush(upto=...)` after every append, as an acks=all producer with one request in
-  flight sees it) and without, next to a raw sequential `os.write` of the same bytes with the same fsync
-  pattern (dd-like) in the same run;
+* append throughput (MB/s) of the leader's append (`Partition.append_records_to_leader`) for 1 MiB and
+  16 KiB batches, with fsync-before-ack (`flush(upto=...)` after every append, as an acks=all producer
+  with one request in flight sees it) and without, next to a raw sequential `os.write` of the same bytes
+  with the same fsync pattern (dd-like) in the same run;
 * read throughput (GB/s) of `read(offset, 1 MiB)` over a log in the page cache;
 * recovery time of a `--recovery-mib` log without the clean-shutdown marker (every batch CRC-checked,
   indexes and producer state rebuilt) and with it.
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from exactly.clock import SystemClock
 from exactly.records.builder import build_batch
+from exactly.replication.partition import Partition
 from exactly.storage.config import LogConfig
 from exactly.storage.loader import load_log
 from exactly.storage.log import PartitionLog
@@ -57,12 +58,13 @@ def raw_write(path: Path, batch: bytes, count: int, fsync: bool) -> float:
 def log_append(directory: Path, batch: bytes, count: int, fsync: bool) -> float:
     config = LogConfig(max_message_bytes=4 * MiB)
     plog = load_log(directory, "bench", 0, config, SystemClock())
+    leader = Partition(plog)  # appends as the broker does: the leader moves the high watermark
     start = time.perf_counter()
     try:
         for _ in range(count):
-            info = plog.append_as_leader(batch)
-            if fsync:
-                plog.flush(upto=info.last_offset + 1)
+            appended = leader.append_records_to_leader(batch)
+            if fsync and appended.durable_offset is not None:
+                plog.flush(upto=appended.durable_offset)
     finally:
         elapsed = time.perf_counter() - start
         plog.close_without_flush()
@@ -137,8 +139,9 @@ def build_log(directory: Path, mib: int) -> PartitionLog:
     config = LogConfig(max_message_bytes=4 * MiB, segment_bytes=256 * MiB)
     plog = load_log(directory, "bench", 0, config, SystemClock())
     batch = make_batch(MiB)
+    leader = Partition(plog)
     for _ in range(mib * MiB // len(batch)):
-        plog.append_as_leader(batch)
+        leader.append_records_to_leader(batch)
     return plog
 
 
