@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exactly.testing.processes import free_port, wait_until_listening
+from exactly.testing.processes import BrokerProcess
 
 RECORD_SIZE = 1024
 PARTITIONS = 6
@@ -330,29 +330,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"machine: raw sequential write, fsync per 384 KiB : {disk:8.0f} MB/s")
         print(f"machine: raw loopback TCP copy                   : {loop:8.0f} MB/s")
 
-        proc = None
+        broker = None
         bootstrap = args.bootstrap_server
         if bootstrap is None:
-            import subprocess
-            import sys
-
-            port = free_port()
-            bootstrap = f"127.0.0.1:{port}"
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "exactly",
-                    "serve",
-                    "--data-dir",
-                    str(tmpdir / "data"),
-                    "--listen",
-                    bootstrap,
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            wait_until_listening(proc, port, BROKER_START_TIMEOUT)
+            broker = BrokerProcess(tmpdir / "data").start(BROKER_START_TIMEOUT)
+            bootstrap = broker.bootstrap
         try:
             from confluent_kafka.admin import AdminClient
             from confluent_kafka.cimpl import NewTopic
@@ -378,12 +360,11 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"consume: {consumed.mb_s:8.1f} MB/s ({consumed.records} records, {args.consumers} consumers)"
             )
-            if proc is not None:
-                print(f"broker peak RSS: {_peak_rss_mb(proc.pid):.0f} MB")
+            if broker is not None:
+                print(f"broker peak RSS: {_peak_rss_mb(broker.pid):.0f} MB")
         finally:
-            if proc is not None:
-                proc.terminate()
-                proc.wait(30)
+            if broker is not None:
+                broker.stop(30)
 
 
 def _peak_rss_mb(pid: int) -> float:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -31,7 +29,7 @@ from exactly.protocol.messages.api_versions import ApiVersionsRequest
 from exactly.protocol.messages.metadata import MetadataRequest
 from exactly.security.listeners import SecurityProtocol
 from exactly.security.sasl import make_scram_credential
-from exactly.testing.processes import free_port, wait_until_listening
+from exactly.testing.processes import BrokerProcess, free_port, wait_until_listening
 
 USER, PASSWORD = "bench", "bench-password"
 KINDS = ("PLAINTEXT", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -74,7 +72,7 @@ class SaslBench:
     def __init__(self, iterations: int, work: Path) -> None:
         self.iterations = iterations
         self._work = work
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._broker: BrokerProcess | None = None
         self._ports = (0, 0)
         self._samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
 
@@ -86,16 +84,12 @@ class SaslBench:
             metadata.set_scram_credential(USER, mechanism, credential)
         metadata.close()
         plain_port, sasl_port = free_port(), free_port()
-        args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(data)]
-        args += [
-            "--set",
-            f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-        ]
-        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        listeners = f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+        self._broker = BrokerProcess(data, listeners, port=plain_port)
         self._ports = (plain_port, sasl_port)
         try:
-            wait_until_listening(self._proc, plain_port, BROKER_START_TIMEOUT)
-            wait_until_listening(self._proc, sasl_port, BROKER_START_TIMEOUT)
+            self._broker.start(BROKER_START_TIMEOUT)
+            wait_until_listening(self._broker.proc, sasl_port, BROKER_START_TIMEOUT)
             for kind in KINDS:  # warm-up
                 setup_once(self._port(kind), kind)
         except BaseException:
@@ -104,17 +98,16 @@ class SaslBench:
         return self
 
     def __exit__(self, *_: object) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            self._proc.wait(30)
-            self._proc = None
+        if self._broker is not None:
+            self._broker.stop(30)
+            self._broker = None
 
     def _port(self, kind: str) -> int:
         return self._ports[0] if kind == "PLAINTEXT" else self._ports[1]
 
     def round(self, connections: int) -> None:
         """`connections` more connections of each kind, one at a time, the kinds' order alternating."""
-        assert self._proc is not None, "SaslBench is used outside its `with` block"
+        assert self._broker is not None, "SaslBench is used outside its `with` block"
         for _ in range(connections):
             done = len(self._samples[KINDS[0]])
             for kind in KINDS if done % 2 == 0 else KINDS[::-1]:

@@ -47,7 +47,7 @@ from typing import Any
 
 from exactly.bench.broker import percentile
 from exactly.bench.spark_read import ReadRate, consumer_read_rate, fill_topic, spark_batch_read_rate
-from exactly.bench.txn import BrokerProcess
+from exactly.bench.txn import start_broker
 
 INPUT_TOPIC = "bench-spark-in"
 LATENCY_IN = "bench-spark-latency-in"
@@ -317,7 +317,7 @@ def run(size_mib: float, rounds: int, seconds: float, read_runs: int, work: Path
 
 def run_samples(size_mib: float, rounds: int, seconds: float, read_runs: int, work: Path) -> SparkRun:
     records = max(1, int(size_mib * 1024 * 1024) // RECORD_BYTES)
-    broker = BrokerProcess(work)
+    broker = start_broker(work)
     spark = None
     try:
         started = time.perf_counter()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from exactly.bench.broker import BROKER_START_TIMEOUT
-from exactly.testing.processes import free_port, wait_until_listening
+from exactly.testing.processes import BrokerProcess
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,17 +134,10 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with tempfile.TemporaryDirectory(prefix="exactly-bench-spark-") as tmp:
-        port = free_port()
-        bootstrap = f"127.0.0.1:{port}"
-        data = Path(tmp) / "data"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "exactly", "serve", "--data-dir", str(data), "--listen", bootstrap],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        broker = BrokerProcess(Path(tmp) / "data").start(BROKER_START_TIMEOUT)
+        bootstrap = broker.bootstrap
         spark = None
         try:
-            wait_until_listening(proc, port, BROKER_START_TIMEOUT)
             fill_topic(bootstrap, "bench-read", args.records, args.value_bytes, args.partitions)
             from pyspark.sql import SparkSession
 
@@ -177,8 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             if spark is not None:
                 spark.stop()
-            proc.terminate()
-            proc.wait(30)
+            broker.stop(30)
 
 
 if __name__ == "__main__":

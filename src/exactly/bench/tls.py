@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +37,7 @@ from exactly.bench.broker import (
     cpu_seconds,
     produce,
 )
-from exactly.testing.processes import free_port, wait_until_listening
+from exactly.testing.processes import BrokerProcess, free_port
 
 TOPIC = "bench-tls"
 
@@ -96,7 +94,7 @@ class TlsBench:
         """`broker_settings`: more `key=value` broker settings (e.g. ssl.protocol=TLSv1.2)."""
         self._work = work
         self._broker_settings = broker_settings
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._broker: BrokerProcess | None = None
         self._ports = (0, 0)
         self._tls_config: dict[str, str] = {}
         self._samples: dict[str, list[float]] = {k: [] for k in ("plain", "tls", "plain_cpu", "tls_cpu")}
@@ -113,12 +111,9 @@ class TlsBench:
             "ssl.client.auth=required",
             *self._broker_settings,
         ]
-        args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(self._work / "data")]
-        for item in settings:
-            args += ["--set", item]
-        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._broker = BrokerProcess(self._work / "data", *settings, port=plain_port)
         try:
-            wait_until_listening(self._proc, plain_port, BROKER_START_TIMEOUT)
+            self._broker.start(BROKER_START_TIMEOUT)
             from confluent_kafka.admin import AdminClient
             from confluent_kafka.cimpl import NewTopic
 
@@ -140,19 +135,18 @@ class TlsBench:
         self._stop()
 
     def _stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            self._proc.wait(30)
-            self._proc = None
+        if self._broker is not None:
+            self._broker.stop(30)
+            self._broker = None
 
     def round(self, records: int, producers: int, index: int) -> None:
         """One run through each listener, PLAINTEXT first in even rounds, TLS first in odd ones."""
-        assert self._proc is not None, "TlsBench is used outside its `with` block"
+        assert self._broker is not None, "TlsBench is used outside its `with` block"
         order = [("plain", self._ports[0], None), ("tls", self._ports[1], self._tls_config)]
         for name, port, config in order if index % 2 == 0 else order[::-1]:
-            cpu = cpu_seconds(self._proc.pid)
+            cpu = cpu_seconds(self._broker.pid)
             result = produce(f"127.0.0.1:{port}", records, producers, TOPIC, config)
-            cpu = cpu_seconds(self._proc.pid) - cpu
+            cpu = cpu_seconds(self._broker.pid) - cpu
             if result.records != records // producers * producers:
                 raise RuntimeError(f"only {result.records} records delivered")
             self._samples[name].append(result.mb_s)

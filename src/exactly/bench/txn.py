@@ -57,7 +57,6 @@ import json
 import multiprocessing as mp
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -76,7 +75,7 @@ from exactly.bench.broker import (
     percentile,
 )
 from exactly.client.connection import AsyncKafkaConnection
-from exactly.testing.processes import free_port, wait_until_listening
+from exactly.testing.processes import BrokerProcess
 
 TOPIC = "bench-txn"
 VISIBILITY_TOPIC = "bench-txn-visibility"
@@ -90,32 +89,10 @@ RESULT_TIMEOUT_S = 300.0
 # --- the broker -------------------------------------------------------------------------------------------
 
 
-class BrokerProcess:
+def start_broker(directory: Path) -> BrokerProcess:
     """`exactly serve` on a fresh data directory; its log goes to `broker.log` next to it."""
-
-    def __init__(self, directory: Path) -> None:
-        port = free_port()
-        self.port = port
-        self.bootstrap = f"127.0.0.1:{port}"
-        self.log_path = directory / "broker.log"
-        args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(directory / "data")]
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [*args, "--listen", self.bootstrap], stdout=subprocess.DEVNULL, stderr=log
-            )
-        wait_until_listening(self.proc, port, BROKER_START_TIMEOUT, self.log_path)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(30)
+    broker = BrokerProcess(directory / "data", log_path=directory / "broker.log")
+    return broker.start(BROKER_START_TIMEOUT)
 
 
 def _status_mb(pid: int, field: str) -> float:
@@ -704,7 +681,7 @@ def measure(argv: list[str] | None = None) -> tuple[dict[str, Any], TxnSamples]:
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="exactly-bench-txn-") as tmp:
-        broker = BrokerProcess(Path(tmp))
+        broker = start_broker(Path(tmp))
         try:
             return _bench(broker, args)
         except BaseException:

@@ -108,6 +108,11 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "the broker was not started"
+        return self.proc.pid
+
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         args = [sys.executable, "-m", "exactly", "serve", "--data-dir", str(self.data_dir)]
         if not any(item.startswith("listeners=") for item in self.settings):  # else `port` is the first's
