@@ -49,7 +49,7 @@ def build_parts(data_dir: Path, clock: ManualClock | None = None, **properties: 
     configs.apply_to(logs)
     logs.startup()
     replicas = ReplicaManager(logs, Flusher(logs.data_dir))
-    topics = TopicManager(metadata, logs, replicas, configs)
+    topics = TopicManager(metadata, replicas, configs)
     topics.sync_logs_with_metadata()
     return Parts(configs.current, clock, metadata, logs, replicas, topics, Scheduler())
 

@@ -98,6 +98,6 @@ class ReplicaManager:
 
     async def wait_end_durable(self, partition: Partition) -> None:
         """Everything appended to `partition` so far is durable (when its flush policy asks for it)."""
-        end = partition.log_end_offset
-        if partition.config.ack_waits_for_fsync and partition.log.needs_flush(end):
+        end = partition.durable_offset(partition.log_end_offset)
+        if end is not None:
             await self.wait_durable([(partition, end)])

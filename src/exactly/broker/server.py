@@ -97,7 +97,7 @@ class Broker:
         )
         self.configs.apply_to(logs)
         self.replicas = ReplicaManager(logs, Flusher(logs.data_dir))
-        self.topics = TopicManager(self.metadata, logs, self.replicas, self.configs)
+        self.topics = TopicManager(self.metadata, self.replicas, self.configs)
         self.scheduler = Scheduler()
         self.producer_ids = ProducerIdManager(self.metadata)
         self.groups = GroupService(self.config, self.replicas, self.topics, self.clock, self.scheduler)

@@ -20,17 +20,14 @@ from exactly.configs.topic import TOPIC_CONFIGS, validate_topic_overrides
 from exactly.errors import ErrorCode, KafkaError
 from exactly.storage import files
 from exactly.storage.config import LogConfig
-from exactly.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
 
 class TopicManager:
-    def __init__(
-        self, metadata: ClusterMetadata, logs: LogManager, replicas: ReplicaManager, configs: BrokerConfigs
-    ) -> None:
+    def __init__(self, metadata: ClusterMetadata, replicas: ReplicaManager, configs: BrokerConfigs) -> None:
         self._metadata = metadata
-        self._logs = logs
+        self._logs = replicas.logs
         self._replicas = replicas
         self._configs = configs
 

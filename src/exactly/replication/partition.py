@@ -97,19 +97,14 @@ class Partition:
         origin: AppendOrigin = AppendOrigin.CLIENT,
         verification_guard: VerificationGuard | None = None,
     ) -> AppendResult:
-        """Append as the leader, then move the high watermark (KafkaError: the code the client sees).
-        On every produce: the steps are written out rather than called."""
-        if not self.is_leader:
-            self._require_leader()
-        log = self.log
-        info = log.append_as_leader(
+        """Append as the leader, then move the high watermark (KafkaError: the code the client sees)."""
+        self._require_leader()
+        info = self.log.append_as_leader(
             records, leader_epoch=self.leader_epoch, origin=origin, verification_guard=verification_guard
         )
         if not info.duplicate:
-            log.update_high_watermark(log.log_end_offset)  # maybe_increment_high_watermark, inlined
-        end = info.last_offset + 1
-        wait = required_acks == -1 and log.needs_flush(end) and log.config.ack_waits_for_fsync
-        return AppendResult(self, info, end if wait else None)
+            self.maybe_increment_high_watermark()
+        return AppendResult(self, info, self.durable_offset(info.last_offset + 1, required_acks))
 
     def append_end_txn_marker(
         self, producer_id: int, producer_epoch: int, marker: EndTxnMarker, *, required_acks: int = -1
@@ -120,7 +115,7 @@ class Partition:
             producer_id, producer_epoch, marker, leader_epoch=self.leader_epoch
         )
         self.maybe_increment_high_watermark()
-        return AppendResult(self, info, self._durable_offset(info, required_acks))
+        return AppendResult(self, info, self.durable_offset(info.last_offset + 1, required_acks))
 
     def read(
         self, fetch_offset: int, max_bytes: int, isolation: Isolation, *, min_one_message: bool = True
@@ -148,14 +143,16 @@ class Partition:
         """The ISR is this replica alone: everything it has is committed."""
         self.log.update_high_watermark(self.log.log_end_offset)
 
-    def _durable_offset(self, info: LogAppendInfo, required_acks: int) -> int | None:
-        end = info.last_offset + 1
-        if required_acks == -1 and self.log.config.ack_waits_for_fsync and self.log.needs_flush(end):
+    def durable_offset(self, end: int, required_acks: int = -1) -> int | None:
+        """`end` if an answer about the data below it must wait for an fsync (acks=all under a flush
+        policy that waits for the disk, and not durable yet), else None."""
+        log = self.log
+        if required_acks == -1 and log.config.ack_waits_for_fsync and log.needs_flush(end):
             return end
         return None
 
     def _require_leader(self) -> None:
-        if not self.is_leader:
+        if not self.is_leader:  # cheap when it leads: called on every append
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {self.topic}-{self.index}"
             )
