@@ -55,7 +55,7 @@ def test_unknown_and_deleted_partitions(tmp_path: Path) -> None:
         await parts.topics.create_topic("t", 1, {})
         before = replicas.online_partition("t", 0)
         replicas.append_records(before, data_batch(1))
-        parts.topics.delete_topic("t")
+        await parts.topics.delete_topic("t")
         assert replicas.partition("t", 0) is None
         await parts.topics.create_topic("t", 1, {})
         after = replicas.online_partition("t", 0)

@@ -109,7 +109,27 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "log.dirs": ("data_dir", lambda raw: Path(raw.split(",")[0].strip())),
     "log.dir": ("data_dir", lambda raw: Path(raw.strip())),
     "num.partitions": ("num_partitions", _int(1, 1_000_000)),
-    "default.replication.factor": ("default_replication_factor", _int(1, 1)),
+    "default.replication.factor": ("default_replication_factor", _int(1, 32767)),
+    # the replicated cluster (exactly.broker.cluster_member)
+    "zookeeper.connect": ("zookeeper_connect", _str),
+    "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _int(1, 2**31 - 1)),
+    "broker.rack": ("broker_rack", lambda raw: raw.strip() or None),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _int(1)),
+    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _int(0, 2**31 - 1)),
+    "replica.fetch.min.bytes": ("replica_fetch_min_bytes", _int(1, 2**31 - 1)),
+    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _int(0, 2**31 - 1)),
+    "replica.fetch.response.max.bytes": ("replica_fetch_response_max_bytes", _int(0, 2**31 - 1)),
+    "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", _int(0, 2**31 - 1)),
+    "replica.socket.timeout.ms": ("replica_socket_timeout_ms", _int(1, 2**31 - 1)),
+    "offsets.topic.replication.factor": ("offsets_topic_replication_factor", _int(1, 32767)),
+    "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", _int(1, 32767)),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _int(1, 2**31 - 1)),
+    "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
+    "controlled.shutdown.max.retries": ("controlled_shutdown_max_retries", _int(0, 2**31 - 1)),
+    "controlled.shutdown.retry.backoff.ms": ("controlled_shutdown_retry_backoff_ms", _int(0)),
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", _int(1)),
+    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _int(0, 100)),
     "auto.create.topics.enable": ("auto_create_topics", _bool),
     "delete.topic.enable": ("delete_topic_enable", _bool),
     "socket.request.max.bytes": ("socket_request_max_bytes", _int(1, 2**31 - 1)),
@@ -193,6 +213,25 @@ class BrokerConfig:
     cluster_id: str = "exactly-cluster"
     num_partitions: int = 1
     default_replication_factor: int = 1
+    zookeeper_connect: str = ""  # empty: one broker alone, no cluster
+    zookeeper_session_timeout_ms: int = 18_000
+    broker_rack: str | None = None
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_fetch_backoff_ms: int = 1000
+    replica_socket_timeout_ms: int = 30_000
+    offsets_topic_replication_factor: int = 3  # at most the live brokers when the topic is created
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     auto_create_topics: bool = True
     delete_topic_enable: bool = True
     socket_request_max_bytes: int = 104_857_600

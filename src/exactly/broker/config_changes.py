@@ -10,7 +10,7 @@ INVALID_REQUEST for a duplicate key or a broker id that is not this broker.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -42,9 +42,9 @@ R = TypeVar("R", bound=_Resource)
 T = TypeVar("T")
 
 
-def per_resource(
+async def per_resource(
     resources: Iterable[R],
-    alter: Callable[[R], None],
+    alter: Callable[[R], Awaitable[None]],
     answer: Callable[[int, str | None, int, str], T],
 ) -> list[T]:
     """Alter each resource on its own, as Kafka does: one resource's error is that resource's answer only.
@@ -52,7 +52,7 @@ def per_resource(
     out = []
     for resource in resources:
         try:
-            alter(resource)
+            await alter(resource)
         except KafkaError as e:
             out.append(answer(e.code, e.message, resource.resource_type, resource.resource_name))
         else:
@@ -126,7 +126,7 @@ def apply_incremental(
     configs[name] = ",".join(current)
 
 
-def commit(
+async def commit(
     broker: Broker, resource_type: int, name: str, configs: dict[str, str], validate_only: bool
 ) -> None:
     """Validate the resource's complete new set and (unless validate_only) persist and apply it."""
@@ -135,7 +135,7 @@ def commit(
             topic_config(key)
         broker.topics.validate_topic_configs(configs)
         if not validate_only:
-            broker.topics.alter_topic_configs(name, configs)
+            await broker.topics.alter_topic_configs(name, configs)
         return
     resource = broker_resource(broker, name)
     unknown = sorted(key for key in configs if key not in BROKER_CONFIGS)

@@ -34,7 +34,7 @@ from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.topic_manager import TopicManager
 from exactly.errors import ErrorCode, KafkaError
 from exactly.records.batch import RecordBatch
-from exactly.replication.partition import AppendResult
+from exactly.replication.partition import AppendResult, Partition
 from exactly.storage.log import Buffer, VerificationGuard, scan_batches
 from exactly.storage.producer_state import AppendOrigin
 
@@ -63,6 +63,9 @@ def append_error(code: ErrorCode) -> ErrorCode:
     return code
 
 
+_REPLICATION_TIMEOUT_S = 30.0  # a coordinator's acks=all write (Kafka: the request timeout)
+
+
 class CoordinatorRuntime:
     def __init__(
         self,
@@ -73,8 +76,13 @@ class CoordinatorRuntime:
         topics: TopicManager,
         load: ShardLoader,
         unload: Callable[[int], None] = lambda partition: None,
+        *,
+        replication_factor: int = 1,
+        min_isr: int = 1,
     ) -> None:
         self.topic = topic
+        self.replication_factor = replication_factor
+        self.min_isr = min_isr
         self.num_partitions = num_partitions
         self._segment_bytes = segment_bytes
         self._replicas = replicas
@@ -87,13 +95,33 @@ class CoordinatorRuntime:
 
     async def ensure_topic(self) -> None:
         """Create the compacted internal topic on first use (one partition per shard)."""
-        await self._topics.ensure_internal_topic(self.topic, self.num_partitions, self._segment_bytes)
+        await self._topics.ensure_internal_topic(
+            self.topic, self.num_partitions, self._segment_bytes, self.replication_factor, self.min_isr
+        )
 
     def load_all(self) -> tuple[int, float]:
         """Load every partition this broker leads (start-up): (records replayed, seconds)."""
         start = time.perf_counter()
-        count = sum(self.became_leader(p) for p in range(self._topics.partitions(self.topic)))
+        count = 0
+        for p in range(self._topics.partitions(self.topic)):
+            found = self._replicas.partition(self.topic, p)
+            if found is not None and not found.is_leader:
+                self._resigned.add(p)
+                continue
+            count += self.became_leader(p)
         return count, time.perf_counter() - start
+
+    def leadership_changed(self, partition: Partition) -> None:
+        """The replica manager's hook: a partition of our topic became leader (load it) or follower
+        (resign it). Kafka's coordinators follow their topic's leadership the same way."""
+        if partition.topic != self.topic:
+            return
+        if partition.is_leader:
+            records = self.became_leader(partition.index)
+            log.info("%s-%d: coordinator loaded (%d records)", self.topic, partition.index, records)
+        elif partition.index not in self._resigned:
+            self.resigned(partition.index)
+            log.info("%s-%d: coordinator resigned", self.topic, partition.index)
 
     def became_leader(self, partition: int) -> int:
         """Replay the partition into its shard; from now on this broker coordinates it."""
@@ -104,8 +132,13 @@ class CoordinatorRuntime:
         return self._load(partition, scan_batches(found.log))
 
     def is_leader(self, partition: int) -> bool:
-        """This broker coordinates the partition (it has not resigned it)."""
-        return partition not in self._resigned
+        """This broker coordinates the partition (it has not resigned it; in a cluster, it leads it)."""
+        if partition in self._resigned:
+            return False
+        if not self._replicas.cluster:
+            return True
+        found = self._replicas.partition(self.topic, partition)
+        return found is not None and found.is_leader
 
     def resigned(self, partition: int) -> None:
         """Another broker leads the partition now: its appends answer NOT_COORDINATOR, its state goes."""
@@ -148,10 +181,15 @@ class CoordinatorRuntime:
             raise self._failed(e, what) from e
 
     async def wait_durable(self, appended: AppendResult, what: str) -> None:
-        if appended.durable_offset is None:
-            return
+        """Durable on this broker (its flush policy) and, in a cluster, on the ISR (acks=all)."""
         try:
-            await self._replicas.wait_durable([(appended.partition, appended.durable_offset)])
+            if appended.durable_offset is not None:
+                await self._replicas.wait_durable([(appended.partition, appended.durable_offset)])
+            if appended.partition.replicated:
+                end = appended.info.last_offset + 1
+                (code,) = await self._replicas.wait_replicated([(appended.partition, end)], _REPLICATION_TIMEOUT_S)
+                if code != ErrorCode.NONE:
+                    raise KafkaError(code, f"{self.topic}-{appended.partition.index}: not replicated ({code.name})")
         except (KafkaError, OSError) as e:
             raise self._failed(e, what) from e
 

@@ -93,7 +93,10 @@ class GroupService:
             topics,
             lambda partition, batches: load_batches(self.coordinator, batches),
             self.coordinator.unload_partition,
+            replication_factor=config.offsets_topic_replication_factor,
+            min_isr=config.log.min_insync_replicas,
         )
+        replicas.leadership_listeners.append(self.runtime.leadership_changed)
         self._timer = DeadlineTimer(
             "group coordinator", self.coordinator.next_deadline, self._tick, clock.monotonic_ms
         )
@@ -129,6 +132,10 @@ class GroupService:
             if not future.done():
                 future.cancel()
         self._waiters.clear()
+
+    def partition_for(self, key: str) -> int:
+        """The partition of the internal topic whose leader coordinates `key`."""
+        return self.coordinator.partition_for(key)
 
     async def ensure_topic(self) -> None:
         """Create `__consumer_offsets` on first use (compacted, one partition per coordinator shard)."""

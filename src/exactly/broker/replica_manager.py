@@ -4,11 +4,23 @@ appends through it (leadership, leader epoch, high watermark), waits for the dur
 (the `Flusher`'s group commit), and wakes parked fetches after every append (`FetchWakeups`).
 
 Partitions are made on first use, over logs the log manager loads lazily; `stop_replica` forgets one when
-its topic is deleted. The cluster adds leader and follower transitions here (become-leader,
-become-follower, the replica fetcher), not in the handlers.
+its topic is deleted.
+
+In a cluster (`cluster=True`) a partition leads nothing until its state arrives from ZooKeeper:
+`become_leader_or_follower` applies it (Kafka's `becomeLeaderOrFollower`), moving the partition in or out
+of the replica fetchers and telling the coordinators (`leadership_listeners`). The leader side of
+replication lives here too: a follower's fetch moves its state (`follower_fetched`), which may move the
+high watermark and answer parked acks=all produces (`wait_replicated`, Kafka's delayed produce), or
+propose a larger ISR; `shrink_isrs` runs every `replica.lag.time.max.ms / 2`. ISR changes go through
+`isr_writer`, the cluster shell's conditional write to ZooKeeper.
 """
 
 from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from exactly.broker.fetch_wakeups import FetchWakeups
 from exactly.broker.flusher import Flusher
@@ -21,15 +33,44 @@ from exactly.storage.producer_state import AppendOrigin
 
 __all__ = ["DurableTarget", "ReplicaManager"]
 
+log = logging.getLogger(__name__)
+
 DurableTarget = tuple[Partition, int]  # the partition must be fsynced below this offset
+IsrWriter = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
+LeadershipListener = Callable[[Partition], None]  # called after a partition became leader or follower
+
+
+class Fetchers(Protocol):
+    """The replica fetchers (exactly.broker.replica_fetcher): which partitions follow which leader."""
+
+    def follow(self, partition: Partition) -> None: ...
+    def unfollow(self, partition: Partition) -> None: ...
 
 
 class ReplicaManager:
-    def __init__(self, logs: LogManager, flusher: Flusher) -> None:
+    def __init__(
+        self,
+        logs: LogManager,
+        flusher: Flusher,
+        *,
+        local_id: int = 0,
+        cluster: bool = False,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.logs = logs
         self.flusher = flusher
         self.wakeups = FetchWakeups()
+        self.local_id = local_id
+        self.cluster = cluster
+        self._now_ms = now_ms or logs.clock.monotonic_ms
         self._partitions: dict[tuple[str, int], Partition] = {}
+        # the cluster's hooks (set by the cluster shell)
+        self.fetchers: Fetchers | None = None
+        self.isr_writer: IsrWriter | None = None
+        self.broker_is_live: Callable[[int], bool] = lambda broker_id: True
+        self.leadership_listeners: list[LeadershipListener] = []
+        self._replication_waiters: dict[Partition, list[tuple[int, asyncio.Future[ErrorCode]]]] = {}
+        self._isr_tasks: set[asyncio.Task[None]] = set()
 
     def partition(self, topic: str, index: int) -> Partition | None:
         """The partition, or None when this broker has no such partition (or its log is offline)."""
@@ -39,7 +80,10 @@ class ReplicaManager:
         key = (topic, index)
         partition = self._partitions.get(key)
         if partition is None or partition.log is not log:
-            partition = self._partitions[key] = Partition(log)
+            partition = self._partitions[key] = Partition(log, local_id=self.local_id)
+            if self.cluster:  # leads nothing until ZooKeeper says so
+                partition.is_leader = False
+                partition.leader_id = -1
         return partition
 
     def online_partition(self, topic: str, index: int) -> Partition:
@@ -50,8 +94,173 @@ class ReplicaManager:
 
     def stop_replica(self, topic: str, index: int) -> None:
         """Forget the partition and delete its log (its topic was deleted, or its creation undone)."""
-        self._partitions.pop((topic, index), None)
+        partition = self._partitions.pop((topic, index), None)
+        if partition is not None:
+            partition.is_leader = False
+            if self.fetchers is not None:
+                self.fetchers.unfollow(partition)
+            self._complete_replication_waiters(partition)
+            for listener in self.leadership_listeners:
+                listener(partition)
         self.logs.delete_log(topic, index)
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    # --- the cluster: leadership from ZooKeeper ----------------------------------------------------------
+
+    def become_leader_or_follower(
+        self,
+        topic: str,
+        index: int,
+        *,
+        leader: int,
+        leader_epoch: int,
+        isr: Sequence[int],
+        replicas: Sequence[int],
+        partition_epoch: int,
+    ) -> Partition | None:
+        """Apply a partition's state from ZooKeeper (Kafka's `becomeLeaderOrFollower`): a state older than
+        what this replica has (by leader epoch, then partition epoch) is ignored. Returns the partition, or
+        None when this broker is not one of its replicas."""
+        if self.local_id not in replicas:
+            return None
+        partition = self.partition(topic, index)
+        if partition is None:
+            partition = Partition(self.logs.get_or_create_log(topic, index), local_id=self.local_id)
+            partition.is_leader = False
+            partition.leader_id = -1
+            self._partitions[(topic, index)] = partition
+        if leader_epoch < partition.leader_epoch or (
+            leader_epoch == partition.leader_epoch
+            and partition_epoch < partition.partition_epoch
+            and partition.leader_id != -1
+        ):
+            return partition  # stale
+        if leader == self.local_id:
+            was_leader = partition.is_leader
+            if partition.make_leader(leader_epoch, isr, replicas, partition_epoch, self._now_ms()):
+                log.info("%s-%d: leader in epoch %d, ISR %s", topic, index, leader_epoch, list(isr))
+            if self.fetchers is not None:
+                self.fetchers.unfollow(partition)
+            if not was_leader:
+                self._notify(partition)
+        else:
+            if partition.make_follower(leader, leader_epoch, isr, replicas, partition_epoch):
+                log.info("%s-%d: follower of %d in epoch %d", topic, index, leader, leader_epoch)
+                if self.fetchers is not None:
+                    self.fetchers.unfollow(partition)
+                    if leader >= 0:
+                        self.fetchers.follow(partition)
+                self._notify(partition)
+            self.wakeups.appended()  # parked fetches see NOT_LEADER_OR_FOLLOWER
+        self._complete_replication_waiters(partition)
+        return partition
+
+    def _notify(self, partition: Partition) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(partition)
+            except Exception:
+                log.exception("a leadership listener failed for %s-%d", partition.topic, partition.index)
+
+    # --- the leader: follower fetches, ISR, acks=all -----------------------------------------------------
+
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched `partition` from `fetch_offset` (Kafka's `updateFollowerFetchState`)."""
+        if partition.update_follower_fetch_state(replica_id, fetch_offset, self._now_ms()):
+            self._complete_replication_waiters(partition)
+            self.wakeups.appended()  # consumers may read further
+        expanded = partition.isr_to_expand(self.broker_is_live)
+        if expanded is not None:
+            self._change_isr(partition, expanded)
+
+    def shrink_isrs(self, max_lag_ms: int) -> None:
+        """Drop the followers that stopped keeping up from the ISR of every partition this broker leads."""
+        now = self._now_ms()
+        for partition in list(self._partitions.values()):
+            if partition.is_leader and partition.followers:
+                shrunk = partition.isr_to_shrink(now, max_lag_ms)
+                if shrunk is not None:
+                    self._change_isr(partition, shrunk)
+
+    def _change_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        writer = self.isr_writer
+        if writer is None:
+            return
+        partition.pending_isr = isr
+        log.info(
+            "%s-%d: proposing ISR %s (was %s)", partition.topic, partition.index, list(isr), list(partition.isr)
+        )
+        task = asyncio.get_running_loop().create_task(self._write_isr(writer, partition, isr))
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    async def _write_isr(self, writer: IsrWriter, partition: Partition, isr: tuple[int, ...]) -> None:
+        try:
+            await writer(partition, isr)
+        except Exception:
+            log.exception("writing the ISR of %s-%d failed", partition.topic, partition.index)
+            if partition.pending_isr == isr:
+                partition.pending_isr = None
+        partition.maybe_increment_high_watermark()
+        self._complete_replication_waiters(partition)
+        self.wakeups.appended()
+
+    def isr_updated(self, partition: Partition, isr: Sequence[int], partition_epoch: int) -> None:
+        """The ISR this leader proposed is committed (or ZooKeeper holds a newer one)."""
+        partition.update_isr(isr, partition_epoch)
+        self._complete_replication_waiters(partition)
+        self.wakeups.appended()
+
+    async def wait_replicated(self, targets: list[DurableTarget], timeout_s: float) -> list[ErrorCode]:
+        """acks=all in a cluster: each target's outcome once the ISR has it (Kafka's delayed produce).
+        REQUEST_TIMED_OUT when the high watermark did not get there in time."""
+        futures: list[asyncio.Future[ErrorCode]] = []
+        loop = asyncio.get_running_loop()
+        for partition, end in targets:
+            future: asyncio.Future[ErrorCode] = loop.create_future()
+            outcome = partition.replication_outcome(end)
+            if outcome is not None:
+                future.set_result(outcome)
+            else:
+                self._replication_waiters.setdefault(partition, []).append((end, future))
+            futures.append(future)
+        pending = [f for f in futures if not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+        results = []
+        for future in futures:
+            if future.done():
+                results.append(future.result())
+            else:
+                future.cancel()
+                results.append(ErrorCode.REQUEST_TIMED_OUT)
+        for partition, _ in targets:
+            waiters = self._replication_waiters.get(partition)
+            if waiters is not None:
+                waiters[:] = [(end, f) for end, f in waiters if not f.done()]
+                if not waiters:
+                    del self._replication_waiters[partition]
+        return results
+
+    def _complete_replication_waiters(self, partition: Partition) -> None:
+        waiters = self._replication_waiters.get(partition)
+        if not waiters:
+            return
+        left = []
+        for end, future in waiters:
+            if future.done():
+                continue
+            outcome = partition.replication_outcome(end)
+            if outcome is None:
+                left.append((end, future))
+            else:
+                future.set_result(outcome)
+        if left:
+            waiters[:] = left
+        else:
+            del self._replication_waiters[partition]
 
     # --- appends -----------------------------------------------------------------------------------------
 
@@ -65,6 +274,8 @@ class ReplicaManager:
         verification_guard: VerificationGuard | None = None,
     ) -> AppendResult:
         """Append to `partition` as its leader (KafkaError: the client's code); parked fetches wake up."""
+        if partition.followers:
+            partition.check_enough_replicas(required_acks)
         result = partition.append_records_to_leader(
             records, required_acks=required_acks, origin=origin, verification_guard=verification_guard
         )

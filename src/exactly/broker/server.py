@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from exactly.broker.broker_configs import BrokerConfigs
+from exactly.broker.cluster_member import ClusterMember, cluster_config
 from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.connection import READ_SIZE, Connection
 from exactly.broker.connection_slots import ConnectionSlots, descriptor_share
@@ -37,6 +38,7 @@ from exactly.broker.transactions import TransactionService
 from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata
 from exactly.cluster.producer_ids import ProducerIdManager
+from exactly.cluster.znodes import RegisteredEndpoint
 from exactly.fetch.session import FetchSessionCache
 from exactly.quotas.entities import QuotaKey
 from exactly.quotas.manager import ClientQuotaManager
@@ -96,10 +98,29 @@ class Broker:
             },
         )
         self.configs.apply_to(logs)
-        self.replicas = ReplicaManager(logs, Flusher(logs.data_dir))
+        clustered = bool(config.zookeeper_connect)
+        self.replicas = ReplicaManager(
+            logs,
+            Flusher(logs.data_dir),
+            local_id=config.node_id,
+            cluster=clustered,
+            now_ms=self.clock.monotonic_ms,
+        )
         self.topics = TopicManager(self.metadata, self.replicas, self.configs)
         self.scheduler = Scheduler()
-        self.producer_ids = ProducerIdManager(self.metadata)
+        self.cluster: ClusterMember | None = None
+        if clustered:
+            self.cluster = ClusterMember(
+                cluster_config(config),
+                self.replicas,
+                self.metadata,
+                self._registered_endpoints,
+                self._topic_config_changed,
+            )
+            self.topics.cluster = self.cluster
+            next_producer_id = self.cluster.next_producer_id
+        else:
+            next_producer_id = ProducerIdManager(self.metadata).next_id
         self.groups = GroupService(self.config, self.replicas, self.topics, self.clock, self.scheduler)
         self.transactions = TransactionService(
             self.config,
@@ -107,7 +128,7 @@ class Broker:
             self.topics,
             self.clock,
             self.scheduler,
-            self.producer_ids.next_id,
+            next_producer_id,
             self.groups.complete_transaction,
         )
         window_ms = config.quota_window_size_seconds * 1000
@@ -165,6 +186,19 @@ class Broker:
         listener = listener or self.config.listeners[0]
         return listener.advertised_host, listener.advertised_port or self.bound_port(listener)
 
+    def _registered_endpoints(self) -> tuple[RegisteredEndpoint, ...]:
+        """What this broker registers in ZooKeeper: each listener's advertised endpoint (bound port)."""
+        return tuple(
+            RegisteredEndpoint(listener.name, *self.advertised_for(listener), listener.protocol.value)
+            for listener in self.config.listeners
+        )
+
+    def _topic_config_changed(self, topic: str) -> None:
+        """A topic's configs changed in ZooKeeper: its logs take the new config."""
+        info = self.metadata.topics.get(topic)
+        if info is not None:
+            self.replicas.logs.set_topic_config(topic, self.topics.log_config(dict(info.configs)))
+
     async def _load_logs_in_background(self) -> None:
         """Load the partitions no request has asked for yet, a slice per loop turn (the broker serves
         between slices; a request for one of them loads it at once)."""
@@ -184,7 +218,10 @@ class Broker:
     async def start(self) -> None:
         logs = self.replicas.logs
         logs.startup()
-        self.topics.sync_logs_with_metadata()
+        if self.cluster is None:
+            self.topics.sync_logs_with_metadata()
+        else:
+            self.metadata.forget_local_topics()  # a cluster's topics are ZooKeeper's
         config = self.config
         every = self.scheduler.every
         every(1000, logs.flush_dirty_logs, in_thread=True)
@@ -213,6 +250,10 @@ class Broker:
                 listener.protocol.value,
             )
             self._warn_if_unauthenticated(listener)
+        if self.cluster is not None:
+            await self.cluster.start()
+            lag = config.replica_lag_time_max_ms
+            every(max(1, lag // 2), lambda: self.replicas.shrink_isrs(lag))
 
     async def _listen(self, listener: Listener) -> ListenerServer:
         """A listener's server accepts within the connection slots; a TLS listener's also does the
@@ -269,6 +310,8 @@ class Broker:
         self._stopped.set()
 
     async def stop(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.stop()  # a controlled shutdown first: leadership moves while we still serve
         self._stopping = True
         for server in self._servers.values():
             server.close()

@@ -1,6 +1,9 @@
 """Topic lifecycle (the part of Kafka's controller and `LogManager` glue one broker needs): create, add
 partitions, delete, alter configs, and make the logs match the metadata after a crash.
 
+In a cluster (`cluster` set: exactly.broker.cluster_member) topics live in ZooKeeper: create, add
+partitions, delete and config changes go there, and every broker's replicas follow what its watches see.
+
 Create is all or nothing: the logs first, then the metadata record that makes the topic exist. A failure
 in between removes the logs made; a crash in between leaves logs without a topic, which start-up removes
 (`sync_logs_with_metadata`). Never a topic in metadata without its logs. Deleting a topic stops its
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from exactly.broker.broker_configs import BrokerConfigs
 from exactly.broker.replica_manager import ReplicaManager
@@ -21,7 +25,12 @@ from exactly.errors import ErrorCode, KafkaError
 from exactly.storage import files
 from exactly.storage.config import LogConfig
 
+if TYPE_CHECKING:
+    from exactly.broker.cluster_member import ClusterMember
+
 log = logging.getLogger(__name__)
+
+CREATE_TIMEOUT_S = 30.0  # how long a create waits for the new partitions' leaders (Kafka: the request's)
 
 
 class TopicManager:
@@ -30,6 +39,7 @@ class TopicManager:
         self._logs = replicas.logs
         self._replicas = replicas
         self._configs = configs
+        self.cluster: ClusterMember | None = None
 
     def partitions(self, name: str) -> int:
         """The topic's partition count (0: no such topic)."""
@@ -43,13 +53,25 @@ class TopicManager:
         """The LogConfig these overrides give (KafkaError INVALID_CONFIG when they are not valid)."""
         return self.log_config(validate_topic_overrides(configs))
 
-    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str],
+        *,
+        replication_factor: int = -1,
+        assignment: dict[int, tuple[int, ...]] | None = None,
+        timeout_s: float = CREATE_TIMEOUT_S,
+    ) -> TopicInfo:
         """All or nothing: the logs first, then the metadata record that makes the topic exist. A failure
         in between removes the logs made; a crash in between leaves logs without a topic, which start-up
         removes (`sync_logs_with_metadata`). Never a topic in metadata without its logs."""
         log_config = self.validate_topic_configs(configs)
         overrides = validate_topic_overrides(configs)
         self._metadata.check_new_topic(name, partitions)
+        if self.cluster is not None:
+            rf = self._configs.current.default_replication_factor if replication_factor == -1 else replication_factor
+            return await self.cluster.create_topic(name, partitions, rf, overrides, assignment, timeout_s)
         return self._logs_then_record(
             name,
             range(partitions),
@@ -58,13 +80,20 @@ class TopicManager:
             f"cannot record topic {name!r}",
         )
 
-    async def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> None:
-        """Create a coordinator's compacted internal topic on first use."""
+    async def ensure_internal_topic(
+        self, name: str, partitions: int, segment_bytes: int, replication_factor: int = 1, min_isr: int = 1
+    ) -> None:
+        """Create a coordinator's compacted internal topic on first use (in a cluster: with its replication
+        factor, at most the live brokers, as Kafka creates it)."""
         if name in self._metadata.topics:
             return
         configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+        rf = 1
+        if self.cluster is not None:
+            rf = max(1, min(replication_factor, len(self.cluster.broker_metadata())))
+            configs["min.insync.replicas"] = str(min(min_isr, rf))
         try:
-            await self.create_topic(name, partitions, configs)
+            await self.create_topic(name, partitions, configs, replication_factor=rf)
         except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
@@ -75,14 +104,18 @@ class TopicManager:
         info = self._metadata.topics.get(topic)
         return info is not None and 0 <= partition < info.partitions
 
-    def delete_topic(self, name: str) -> TopicInfo:
+    async def delete_topic(self, name: str) -> TopicInfo:
+        if self.cluster is not None:
+            return await self.cluster.delete_topic(name)
         info = self._metadata.delete_topic(name)
         for partition in range(info.partitions):
             self._replicas.stop_replica(name, partition)
         return info
 
-    def add_partitions(self, name: str, total: int) -> TopicInfo:
+    async def add_partitions(self, name: str, total: int) -> TopicInfo:
         """All or nothing, in the order `create_topic` uses: the new partitions' logs, then the record."""
+        if self.cluster is not None:
+            return await self.cluster.add_partitions(name, total, CREATE_TIMEOUT_S)
         current = self._metadata.check_add_partitions(name, total)
         return self._logs_then_record(
             name,
@@ -145,8 +178,11 @@ class TopicManager:
         for partition in partitions:
             self._replicas.stop_replica(name, partition)
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         config = self.validate_topic_configs(configs)
+        if self.cluster is not None:
+            await self.cluster.set_topic_configs(name, validate_topic_overrides(configs))
+            return self._metadata.topics[name]
         info = self._metadata.set_configs(name, validate_topic_overrides(configs))
         self._logs.set_topic_config(name, config)
         return info

@@ -132,7 +132,10 @@ class TransactionService:
             topics,
             self._load_partition,
             self.coordinator.unload_partition,
+            replication_factor=config.transaction_state_log_replication_factor,
+            min_isr=config.transaction_state_log_min_isr,
         )
+        replicas.leadership_listeners.append(self.runtime.leadership_changed)
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
         self._turns: dict[str, _Turn] = {}  # id -> its requests, one at a time
@@ -203,6 +206,10 @@ class TransactionService:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def partition_for(self, key: str) -> int:
+        """The partition of the internal topic whose leader coordinates `key`."""
+        return self.coordinator.partition_for(key)
 
     async def ensure_topic(self) -> None:
         """Create `__transaction_state` on first use (compacted, one partition per coordinator shard)."""

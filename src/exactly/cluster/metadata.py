@@ -114,6 +114,26 @@ class ClusterMetadata:
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self._by_id.get(topic_id)
 
+    # --- a cluster's topics live in ZooKeeper: this broker's view of them, in memory only -------------
+
+    def mirror_topic(self, info: TopicInfo) -> None:
+        """A topic as ZooKeeper has it (exactly.broker.cluster_member), not written to the local log."""
+        old = self.topics.get(info.name)
+        if old is not None and old.topic_id != info.topic_id:
+            self._by_id.pop(old.topic_id, None)
+        self.topics[info.name] = info
+        self._by_id[info.topic_id] = info
+
+    def forget_local_topics(self) -> None:
+        """Drop the topics read from the local log (a broker that joins a cluster takes ZooKeeper's)."""
+        self.topics.clear()
+        self._by_id.clear()
+
+    def forget_topic(self, name: str) -> None:
+        info = self.topics.pop(name, None)
+        if info is not None:
+            self._by_id.pop(info.topic_id, None)
+
     # --- changes: append, then apply -------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicInfo:

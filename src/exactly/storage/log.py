@@ -239,6 +239,14 @@ class PartitionLog:
     def leader_epochs(self) -> LeaderEpochCache:
         return self._epochs
 
+    def start_leader_epoch(self, epoch: int) -> None:
+        """This replica became the leader in `epoch`: the epoch starts at the log end (Kafka's makeLeader,
+        KAFKA-7415), so OffsetForLeaderEpoch answers followers right before anything is appended in it."""
+        self._check_open()
+        if epoch > self._leader_epoch or self._epochs.latest_epoch is None:
+            self._epochs.assign(epoch, self._log_end_offset)
+        self._leader_epoch = max(self._leader_epoch, epoch)
+
     def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset), Kafka's leader answer (see `LeaderEpochCache.
         end_offset_for`; (-1, -1) is UNDEFINED). Until something is appended in the current leader epoch,

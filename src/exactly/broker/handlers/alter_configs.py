@@ -20,7 +20,7 @@ from exactly.protocol.messages.alter_configs import (
 
 @handler(ApiKey.ALTER_CONFIGS)
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    responses = per_resource(
+    responses = await per_resource(
         request.resources,
         lambda resource: _alter(ctx, resource, request.validate_only),
         AlterConfigsResourceResponse,
@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
     return AlterConfigsResponse(responses=responses)
 
 
-def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
     authz.check_config_resource(ctx, ApiKey.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
     check_unique(config.name for config in resource.configs)
     current_configs(ctx.broker, resource.resource_type, resource.resource_name)  # exists / is ours
@@ -37,4 +37,4 @@ def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: b
         if config.value is None:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {config.name}")
         configs[config.name] = config.value
-    commit(ctx.broker, resource.resource_type, resource.resource_name, configs, validate_only)
+    await commit(ctx.broker, resource.resource_type, resource.resource_name, configs, validate_only)

@@ -35,7 +35,7 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
             if topic.assignments and any(a.broker_ids != [broker.config.node_id] for a in topic.assignments):
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "this cluster has one broker")
             if not request.validate_only:
-                broker.topics.add_partitions(topic.name, topic.count)
+                await broker.topics.add_partitions(topic.name, topic.count)
         except KafkaError as e:
             results.append(CreatePartitionsTopicResult(topic.name, e.code, e.message))
             continue

@@ -49,20 +49,30 @@ async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: boo
     validate_topic_name(topic.name)
     if topic.name in broker.metadata.topics:
         raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+    cluster = broker.cluster
+    assignment: dict[int, tuple[int, ...]] | None = None
+    replication_factor = topic.replication_factor
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "give either assignments or partitions/replication")
-        if any(a.broker_ids != [node] for a in topic.assignments):
+        if cluster is None and any(a.broker_ids != [node] for a in topic.assignments):
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"this cluster has one broker, {node}")
-        partitions = len(topic.assignments)
+        assignment = _checked_assignment(ctx, topic)
+        partitions = len(assignment)
+        replication_factor = len(assignment[0])
     else:
         partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
-        if topic.replication_factor not in (-1, 1):
+        if replication_factor == -1:
+            replication_factor = broker.config.default_replication_factor if cluster is not None else 1
+        available = len(cluster.broker_metadata()) if cluster is not None else 1
+        if replication_factor < 1 or replication_factor > available:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"replication factor {topic.replication_factor} is larger than the 1 available broker",
+                f"Replication factor: {replication_factor} larger than available brokers: {available}."
+                if replication_factor > available
+                else "Replication factor must be larger than 0.",
             )
     configs: dict[str, str] = {}
     for c in topic.configs:
@@ -75,9 +85,11 @@ async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: boo
             error_code=ErrorCode.NONE,
             error_message=None,
             num_partitions=partitions,
-            replication_factor=1,
+            replication_factor=replication_factor,
         )
-    info = await broker.topics.create_topic(topic.name, partitions, configs)
+    info = await broker.topics.create_topic(
+        topic.name, partitions, configs, replication_factor=replication_factor, assignment=assignment
+    )
     described = [  # v5+: the created topic's configs, as Kafka answers
         CreatableTopicConfigs(e.name, e.value, e.read_only, e.config_source, e.is_sensitive)
         for e in topic_entries(broker, info, None, include_synonyms=False, include_documentation=False)
@@ -88,9 +100,29 @@ async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: boo
         ErrorCode.NONE,
         None,
         num_partitions=partitions,
-        replication_factor=1,
+        replication_factor=replication_factor,
         configs=described,
     )
+
+
+def _checked_assignment(ctx: RequestContext, topic: CreatableTopic) -> dict[int, tuple[int, ...]]:
+    """An explicit assignment, as Kafka checks it: partitions numbered 0..n-1, one replication factor,
+    no broker twice in a partition, only known brokers (INVALID_REPLICA_ASSIGNMENT)."""
+    cluster = ctx.broker.cluster
+    known = set(cluster.cache.brokers) if cluster is not None else {ctx.broker.config.node_id}
+    out = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+    if sorted(out) != list(range(len(out))):
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered from 0 without gaps")
+    sizes = {len(r) for r in out.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "every partition needs the same replication factor")
+    for index, replicas in out.items():
+        if len(set(replicas)) != len(replicas):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partition {index} names a broker twice")
+        unknown = sorted(set(replicas) - known)
+        if unknown:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown brokers {unknown}")
+    return out
 
 
 def _error(topic: CreatableTopic, code: ErrorCode, message: str) -> CreatableTopicResult:

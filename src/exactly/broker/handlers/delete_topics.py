@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
         try:
             if not broker.config.delete_topic_enable:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-            info = broker.topics.delete_topic(name)
+            info = await broker.topics.delete_topic(name)
         except KafkaError as e:
             results.append(DeletableTopicResult(name, topic_id, e.code, e.message))
             continue

@@ -36,11 +36,13 @@ from exactly.protocol.api import encode_response
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.fetch import (
     AbortedTransaction,
+    EpochEndOffset,
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
     PartitionData,
 )
+from exactly.replication.partition import Partition
 from exactly.storage.log import Isolation
 
 # An error partition carries an empty record set, never a null one: Kafka always sends one
@@ -55,6 +57,15 @@ _TOPIC_IDS_VERSION = 13
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     broker = ctx.broker
     isolation = Isolation.READ_COMMITTED if request.isolation_level == 1 else Isolation.READ_UNCOMMITTED
+    replica_id = request.replica_state.replica_id if request.replica_state is not None else request.replica_id
+    followers: dict[PartitionKey, int] | None = None  # a follower's fetch: last fetched epoch by partition
+    if replica_id >= 0:
+        isolation = Isolation.LOG_END  # followers read to the log end; the isolation level is ignored
+        followers = {
+            _key(ctx.version >= _TOPIC_IDS_VERSION, topic.topic_id, topic.topic, p.partition): p.last_fetched_epoch
+            for topic in request.topics
+            for p in topic.partitions
+        }
     uses_topic_ids = ctx.version >= _TOPIC_IDS_VERSION
     fetch = [
         (
@@ -87,7 +98,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     min_bytes = min(request.min_bytes, max_bytes)
     while True:
         waiter = broker.replicas.wakeups.waiter()
-        partitions, total, errors = _read(ctx, context, isolation, max_bytes)
+        partitions, total, errors = _read(ctx, context, isolation, max_bytes, replica_id, followers)
         remaining = deadline - broker.clock.monotonic_ms()
         if total >= min_bytes or errors or remaining <= 0 or not context.partitions:
             break
@@ -135,7 +146,12 @@ async def _within_quota(ctx: RequestContext, response: FetchResponse) -> FetchRe
 
 
 def _read(
-    ctx: RequestContext, context: FetchContext, isolation: Isolation, max_bytes: int
+    ctx: RequestContext,
+    context: FetchContext,
+    isolation: Isolation,
+    max_bytes: int,
+    replica_id: int = -1,
+    followers: dict[PartitionKey, int] | None = None,
 ) -> tuple[dict[PartitionKey, PartitionData], int, bool]:
     broker = ctx.broker
     budget = max_bytes if max_bytes > 0 else 0x7FFFFFFF
@@ -173,6 +189,12 @@ def _read(
             errors = True
             out[key] = PartitionData(key.partition, epoch_error, -1, -1, -1, records=NO_RECORDS)
             continue
+        if followers is not None:
+            diverging = _follower_position(ctx, partition, replica_id, position.fetch_offset, followers[key])
+            if diverging is not None:
+                errors = True
+                out[key] = diverging
+                continue
         limit = min(position.max_bytes, budget - total)
         try:
             data = partition.read(position.fetch_offset, max(limit, 0), isolation, min_one_message=total == 0)
@@ -201,6 +223,37 @@ def _read(
             records=data.records,
         )
     return out, total, errors
+
+
+def _follower_position(
+    ctx: RequestContext, partition: Partition, replica_id: int, fetch_offset: int, last_fetched_epoch: int
+) -> PartitionData | None:
+    """A follower's fetch (Kafka's `Partition.fetchRecords` for a replica): a fetch whose last fetched
+    epoch ends before `fetch_offset` on this leader answers the diverging epoch, so the follower
+    truncates (KIP-595's fields, KAFKA-10554); otherwise it records how far the follower has got."""
+    if last_fetched_epoch >= 0:
+        epoch, end = partition.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0 or fetch_offset < partition.log_start_offset:
+            return PartitionData(
+                partition.index,
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                partition.high_watermark,
+                partition.last_stable_offset,
+                partition.log_start_offset,
+                records=NO_RECORDS,
+            )
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return PartitionData(
+                partition.index,
+                ErrorCode.NONE,
+                partition.high_watermark,
+                partition.last_stable_offset,
+                partition.log_start_offset,
+                diverging_epoch=EpochEndOffset(epoch, end),
+                records=NO_RECORDS,
+            )
+    ctx.broker.replicas.follower_fetched(partition, replica_id, fetch_offset)
+    return None
 
 
 def _group_by_topic(partitions: Iterable[tuple[PartitionKey, PartitionData]]) -> list[FetchableTopicResponse]:

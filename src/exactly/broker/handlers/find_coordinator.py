@@ -40,19 +40,35 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     message: str | None = None
     if request.key_type not in (GROUP, TRANSACTION):
         error, message = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"
-    elif request.key_type == GROUP:
+    elif request.key_type == GROUP or broker.cluster is not None:
         try:
-            await broker.groups.ensure_topic()
+            await (broker.groups if request.key_type == GROUP else broker.transactions).ensure_topic()
         except KafkaError as e:
             error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message or e.code.name
     node = broker.config.node_id
     host, port = ctx.advertised
-    if error:
-        node, host, port = -1, "", -1
+
+    def where(key: str) -> tuple[int, str, int, ErrorCode, str | None]:
+        """The coordinator of `key`: this broker, or in a cluster the leader of the key's partition of the
+        internal topic (COORDINATOR_NOT_AVAILABLE while it has none)."""
+        if error:
+            return -1, "", -1, error, message
+        cluster = broker.cluster
+        if cluster is None:
+            return node, host, port, ErrorCode.NONE, None
+        service = broker.groups if request.key_type == GROUP else broker.transactions
+        topic = service.runtime.topic
+        leader = cluster.cache.leader_of(topic, service.partition_for(key))
+        listener = ctx.listener or broker.config.listeners[0]
+        endpoint = cluster.cache.endpoint(leader, listener.name) if leader >= 0 else None
+        if endpoint is None:
+            return -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic} has no leader for {key!r} yet"
+        return leader, endpoint[0], endpoint[1], ErrorCode.NONE, None
+
     if ctx.version >= 4:
         return FindCoordinatorResponse(
             coordinators=[
-                Coordinator(key, node, host, port, error, message)
+                Coordinator(key, *where(key))
                 if error or _permitted(ctx, request.key_type, key)
                 else Coordinator(key, -1, "", -1, _refusal(request.key_type), None)
                 for key in keys
@@ -61,6 +77,5 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     if not error and not _permitted(ctx, request.key_type, request.key):
         code = _refusal(request.key_type)
         return FindCoordinatorResponse(error_code=code, error_message=None, node_id=-1, host="", port=-1)
-    return FindCoordinatorResponse(
-        error_code=error, error_message=message, node_id=node, host=host, port=port
-    )
+    node, host, port, code, text = where(request.key)
+    return FindCoordinatorResponse(error_code=code, error_message=text, node_id=node, host=host, port=port)

@@ -26,7 +26,7 @@ from exactly.protocol.messages.incremental_alter_configs import (
 async def handle(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    responses = per_resource(
+    responses = await per_resource(
         request.resources,
         lambda resource: _alter(ctx, resource, request.validate_only),
         AlterConfigsResourceResponse,
@@ -34,11 +34,11 @@ async def handle(
     return IncrementalAlterConfigsResponse(responses=responses)
 
 
-def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
     api = ApiKey.INCREMENTAL_ALTER_CONFIGS
     authz.check_config_resource(ctx, api, resource.resource_type, resource.resource_name)
     check_unique(change.name for change in resource.configs)
     configs = current_configs(ctx.broker, resource.resource_type, resource.resource_name)
     for change in resource.configs:
         apply_incremental(resource.resource_type, configs, change.name, change.config_operation, change.value)
-    commit(ctx.broker, resource.resource_type, resource.resource_name, configs, validate_only)
+    await commit(ctx.broker, resource.resource_type, resource.resource_name, configs, validate_only)

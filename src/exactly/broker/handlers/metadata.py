@@ -17,6 +17,7 @@ from exactly.broker.dispatch import handler
 from exactly.broker.guard import allowed, operations_field, quietly
 from exactly.broker.metadata_encoding import SPLICED_FROM_VERSION, MetadataEncodings
 from exactly.cluster.metadata import TopicInfo
+from exactly.cluster.metadata_cache import MetadataCache
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.api import EncodedBody
 from exactly.protocol.messages import ApiKey
@@ -79,10 +80,21 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     with_operations = ctx.version >= 8 and request.include_topic_authorized_operations
     if ctx.version >= 8 and ctx.version <= 10 and request.include_cluster_authorized_operations:
         cluster_operations = operations_field(ctx, ResourceType.CLUSTER, "kafka-cluster")
+    brokers = [MetadataResponseBroker(node, host, port, None)]
+    controller = node
+    view: Callable[[TopicInfo], list[MetadataResponsePartition]] = lambda info: _single(info, node)
+    token: Hashable = node
+    if broker.cluster is not None:  # every live broker, and each partition as ZooKeeper has it
+        cache = broker.cluster.cache
+        listener = (ctx.listener or broker.config.listeners[0]).name
+        brokers = [MetadataResponseBroker(*b) for b in cache.live_brokers(listener)]
+        controller = cache.controller_id
+        view = lambda info: _replicated(info, cache)  # noqa: E731
+        token = ("cluster", cache.version)
     response = MetadataResponse(
-        brokers=[MetadataResponseBroker(node, host, port, None)],
+        brokers=brokers,
         cluster_id=broker.config.cluster_id,
-        controller_id=node,
+        controller_id=controller,
         topics=[],
         cluster_authorized_operations=cluster_operations,
     )
@@ -91,26 +103,33 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         return operations_field(ctx, ResourceType.TOPIC, name or "") if with_operations else OMITTED
 
     if ctx.version >= SPLICED_FROM_VERSION:
-        return _ENCODINGS.encode(ctx.version, response, [_entry(t, node, operations) for t in topics])
-    response.topics = [_build(t, node, operations) for t in topics]
+        return _ENCODINGS.encode(ctx.version, response, [_entry(t, token, view, operations) for t in topics])
+    response.topics = [_build(t, view, operations) for t in topics]
     return response
 
 
+PartitionsView = Callable[[TopicInfo], list[MetadataResponsePartition]]
+
+
 def _entry(
-    topic: TopicInfo | MetadataResponseTopic, node: int, operations: Callable[[str | None], int]
+    topic: TopicInfo | MetadataResponseTopic,
+    token: Hashable,
+    view: PartitionsView,
+    operations: Callable[[str | None], int],
 ) -> tuple[Hashable | None, Callable[[], MetadataResponseTopic]]:
-    """(cache key, builder) of a topic: a found topic's encoding depends only on the key's fields."""
+    """(cache key, builder) of a topic: a found topic's encoding depends only on the key's fields (the
+    token: this broker alone, or the cluster view's version)."""
     ops = operations(topic.name)
     if isinstance(topic, MetadataResponseTopic):
         return None, lambda: _with_operations(topic, ops)
-    key = (node, topic.name, topic.topic_id, topic.internal, topic.partitions, ops)
-    return key, lambda: _with_operations(_topic(topic, node), ops)
+    key = (token, topic.name, topic.topic_id, topic.internal, topic.partitions, ops)
+    return key, lambda: _with_operations(_topic(topic, view), ops)
 
 
 def _build(
-    topic: TopicInfo | MetadataResponseTopic, node: int, operations: Callable[[str | None], int]
+    topic: TopicInfo | MetadataResponseTopic, view: PartitionsView, operations: Callable[[str | None], int]
 ) -> MetadataResponseTopic:
-    found = topic if isinstance(topic, MetadataResponseTopic) else _topic(topic, node)
+    found = topic if isinstance(topic, MetadataResponseTopic) else _topic(topic, view)
     return _with_operations(found, operations(topic.name))
 
 
@@ -119,9 +138,31 @@ def _with_operations(topic: MetadataResponseTopic, operations: int) -> MetadataR
     return topic
 
 
-def _topic(info: TopicInfo, node: int) -> MetadataResponseTopic:
-    partitions = [
+def _topic(info: TopicInfo, view: PartitionsView) -> MetadataResponseTopic:
+    return MetadataResponseTopic(ErrorCode.NONE, info.name, info.topic_id, info.internal, view(info))
+
+
+def _single(info: TopicInfo, node: int) -> list[MetadataResponsePartition]:
+    return [
         MetadataResponsePartition(ErrorCode.NONE, i, node, 0, [node], [node], [])
         for i in range(info.partitions)
     ]
-    return MetadataResponseTopic(ErrorCode.NONE, info.name, info.topic_id, info.internal, partitions)
+
+
+def _replicated(info: TopicInfo, cache: MetadataCache) -> list[MetadataResponsePartition]:
+    """Each partition's leader, leader epoch, replicas, ISR and offline replicas (LEADER_NOT_AVAILABLE
+    while it has no leader, as Kafka answers)."""
+    out = []
+    for i in range(info.partitions):
+        p = cache.partition(info.name, i)
+        if p is None:
+            out.append(MetadataResponsePartition(ErrorCode.LEADER_NOT_AVAILABLE, i, -1, -1, [], [], []))
+            continue
+        code = ErrorCode.NONE if p.leader >= 0 and p.leader in cache.brokers else ErrorCode.LEADER_NOT_AVAILABLE
+        leader = p.leader if code == ErrorCode.NONE else -1
+        out.append(
+            MetadataResponsePartition(
+                code, i, leader, p.leader_epoch, list(p.replicas), list(p.isr), list(p.offline)
+            )
+        )
+    return out

@@ -69,6 +69,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     replicas = broker.replicas
     durable: list[DurableTarget] = []
     durable_at: list[tuple[list[PartitionProduceResponse], int]] = []  # where each durable's answer is
+    replicated: list[DurableTarget] = []  # acks=all on a replicated partition: wait for the ISR
+    replicated_at: list[tuple[list[PartitionProduceResponse], int]] = []
     topics: list[TopicProduceResponse] = []
     if txn_id is not None and not allowed(ctx, ApiKey.PRODUCE, "transactional_id", txn_id):
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -136,6 +138,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             if appended.durable_offset is not None:
                 durable.append((partition, appended.durable_offset))
                 durable_at.append((partitions, len(partitions)))
+            if acks == -1 and partition.replicated:  # a duplicate waits for its original too
+                replicated.append((partition, appended.info.last_offset + 1))
+                replicated_at.append((partitions, len(partitions)))
             written = appended.info
             partitions.append(
                 PartitionProduceResponse(
@@ -152,6 +157,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         for (answers, i), failure in zip(durable_at, failures, strict=True):
             if failure is not None:  # appended but not durable: not acknowledged (the client retries)
                 answers[i] = _error(answers[i].index, failure.code, str(failure))
+    if replicated:
+        outcomes = await replicas.wait_replicated(replicated, request.timeout_ms / 1000)
+        for (answers, i), code in zip(replicated_at, outcomes, strict=True):
+            if code != ErrorCode.NONE and answers[i].error_code == ErrorCode.NONE:
+                answers[i] = _error(answers[i].index, code)
     throttle_ms = broker.produce_quotas.record_and_get_throttle_ms(
         ctx.header.client_id, ctx.size, broker.clock.monotonic_ms()
     )

@@ -1,0 +1,637 @@
+"""A broker's membership of a replicated cluster on ZooKeeper (Kafka's `KafkaServer` + `KafkaZkClient`
+in ZooKeeper mode, with brokers learning leadership by watching ZooKeeper rather than from LeaderAndIsr;
+../shared/reference/replication.md §1-§3).
+
+What it does, in the order of `start()`:
+1. connects (`zookeeper.connect`, `zookeeper.session.timeout.ms`) and creates Kafka's persistent paths;
+2. registers `/brokers/ids/<id>` (ephemeral; its czxid is the broker epoch). An ephemeral left by this
+   broker's previous, killed process is waited out until its session expires;
+3. watches the live brokers, the controller, the topics (assignments), every partition's state znode and
+   the brokers being drained, into a `MetadataCache`; each partition state that names this broker goes
+   to the replica manager (`become_leader_or_follower`), which starts or stops fetching;
+4. takes part in the controller election (exactly.broker.controller).
+
+Leaders change only the ISR, by a write of the state znode conditional on the partition epoch (its
+version): a leader that lost its session, or whose partition moved on, fails that write and can never
+shrink the ISR to itself (the direct ZooKeeper path Kafka used before AlterPartition).
+
+Producer ids come in blocks of 1000 from `/latest_producer_id_block`, claimed by a conditional update, so
+brokers never hand out the same id; the next block is fetched in the background before the current one
+runs out.
+
+Topics are created by any broker: the assignment (exactly.cluster.assignment over the live brokers and
+their racks) goes to `/config/topics/<t>` and `/brokers/topics/<t>`; the controller then creates the
+partitions' states, and the creating broker answers once it sees a leader for every partition.
+
+Controlled shutdown: the broker creates `/exactly/controlled_shutdown/<id>`; the controller moves every
+partition it leads elsewhere and takes it out of the ISRs; the broker waits until it leads nothing that
+has another replica (at most `controlled.shutdown.*` retries x backoff), then stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from exactly.broker.controller import Controller
+from exactly.broker.config import BrokerConfig
+from exactly.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
+from exactly.broker.replica_manager import ReplicaManager
+from exactly.broker.zookeeper import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    SessionState,
+    Watch,
+    ZooKeeper,
+)
+from exactly.cluster import znodes
+from exactly.cluster.assignment import BrokerMetadata, assign_new_partitions, assign_replicas
+from exactly.cluster.metadata import ClusterMetadata, TopicInfo
+from exactly.cluster.metadata_cache import MetadataCache
+from exactly.cluster.znodes import (
+    BrokerRegistration,
+    EntityConfig,
+    PartitionState,
+    ProducerIdBlock,
+    RegisteredEndpoint,
+    TopicAssignment,
+)
+from exactly.errors import ErrorCode, ExactlyError, KafkaError
+from exactly.replication.partition import Partition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ClusterConfig", "ClusterMember"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    broker_id: int
+    zookeeper_connect: str
+    session_timeout_ms: int = 18_000
+    rack: str | None = None
+    inter_broker_listener: str = "PLAINTEXT"
+    replica_lag_time_max_ms: int = 30_000
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5_000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    unclean_leader_election_enable: bool = False
+    cluster_id: str = "exactly-cluster"
+    fetcher: FetcherConfig = field(default_factory=FetcherConfig)
+
+
+def cluster_config(config: BrokerConfig) -> ClusterConfig:
+    """The cluster settings of a broker's configuration (Kafka's names: see exactly.broker.config)."""
+    return ClusterConfig(
+        broker_id=config.node_id,
+        zookeeper_connect=config.zookeeper_connect,
+        session_timeout_ms=config.zookeeper_session_timeout_ms,
+        rack=config.broker_rack,
+        inter_broker_listener=config.inter_broker_listener_name or config.listeners[0].name,
+        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        controlled_shutdown_enable=config.controlled_shutdown_enable,
+        controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
+        controlled_shutdown_retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
+        auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+        leader_imbalance_check_interval_seconds=config.leader_imbalance_check_interval_seconds,
+        leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+        unclean_leader_election_enable=config.log.unclean_leader_election_enable,
+        cluster_id=config.cluster_id,
+        fetcher=FetcherConfig(
+            max_wait_ms=config.replica_fetch_wait_max_ms,
+            min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_response_max_bytes,
+            partition_max_bytes=config.replica_fetch_max_bytes,
+            backoff_ms=config.replica_fetch_backoff_ms,
+            socket_timeout_ms=config.replica_socket_timeout_ms,
+        ),
+    )
+
+
+class ClusterMember:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        replicas: ReplicaManager,
+        metadata: ClusterMetadata,
+        endpoints: Callable[[], tuple[RegisteredEndpoint, ...]],
+        topic_configs_changed: Callable[[str], None],
+    ) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.metadata = metadata
+        self.cache = MetadataCache()
+        self.zk = ZooKeeper(config.zookeeper_connect, config.session_timeout_ms)
+        self._endpoints = endpoints
+        self._topic_configs_changed = topic_configs_changed
+        self.broker_epoch = -1
+        self.fetchers = ReplicaFetchers(
+            config.broker_id,
+            lambda broker_id: self.cache.endpoint(broker_id, config.inter_broker_listener),
+            replicas.wakeups.appended,
+            config.fetcher,
+        )
+        replicas.fetchers = self.fetchers
+        replicas.isr_writer = self._write_isr
+        replicas.broker_is_live = self.cache.is_live
+        self.controller = Controller(self)
+        self._watches: dict[str, Watch] = {}
+        self._topic_watches: dict[str, list[Watch]] = {}
+        self._pid_blocks: collections.deque[range] = collections.deque()
+        self._pid_next = 0
+        self._pending_configs: dict[str, dict[str, str]] = {}
+        self._pid_refill: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
+
+    # --- start and stop ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.zk.start()
+        for path in znodes.PERSISTENT_PATHS:
+            await self.zk.ensure_path(path)
+        await self._ensure_cluster_id()
+        self.zk.on_state(self._on_session_state)
+        await self._register()
+        self._watch_children(znodes.BROKER_IDS, self._brokers_changed)
+        self._watch_data(znodes.CONTROLLER, self._controller_changed)
+        self._watch_children(znodes.TOPICS, self._topics_changed)
+        self._watch_children(znodes.CONTROLLED_SHUTDOWN, self._draining_changed)
+        await self._claim_producer_ids()
+        await self.controller.start()
+
+    async def _ensure_cluster_id(self) -> None:
+        try:
+            await self.zk.create("/cluster/id", f'{{"version":"1","id":"{self.config.cluster_id}"}}'.encode())
+        except NodeExistsError:
+            pass
+
+    async def stop(self) -> None:
+        """Leave the cluster: a controlled shutdown first (when enabled), then close the session."""
+        self._stopping = True
+        if self.config.controlled_shutdown_enable and self.zk.connected:
+            try:
+                await self._controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed; stopping anyway")
+        await self.controller.stop()
+        for watch in self._watches.values():
+            watch.cancel()
+        for watches in self._topic_watches.values():
+            for watch in watches:
+                watch.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await self.fetchers.stop()
+        await self.zk.stop()
+
+    async def _controlled_shutdown(self) -> None:
+        me = self.config.broker_id
+        try:
+            await self.zk.create(znodes.controlled_shutdown_path(me), b"", ephemeral=True)
+        except NodeExistsError:
+            pass
+        deadline = time.monotonic() + (
+            self.config.controlled_shutdown_max_retries * self.config.controlled_shutdown_retry_backoff_ms / 1000
+        )
+        while time.monotonic() < deadline:
+            remaining = self.led_replicated_partitions()
+            if not remaining:
+                log.info("controlled shutdown: broker %d leads no replicated partition", me)
+                return
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), 0.5)
+            except TimeoutError:
+                pass
+        log.warning("controlled shutdown: still leading %d partitions; stopping anyway", len(self.led_replicated_partitions()))
+
+    def led_replicated_partitions(self) -> list[tuple[str, int]]:
+        me = self.config.broker_id
+        led = []
+        for (topic, index), (state, _) in self.cache.states.items():
+            assignment = self.cache.assignments.get(topic)
+            replicas = assignment.partitions.get(index, ()) if assignment is not None else ()
+            if state.leader == me and len(replicas) > 1:
+                led.append((topic, index))
+        return led
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a cluster task failed", exc_info=task.exception())
+
+    # --- the session and the registration ----------------------------------------------------------------
+
+    def _on_session_state(self, state: SessionState) -> None:
+        log.info("ZooKeeper session %s", state.name)
+        if state is SessionState.LOST:
+            self.controller.resign("the ZooKeeper session expired")
+        elif state is SessionState.CONNECTED and not self._stopping:
+            self._spawn(self._after_reconnect())
+
+    async def _after_reconnect(self) -> None:
+        me = self.config.broker_id
+        found = await self.zk.get(znodes.broker_path(me))
+        if found is None or found[1].ephemeralOwner != self.zk.session_id:
+            await self._register()  # a new session: a new broker epoch (Kafka re-registers the same way)
+        await self.controller.campaign()
+
+    def _registration(self) -> BrokerRegistration:
+        return BrokerRegistration(
+            self.config.broker_id, self._endpoints(), self.config.rack, int(time.time() * 1000)
+        )
+
+    async def _register(self) -> None:
+        """Create our ephemeral registration; wait out one left by a previous, killed process of ours."""
+        path = znodes.broker_path(self.config.broker_id)
+        data = self._registration().encode()
+        deadline = time.monotonic() + 2 * self.config.session_timeout_ms / 1000 + 5
+        warned = False
+        while True:
+            try:
+                await self.zk.create(path, data, ephemeral=True)
+                break
+            except NodeExistsError:
+                found = await self.zk.get(path)
+                if found is not None and found[1].ephemeralOwner == self.zk.session_id:
+                    await self.zk.set(path, data)
+                    break
+                if time.monotonic() > deadline:
+                    raise ExactlyError(
+                        f"broker id {self.config.broker_id} is registered by another live broker"
+                    ) from None
+                if not warned:
+                    log.warning(
+                        "broker id %d is still registered by an earlier session; waiting for it to expire",
+                        self.config.broker_id,
+                    )
+                    warned = True
+                await asyncio.sleep(0.25)
+        found = await self.zk.get(path)
+        assert found is not None
+        self.broker_epoch = found[1].czxid
+        log.info("registered broker %d in ZooKeeper (broker epoch %d)", self.config.broker_id, self.broker_epoch)
+
+    # --- watches -----------------------------------------------------------------------------------------
+
+    def _watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
+        self._watches[path] = self.zk.watch_children(path, callback)
+
+    def _watch_data(self, path: str, callback: Callable[[bytes | None, object], None]) -> None:
+        self._watches[path] = self.zk.watch_data(path, callback)
+
+    def _notify(self) -> None:
+        self.cache.changed()
+        self._changed.set()
+        self.controller.poke()
+
+    def _brokers_changed(self, children: list[str]) -> None:
+        ids = {int(c) for c in children if c.isdigit()}
+        for gone in set(self.cache.brokers) - ids:
+            del self.cache.brokers[gone]
+            self.cache.broker_epochs.pop(gone, None)
+            watch = self._watches.pop(znodes.broker_path(gone), None)
+            if watch is not None:
+                watch.cancel()
+            log.info("broker %d left the cluster", gone)
+        for new in ids:
+            path = znodes.broker_path(new)
+            if path not in self._watches:
+                self._watches[path] = self.zk.watch_data(
+                    path, lambda data, stat, b=new: self._broker_registered(b, data, stat)
+                )
+        self._notify()
+
+    def _broker_registered(self, broker_id: int, data: bytes | None, stat: object) -> None:
+        if data is None:
+            self.cache.brokers.pop(broker_id, None)
+            self.cache.broker_epochs.pop(broker_id, None)
+        else:
+            try:
+                registration = BrokerRegistration.decode(broker_id, data)
+            except ExactlyError as e:
+                log.error("broker %d's registration is unreadable: %s", broker_id, e)
+                return
+            epoch = getattr(stat, "czxid", -1)
+            bounced = self.cache.broker_epochs.get(broker_id) not in (None, epoch)
+            self.cache.brokers[broker_id] = registration
+            self.cache.broker_epochs[broker_id] = epoch
+            if bounced or broker_id in self.fetchers.following():
+                self.fetchers.broker_changed(broker_id)
+        self._notify()
+
+    def _controller_changed(self, data: bytes | None, stat: object) -> None:
+        if data is None:
+            self.cache.controller_id = -1
+            if not self._stopping:
+                self._spawn(self.controller.campaign())
+        else:
+            try:
+                self.cache.controller_id = znodes.ControllerRegistration.decode(data).broker_id
+            except ExactlyError as e:
+                log.error("the controller znode is unreadable: %s", e)
+        self._notify()
+
+    def _draining_changed(self, children: list[str]) -> None:
+        self.cache.shutting_down = {int(c) for c in children if c.isdigit()}
+        self._notify()
+
+    def _topics_changed(self, children: list[str]) -> None:
+        names = set(children)
+        for gone in set(self._topic_watches) - names:
+            for watch in self._topic_watches.pop(gone):
+                watch.cancel()
+            self._forget_topic(gone)
+        for name in names - set(self._topic_watches):
+            self._topic_watches[name] = [
+                self.zk.watch_data(znodes.topic_path(name), lambda d, s, t=name: self._assignment_changed(t, d)),
+                self.zk.watch_data(
+                    znodes.config_path("topics", name), lambda d, s, t=name: self._topic_config_changed(t, d)
+                ),
+            ]
+        self._notify()
+
+    def _forget_topic(self, name: str) -> None:
+        assignment = self.cache.assignments.pop(name, None)
+        if assignment is None:
+            return
+        for index in assignment.partitions:
+            self.cache.states.pop((name, index), None)
+            if self.replicas.partition(name, index) is not None:
+                self.replicas.stop_replica(name, index)
+        self.metadata.forget_topic(name)
+        log.info("topic %s deleted", name)
+
+    def _assignment_changed(self, topic: str, data: bytes | None) -> None:
+        if data is None:
+            return
+        try:
+            assignment = TopicAssignment.decode(data)
+        except ExactlyError as e:
+            log.error("the assignment of topic %s is unreadable: %s", topic, e)
+            return
+        old = self.cache.assignments.get(topic)
+        self.cache.assignments[topic] = assignment
+        configs = dict(self.metadata.topics[topic].configs) if topic in self.metadata.topics else {}
+        self.metadata.mirror_topic(TopicInfo(topic, assignment.topic_id, len(assignment.partitions), configs))
+        watches = self._topic_watches.setdefault(topic, [])
+        known = set(old.partitions) if old is not None else set()
+        for index in assignment.partitions:
+            if index not in known:
+                watches.append(
+                    self.zk.watch_data(
+                        znodes.partition_state_path(topic, index),
+                        lambda d, s, t=topic, i=index: self._state_changed(t, i, d, s),
+                    )
+                )
+            elif old is not None and old.partitions[index] != assignment.partitions[index]:
+                found = self.cache.states.get((topic, index))
+                if found is not None:
+                    self._apply_state(topic, index, *found)
+        self._notify()
+
+    def _topic_config_changed(self, topic: str, data: bytes | None) -> None:
+        if data is None:
+            return
+        try:
+            configs = EntityConfig.decode(data).configs
+        except ExactlyError as e:
+            log.error("the configs of topic %s are unreadable: %s", topic, e)
+            return
+        info = self.metadata.topics.get(topic)
+        if info is not None:
+            self.metadata.mirror_topic(TopicInfo(topic, info.topic_id, info.partitions, dict(configs)))
+        self._pending_configs[topic] = dict(configs)
+        self._topic_configs_changed(topic)
+        self._notify()
+
+    def topic_configs(self, topic: str) -> dict[str, str]:
+        info = self.metadata.topics.get(topic)
+        if info is not None:
+            return dict(info.configs)
+        return dict(self._pending_configs.get(topic, {}))
+
+    def _state_changed(self, topic: str, index: int, data: bytes | None, stat: object) -> None:
+        if data is None:
+            self.cache.states.pop((topic, index), None)
+            self._notify()
+            return
+        try:
+            state = PartitionState.decode(data)
+        except ExactlyError as e:
+            log.error("the state of %s-%d is unreadable: %s", topic, index, e)
+            return
+        version = int(getattr(stat, "version", 0))
+        self.cache.states[(topic, index)] = (state, version)
+        self._apply_state(topic, index, state, version)
+        self._notify()
+
+    def _apply_state(self, topic: str, index: int, state: PartitionState, version: int) -> None:
+        assignment = self.cache.assignments.get(topic)
+        if assignment is None:
+            return
+        replicas = tuple(assignment.partitions.get(index, ()))
+        me = self.config.broker_id
+        partition = self.replicas.partition(topic, index)
+        if me not in replicas:
+            if partition is not None and not self._stopping:
+                self.replicas.stop_replica(topic, index)  # moved away by a reassignment
+            return
+        if topic not in self.metadata.topics:
+            return
+        if partition is not None and partition.is_leader and state.leader == me and state.leader_epoch == partition.leader_epoch:
+            self.replicas.isr_updated(partition, state.isr, version)  # an ISR change (ours or the controller's)
+            return
+        self.replicas.become_leader_or_follower(
+            topic,
+            index,
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=state.isr,
+            replicas=replicas,
+            partition_epoch=version,
+        )
+
+    # --- the leader's ISR changes ------------------------------------------------------------------------
+
+    async def _write_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        """Write the ISR conditionally on the partition epoch (Kafka's direct ZooKeeper path)."""
+        key = (partition.topic, partition.index)
+        found = self.cache.states.get(key)
+        controller_epoch = found[0].controller_epoch if found is not None else 0
+        state = PartitionState(self.config.broker_id, partition.leader_epoch, isr, controller_epoch)
+        path = znodes.partition_state_path(*key)
+        try:
+            stat = await self.zk.set(path, state.encode(), version=partition.partition_epoch)
+        except BadVersionError:
+            current = await self.zk.get(path)
+            if current is not None:
+                data, stat = current
+                if data == state.encode():  # our write landed before the connection dropped
+                    self.replicas.isr_updated(partition, isr, stat.version)
+                    return
+            log.info("%s-%d: the ISR change lost to a newer partition state", *key)
+            partition.pending_isr = None
+            return
+        except NoNodeError:
+            partition.pending_isr = None
+            return
+        log.info("%s-%d: ISR is now %s (partition epoch %d)", key[0], key[1], list(isr), stat.version)
+        self.cache.states[key] = (state, stat.version)
+        self.replicas.isr_updated(partition, isr, stat.version)
+
+    # --- producer ids ------------------------------------------------------------------------------------
+
+    def next_producer_id(self) -> int:
+        """The next id of this broker's blocks; the next block is claimed before the current one runs out."""
+        while self._pid_blocks and self._pid_next >= self._pid_blocks[0].stop:
+            self._pid_blocks.popleft()
+            if self._pid_blocks:
+                self._pid_next = self._pid_blocks[0].start
+        if not self._pid_blocks:
+            self._refill_producer_ids()
+            raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "waiting for a new producer id block")
+        pid = self._pid_next
+        self._pid_next += 1
+        if len(self._pid_blocks) == 1 and self._pid_blocks[0].stop - self._pid_next < znodes.BLOCK_SIZE // 5:
+            self._refill_producer_ids()
+        return pid
+
+    def _refill_producer_ids(self) -> None:
+        if self._pid_refill is None:
+            self._pid_refill = asyncio.get_running_loop().create_task(self._refill())
+
+    async def _refill(self) -> None:
+        try:
+            await self._claim_producer_ids()
+        finally:
+            self._pid_refill = None
+
+    async def _claim_producer_ids(self) -> None:
+        """Claim the next block of `/latest_producer_id_block` with a conditional update (loop on a race)."""
+        while True:
+            found = await self.zk.get(znodes.PRODUCER_ID_BLOCK)
+            current = ProducerIdBlock.decode(found[0]) if found is not None and found[0] else None
+            block = znodes.next_block(current, self.config.broker_id)
+            try:
+                if found is None:
+                    await self.zk.create(znodes.PRODUCER_ID_BLOCK, block.encode())
+                else:
+                    await self.zk.set(znodes.PRODUCER_ID_BLOCK, block.encode(), version=found[1].version)
+            except (BadVersionError, NodeExistsError):
+                continue
+            if not self._pid_blocks:
+                self._pid_next = block.start
+            self._pid_blocks.append(range(block.start, block.end + 1))
+            return
+
+    async def _set_or_create(self, path: str, data: bytes) -> None:
+        try:
+            await self.zk.set(path, data)
+        except NoNodeError:
+            try:
+                await self.zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                await self.zk.set(path, data)
+
+    # --- topics (any broker) -----------------------------------------------------------------------------
+
+    def broker_metadata(self) -> list[BrokerMetadata]:
+        return [BrokerMetadata(b, r.rack) for b, r in sorted(self.cache.brokers.items()) if b not in self.cache.shutting_down]
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: dict[int, tuple[int, ...]] | None,
+        timeout_s: float,
+    ) -> TopicInfo:
+        if assignment is None:
+            assignment = assign_replicas(self.broker_metadata(), partitions, replication_factor)
+        topic_id = uuid.uuid4()
+        await self._set_or_create(znodes.config_path("topics", name), EntityConfig(configs).encode())
+        try:
+            await self.zk.create(znodes.topic_path(name), TopicAssignment(topic_id, assignment).encode())
+        except NodeExistsError:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists") from None
+        await self.wait_for_leaders(name, range(len(assignment)), timeout_s)
+        info = self.metadata.topics.get(name)
+        if info is None:
+            return TopicInfo(name, topic_id, len(assignment), configs)
+        return info
+
+    async def add_partitions(self, name: str, total: int, timeout_s: float) -> TopicInfo:
+        current = self.cache.assignments.get(name)
+        if current is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        if total <= len(current.partitions):
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {name!r} has {len(current.partitions)} partitions; the new count {total} must be larger",
+            )
+        new = assign_new_partitions(current.partitions, self.broker_metadata(), total)
+        merged = {**current.partitions, **new}
+        path = znodes.topic_path(name)
+        found = await self.zk.get(path)
+        if found is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        updated = TopicAssignment(current.topic_id, merged, current.adding, current.removing)
+        try:
+            await self.zk.set(path, updated.encode(), version=found[1].version)
+        except BadVersionError:
+            raise KafkaError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"topic {name!r} changed meanwhile") from None
+        await self.wait_for_leaders(name, range(len(current.partitions), total), timeout_s)
+        return self.metadata.topics[name]
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        info = self.metadata.topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        try:
+            await self.zk.create(znodes.delete_topic_path(name), b"")
+        except NodeExistsError:
+            pass
+        return info
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        await self._set_or_create(znodes.config_path("topics", name), EntityConfig(configs).encode())
+
+    async def wait_for_leaders(self, topic: str, partitions: range, timeout_s: float) -> None:
+        """Until this broker's view has a leader for each of `partitions` (Kafka's CreateTopics waits the
+        same way for the metadata to show them), at most `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            missing = [
+                i for i in partitions if self.cache.leader_of(topic, i) < 0 or topic not in self.metadata.topics
+            ]
+            if not missing:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"topic {topic!r}: partitions {missing[:5]} have no leader yet",
+                )
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
+            except TimeoutError:
+                pass

@@ -1,0 +1,271 @@
+"""The controller (Kafka's `KafkaController` in ZooKeeper mode): one broker at a time, elected through
+ZooKeeper, decides every partition's leader and ISR.
+
+Election (Kafka's `registerControllerAndIncrementControllerEpoch`): one multi-op creates the ephemeral
+`/controller` and sets `/controller_epoch` to epoch + 1 at the version read; whoever wins keeps that
+znode version, and every later write of the controller is a multi-op that checks it first, so a deposed
+controller (its session expired, another one elected) can change nothing. Every broker watches
+`/controller` and campaigns when it disappears.
+
+Level-triggered: each event (brokers, topics, drained brokers, a new term) pokes the controller, which
+then goes over every partition and applies `exactly.cluster.reconcile.decide` to what its broker's view
+holds (each write conditional on the state znode's version: a decision made on a stale view fails and is
+made again on the next pass). Topic deletion: a child of `/admin/delete_topics` makes it remove the
+topic's znodes; brokers then stop and delete their replicas. Preferred-replica elections come from
+`/admin/preferred_replica_election` (ElectLeaders) and, with `auto.leader.rebalance.enable`, from the
+periodic imbalance check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from exactly.broker.zookeeper import BadVersionError, NodeExistsError, NoNodeError, Watch, check, create_op, set_op
+from exactly.cluster import znodes
+from exactly.cluster.election import imbalance
+from exactly.cluster.reconcile import Decision, decide, decide_preferred
+from exactly.cluster.znodes import ControllerRegistration, PartitionState
+
+if TYPE_CHECKING:
+    from exactly.broker.cluster_member import ClusterMember
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Controller"]
+
+
+class Controller:
+    def __init__(self, member: ClusterMember) -> None:
+        self.member = member
+        self.active = False
+        self.epoch = -1
+        self._epoch_version = -1
+        self._poked = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._watches: list[Watch] = []
+        self._deletions: list[str] = []
+        self._preferred: list[tuple[str, int]] | None = None
+        self._campaigning = False
+        self._next_rebalance = 0.0
+
+    async def start(self) -> None:
+        await self.campaign()
+
+    async def stop(self) -> None:
+        self.resign("the broker is stopping")
+
+    def poke(self) -> None:
+        if self.active:
+            self._poked.set()
+
+    def resign(self, reason: str) -> None:
+        if not self.active:
+            return
+        log.info("broker %d resigns as controller (epoch %d): %s", self.member.config.broker_id, self.epoch, reason)
+        self.active = False
+        for watch in self._watches:
+            watch.cancel()
+        self._watches.clear()
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def campaign(self) -> None:
+        """Try to become the controller (nothing happens while another broker is)."""
+        if self.active or self._campaigning or self.member._stopping:
+            return
+        self._campaigning = True
+        try:
+            await self._elect()
+        finally:
+            self._campaigning = False
+
+    async def _elect(self) -> None:
+        zk = self.member.zk
+        me = self.member.config.broker_id
+        if await zk.exists(znodes.CONTROLLER) is not None:
+            return
+        found = await zk.get(znodes.CONTROLLER_EPOCH)
+        if found is None:
+            with contextlib.suppress(NodeExistsError):
+                await zk.create(znodes.CONTROLLER_EPOCH, znodes.encode_controller_epoch(0))
+            found = await zk.get(znodes.CONTROLLER_EPOCH)
+            assert found is not None
+        epoch = znodes.decode_controller_epoch(found[0]) + 1
+        registration = ControllerRegistration(me, int(time.time() * 1000))
+        try:
+            await zk.commit(
+                [
+                    create_op(znodes.CONTROLLER, registration.encode(), ephemeral=True),
+                    set_op(znodes.CONTROLLER_EPOCH, znodes.encode_controller_epoch(epoch), found[1].version),
+                ]
+            )
+        except (NodeExistsError, BadVersionError):
+            return  # another broker won
+        stat = await zk.exists(znodes.CONTROLLER_EPOCH)
+        assert stat is not None
+        self.epoch, self._epoch_version, self.active = epoch, stat.version, True
+        log.info("broker %d is the controller (epoch %d)", me, epoch)
+        self._watches.append(zk.watch_children(znodes.DELETE_TOPICS, self._deletions_changed))
+        self._watches.append(zk.watch_data(znodes.PREFERRED_ELECTION, self._preferred_changed))
+        self._next_rebalance = time.monotonic() + self.member.config.leader_imbalance_check_interval_seconds
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
+        self._poked.set()
+
+    def _deletions_changed(self, children: list[str]) -> None:
+        self._deletions = list(children)
+        self.poke()
+
+    def _preferred_changed(self, data: bytes | None, stat: object) -> None:
+        if data is None:
+            return
+        try:
+            self._preferred = [
+                (p["topic"], int(p["partition"])) for p in json.loads(data.decode()).get("partitions", [])
+            ]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.error("unreadable %s: %s", znodes.PREFERRED_ELECTION, e)
+            self._preferred = []
+        self.poke()
+
+    async def _run(self) -> None:
+        while self.active:
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._poked.wait(), 5.0)
+                self._poked.clear()
+                await asyncio.sleep(0.01)  # let a burst of watch events land: one pass for all of them
+                await self._pass()
+            except asyncio.CancelledError:
+                raise
+            except _Deposed as e:
+                self.resign(str(e))
+            except Exception:
+                log.exception("controller pass failed; retrying")
+                await asyncio.sleep(0.5)
+                self._poked.set()
+
+    async def _pass(self) -> None:
+        member = self.member
+        cache = member.cache
+        live = set(cache.brokers)
+        draining = cache.shutting_down & live
+        unclean = member.config.unclean_leader_election_enable
+        for topic in list(self._deletions):
+            await self._delete_topic(topic)
+        for topic, assignment in list(cache.assignments.items()):
+            if topic in self._deletions:
+                continue
+            for index, replicas in assignment.partitions.items():
+                found = cache.states.get((topic, index))
+                state, version = found if found is not None else (None, -1)
+                topic_unclean = member.topic_configs(topic).get("unclean.leader.election.enable")
+                decision = decide(
+                    replicas,
+                    state,
+                    live,
+                    draining,
+                    self.epoch,
+                    unclean=unclean if topic_unclean is None else topic_unclean == "true",
+                )
+                if decision is not None:
+                    await self._write(topic, index, decision, version)
+        if self._preferred is not None:
+            wanted, self._preferred = self._preferred, None
+            await self._elect_preferred(wanted)
+            with contextlib.suppress(NoNodeError):
+                await member.zk.delete(znodes.PREFERRED_ELECTION)
+        if member.config.auto_leader_rebalance_enable and time.monotonic() >= self._next_rebalance:
+            self._next_rebalance = time.monotonic() + member.config.leader_imbalance_check_interval_seconds
+            await self._rebalance()
+
+    async def elect_preferred(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
+        """ElectLeaders PREFERRED on the controller: each partition's outcome (None: elected)."""
+        return await self._elect_preferred(partitions)
+
+    async def _elect_preferred(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
+        cache = self.member.cache
+        live = {b for b in cache.brokers if b not in cache.shutting_down}
+        outcome: dict[tuple[str, int], str | None] = {}
+        for topic, index in partitions:
+            assignment = cache.assignments.get(topic)
+            found = cache.states.get((topic, index))
+            if assignment is None or found is None or index not in assignment.partitions:
+                outcome[(topic, index)] = "unknown partition"
+                continue
+            decision = decide_preferred(assignment.partitions[index], found[0], live, self.epoch)
+            if decision is None:
+                outcome[(topic, index)] = "not needed or not possible"
+                continue
+            await self._write(topic, index, decision, found[1])
+            outcome[(topic, index)] = None
+        return outcome
+
+    async def _rebalance(self) -> None:
+        cache = self.member.cache
+        assignments = {
+            (t, i): tuple(r) for t, a in cache.assignments.items() for i, r in a.partitions.items()
+        }
+        leaders = {key: state.leader for key, (state, _) in cache.states.items()}
+        ratios = imbalance(assignments, leaders)
+        limit = self.member.config.leader_imbalance_per_broker_percentage / 100
+        overloaded = {b for b, ratio in ratios.items() if ratio > limit}
+        if overloaded:
+            wanted = [key for key, replicas in assignments.items() if replicas and replicas[0] in overloaded]
+            log.info("leader imbalance above %d%% on brokers %s: preferred elections", int(limit * 100), sorted(overloaded))
+            await self._elect_preferred(wanted)
+
+    async def _write(self, topic: str, index: int, decision: Decision, version: int) -> None:
+        zk = self.member.zk
+        path = znodes.partition_state_path(topic, index)
+        guard = check(znodes.CONTROLLER_EPOCH, self._epoch_version)
+        try:
+            if version < 0:
+                await zk.ensure_path(znodes.partitions_path(topic) + f"/{index}")
+                await zk.commit([guard, create_op(path, decision.state.encode())])
+            else:
+                await zk.commit([guard, set_op(path, decision.state.encode(), version)])
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            await self._check_still_controller()
+            log.info("%s-%d: the state changed under the controller; deciding again", topic, index)
+            self._poked.set()
+            return
+        log.info(
+            "%s-%d: leader %d, epoch %d, ISR %s (%s)",
+            topic,
+            index,
+            decision.state.leader,
+            decision.state.leader_epoch,
+            list(decision.state.isr),
+            decision.reason,
+        )
+
+    async def _check_still_controller(self) -> None:
+        stat = await self.member.zk.exists(znodes.CONTROLLER_EPOCH)
+        if stat is None or stat.version != self._epoch_version:
+            raise _Deposed("another controller was elected")
+
+    async def _delete_topic(self, topic: str) -> None:
+        zk = self.member.zk
+        await self._check_still_controller()
+        with contextlib.suppress(NoNodeError):
+            await zk.delete(znodes.topic_path(topic), recursive=True)
+        with contextlib.suppress(NoNodeError):
+            await zk.delete(znodes.config_path("topics", topic))
+        with contextlib.suppress(NoNodeError):
+            await zk.delete(znodes.delete_topic_path(topic))
+        if topic in self._deletions:
+            self._deletions.remove(topic)
+        log.info("deleted topic %s", topic)
+
+
+class _Deposed(Exception):
+    pass
+
+
+_ = PartitionState  # the state znode's value (decisions carry it)

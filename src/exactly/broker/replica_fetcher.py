@@ -1,0 +1,291 @@
+"""Replica fetchers (Kafka's `ReplicaFetcherManager` and `ReplicaFetcherThread`): one task per leader
+broker, fetching every partition this broker follows from it with the Fetch API, as a follower.
+
+Each round sends one Fetch (v12: replica id, `current_leader_epoch`, `last_fetched_epoch`) for all the
+partitions followed from that leader, from each partition's log end offset. The answer, per partition:
+
+- records: stored as they are (`Partition.append_records_as_follower`: byte for byte, the same storage
+  code as client appends), then the leader's high watermark is taken (clamped to what we have);
+- a diverging epoch (the leader's log differs from ours from some offset on, KIP-101/KIP-279 by way of
+  KAFKA-10554's fields): truncate to where the two logs agree, Kafka's `getOffsetTruncationState`, and
+  fetch again (it may take several rounds after back-to-back failovers);
+- OFFSET_OUT_OF_RANGE: our log end is below the leader's log start (start over empty at its log start),
+  or above what the leader has (truncate to its high watermark, which every ISR member has);
+- NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION: the
+  partition rests for `replica.fetch.backoff.ms`; the new state arrives from ZooKeeper meanwhile.
+
+A partition's answer is used only if it still follows the same leader in the same epoch from the same
+offset (its state may have changed while the fetch was out). A failed connection is retried after the
+backoff. Only this module and the ZooKeeper shell touch sockets for the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from exactly.client.connection import AsyncKafkaConnection
+from exactly.errors import ErrorCode, KafkaError
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData
+from exactly.replication.partition import Partition
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12  # replica id in the body, last fetched epoch and diverging epochs, topics by name
+EndpointOf = Callable[[int], tuple[str, int] | None]  # broker id -> its inter-broker (host, port)
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherConfig:
+    max_wait_ms: int = 500  # replica.fetch.wait.max.ms
+    min_bytes: int = 1  # replica.fetch.min.bytes
+    max_bytes: int = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
+    partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
+    backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+
+
+class ReplicaFetchers:
+    def __init__(
+        self,
+        local_id: int,
+        endpoint_of: EndpointOf,
+        appended: Callable[[], None],
+        config: FetcherConfig | None = None,
+    ) -> None:
+        self.local_id = local_id
+        self._endpoint_of = endpoint_of
+        self._appended = appended
+        self.config = config or FetcherConfig()
+        self._fetchers: dict[int, _LeaderFetcher] = {}
+
+    def follow(self, partition: Partition) -> None:
+        leader = partition.leader_id
+        fetcher = self._fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self._fetchers[leader] = _LeaderFetcher(self, leader)
+        fetcher.add(partition)
+
+    def unfollow(self, partition: Partition) -> None:
+        for leader, fetcher in list(self._fetchers.items()):
+            if fetcher.remove(partition) and not fetcher.partitions:
+                fetcher.stop()
+                del self._fetchers[leader]
+
+    def following(self) -> dict[int, list[Partition]]:
+        return {leader: list(f.partitions.values()) for leader, f in self._fetchers.items()}
+
+    def broker_changed(self, broker_id: int) -> None:
+        """A broker re-registered (maybe on another port): reconnect to it."""
+        fetcher = self._fetchers.get(broker_id)
+        if fetcher is not None:
+            fetcher.reconnect()
+
+    async def stop(self) -> None:
+        fetchers = list(self._fetchers.values())
+        self._fetchers.clear()
+        for fetcher in fetchers:
+            fetcher.stop()
+        for fetcher in fetchers:
+            await fetcher.wait_stopped()
+
+
+class _LeaderFetcher:
+    """The fetch loop for the partitions one leader broker leads and we follow."""
+
+    def __init__(self, owner: ReplicaFetchers, leader: int) -> None:
+        self.owner = owner
+        self.leader = leader
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._resting: dict[tuple[str, int], float] = {}  # partition -> loop time it may fetch again
+        self._changed = asyncio.Event()
+        self._connection: AsyncKafkaConnection | None = None
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader}")
+
+    def add(self, partition: Partition) -> None:
+        key = (partition.topic, partition.index)
+        self.partitions[key] = partition
+        self._resting.pop(key, None)
+        self._changed.set()
+
+    def remove(self, partition: Partition) -> bool:
+        key = (partition.topic, partition.index)
+        if self.partitions.get(key) is not partition:
+            return False
+        del self.partitions[key]
+        self._resting.pop(key, None)
+        return True
+
+    def reconnect(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        self._changed.set()
+
+    def stop(self) -> None:
+        self._task.cancel()
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    async def wait_stopped(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _run(self) -> None:
+        config = self.owner.config
+        while self.partitions:
+            try:
+                if not await self._fetch_once():
+                    await self._rest(config.backoff_ms / 1000)
+            except asyncio.CancelledError:
+                raise
+            except (OSError, ConnectionError, TimeoutError, KafkaError) as e:
+                log.info("fetching from broker %d failed (%s); retrying", self.leader, e)
+                self.reconnect()
+                await self._rest(config.backoff_ms / 1000)
+            except Exception:
+                log.exception("the replica fetcher for broker %d failed; retrying", self.leader)
+                self.reconnect()
+                await self._rest(config.backoff_ms / 1000)
+
+    async def _rest(self, seconds: float) -> None:
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), seconds)
+
+    async def _connect(self) -> AsyncKafkaConnection:
+        if self._connection is None:
+            endpoint = self.owner._endpoint_of(self.leader)
+            if endpoint is None:
+                raise ConnectionError(f"broker {self.leader} is not registered")
+            host, port = endpoint
+            self._connection = await asyncio.wait_for(
+                AsyncKafkaConnection.open(host, port, client_id=f"exactly-replica-fetcher-{self.owner.local_id}"),
+                self.owner.config.socket_timeout_ms / 1000,
+            )
+        return self._connection
+
+    def _fetchable(self) -> dict[tuple[str, int], Partition]:
+        now = asyncio.get_running_loop().time()
+        return {
+            key: p
+            for key, p in self.partitions.items()
+            if self._resting.get(key, 0.0) <= now and not p.is_leader and p.leader_id == self.leader
+        }
+
+    async def _fetch_once(self) -> bool:
+        """One Fetch round; False when there was nothing to fetch (rest a while)."""
+        fetchable = self._fetchable()
+        if not fetchable:
+            return False
+        config = self.owner.config
+        sent: dict[tuple[str, int], tuple[int, int]] = {}  # what each partition asked: (epoch, offset)
+        topics: dict[str, FetchTopic] = {}
+        for (topic, index), p in fetchable.items():
+            latest = p.log.leader_epochs.latest_epoch
+            sent[(topic, index)] = (p.leader_epoch, p.log_end_offset)
+            topics.setdefault(topic, FetchTopic(topic=topic)).partitions.append(
+                FetchPartition(
+                    partition=index,
+                    current_leader_epoch=p.leader_epoch,
+                    fetch_offset=p.log_end_offset,
+                    last_fetched_epoch=-1 if latest is None else latest,
+                    log_start_offset=p.log_start_offset,
+                    partition_max_bytes=config.partition_max_bytes,
+                )
+            )
+        request = FetchRequest(
+            replica_id=self.owner.local_id,
+            max_wait_ms=config.max_wait_ms,
+            min_bytes=config.min_bytes,
+            max_bytes=config.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=list(topics.values()),
+        )
+        connection = await self._connect()
+        response: FetchResponse = await asyncio.wait_for(
+            connection.request(ApiKey.FETCH, FETCH_VERSION, request), config.socket_timeout_ms / 1000
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(response.error_code), "the leader refused the replica fetch")
+        appended = False
+        for topic_response in response.responses:
+            for data in topic_response.partitions:
+                key = (topic_response.topic, data.partition_index)
+                p = self.partitions.get(key)
+                if p is None or p.is_leader or p.leader_id != self.leader:
+                    continue
+                if sent.get(key) != (p.leader_epoch, p.log_end_offset):
+                    continue  # its state moved while the fetch was out
+                appended |= self._process(key, p, data)
+        if appended:
+            self.owner._appended()
+        return True
+
+    def _process(self, key: tuple[str, int], p: Partition, data: PartitionData) -> bool:
+        code = ErrorCode(data.error_code)
+        if code == ErrorCode.NONE:
+            if data.diverging_epoch is not None:
+                self._truncate_on_divergence(p, data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
+                return False
+            records = data.records
+            try:
+                if records:
+                    info = p.append_records_as_follower(records, data.high_watermark)
+                    return info.last_offset >= info.first_offset
+                p.log.update_follower_high_watermark(data.high_watermark)
+            except KafkaError as e:
+                log.error("%s-%d: cannot store what leader %d sent: %s", p.topic, p.index, self.leader, e)
+                self._rest_partition(key)
+            return False
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._out_of_range(p, data)
+            return False
+        log.debug("%s-%d: leader %d answered %s", p.topic, p.index, self.leader, code.name)
+        self._rest_partition(key)
+        return False
+
+    def _rest_partition(self, key: tuple[str, int]) -> None:
+        self._resting[key] = asyncio.get_running_loop().time() + self.owner.config.backoff_ms / 1000
+
+    @staticmethod
+    def _truncate_on_divergence(p: Partition, leader_epoch: int, leader_end: int) -> None:
+        """Kafka's `getOffsetTruncationState` for a diverging epoch (leader_epoch, leader_end)."""
+        log_ = p.log
+        leo = log_.log_end_offset
+        local_epoch, local_end = log_.leader_epochs.end_offset_for(leader_epoch, leo)
+        if leader_end < 0:
+            target = log_.high_watermark
+        elif local_epoch < 0:
+            target = min(leader_end, leo)
+        elif local_epoch == leader_epoch:
+            target = min(leader_end, local_end)
+        else:  # we have only a lower epoch: go to its end and ask again
+            target = min(local_end, leo)
+        log.info(
+            "%s-%d: truncating from %d to %d (the leader's epoch %d ends at %d)",
+            p.topic,
+            p.index,
+            leo,
+            target,
+            leader_epoch,
+            leader_end,
+        )
+        log_.truncate_to(target)
+
+    @staticmethod
+    def _out_of_range(p: Partition, data: PartitionData) -> None:
+        log_ = p.log
+        if data.log_start_offset > log_.log_end_offset:
+            log.info("%s-%d: starting over at the leader's log start %d", p.topic, p.index, data.log_start_offset)
+            log_.truncate_fully_and_start_at(data.log_start_offset)
+        elif data.high_watermark >= 0 and data.high_watermark < log_.log_end_offset:
+            log.info("%s-%d: truncating to the leader's high watermark %d", p.topic, p.index, data.high_watermark)
+            log_.truncate_to(data.high_watermark)

@@ -1,0 +1,112 @@
+"""The controller's decision for one partition (pure): what its state znode must become, given its
+replica assignment, its current state, the live brokers and the ones being drained.
+
+The controller is level-triggered: after any event (a broker came or went, a topic appeared, a broker
+asked for a controlled shutdown, a new controller took over) it reads the partitions' states and applies
+this decision to each, so a new controller picks up where the old one stopped without replaying events.
+
+| current state                                   | decision                                       | why |
+|-------------------------------------------------|------------------------------------------------|-----|
+| none (a new partition)                          | leader = first live replica, ISR = the live     | Kafka's NewPartition -> Online |
+|                                                 | replicas, leader epoch 0 (none live: wait)      | |
+| leader draining (controlled shutdown)           | the controlled-shutdown election; no candidate: | move leadership before it stops |
+|                                                 | leave it                                        | |
+| leader -1 or dead                               | the offline election (clean unless the topic    | only an ISR member has every committed |
+|                                                 | allows unclean); none: leader -1, dead members  | record |
+|                                                 | out of the ISR but never below one member       | (KIP-966's "last replica standing") |
+| leader live, a dead or draining follower in ISR | that follower out of the ISR                    | Kafka's OfflineReplica transition |
+| otherwise                                       | nothing                                         | |
+
+Every change the controller makes raises the leader epoch by one; leaders change only the ISR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AbstractSet, Sequence
+from dataclasses import dataclass
+
+from exactly.cluster.election import (
+    controlled_shutdown_election,
+    offline_election,
+    preferred_election,
+)
+from exactly.cluster.znodes import NO_LEADER, PartitionState
+
+__all__ = ["Decision", "decide", "decide_preferred"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    state: PartitionState
+    reason: str
+
+
+def decide(
+    assignment: Sequence[int],
+    current: PartitionState | None,
+    live: AbstractSet[int],
+    shutting_down: AbstractSet[int],
+    controller_epoch: int,
+    *,
+    unclean: bool = False,
+) -> Decision | None:
+    eligible = {b for b in live if b not in shutting_down}
+    if current is None:
+        isr = tuple(b for b in assignment if b in eligible)
+        if not isr:
+            return None
+        return Decision(PartitionState(isr[0], 0, isr, controller_epoch), "new partition")
+    leader, isr = current.leader, tuple(current.isr)
+    epoch = current.leader_epoch + 1
+    if leader in shutting_down and leader in live:
+        moved = controlled_shutdown_election(assignment, isr, live, shutting_down)
+        if moved is None:
+            return None
+        return Decision(
+            PartitionState(moved.leader, epoch, tuple(moved.isr), controller_epoch),
+            f"leader {leader} is shutting down",
+        )
+    if leader == NO_LEADER or leader not in live:
+        elected = offline_election(assignment, isr, eligible, unclean=unclean)
+        if elected is not None:
+            return Decision(
+                PartitionState(
+                    elected.leader,
+                    epoch,
+                    tuple(elected.isr),
+                    controller_epoch,
+                    1 if elected.recovering else 0,
+                ),
+                f"leader {leader} is offline" + (" (unclean election)" if elected.recovering else ""),
+            )
+        if leader == NO_LEADER:
+            return None
+        remaining = tuple(b for b in isr if b in live) or isr[-1:]
+        return Decision(
+            PartitionState(NO_LEADER, epoch, remaining, controller_epoch),
+            f"leader {leader} is offline and no in-sync replica is live",
+        )
+    gone = [b for b in isr if b != leader and (b not in live or b in shutting_down)]
+    if gone:
+        kept = tuple(b for b in isr if b not in gone)
+        return Decision(
+            PartitionState(leader, epoch, kept, controller_epoch),
+            f"replicas {gone} are offline or shutting down",
+        )
+    return None
+
+
+def decide_preferred(
+    assignment: Sequence[int], current: PartitionState, live: AbstractSet[int], controller_epoch: int
+) -> Decision | None:
+    """Preferred-replica election (ElectLeaders PREFERRED, auto.leader.rebalance.enable): the first
+    assigned replica leads if it is live, in the ISR and not already the leader."""
+    if assignment and current.leader == assignment[0]:
+        return None
+    elected = preferred_election(assignment, tuple(current.isr), live)
+    if elected is None:
+        return None
+    return Decision(
+        PartitionState(elected.leader, current.leader_epoch + 1, tuple(current.isr), controller_epoch),
+        "preferred replica election",
+    )
