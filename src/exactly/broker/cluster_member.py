@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from exactly.broker.controller import Controller
 from exactly.broker.config import BrokerConfig
@@ -48,6 +50,7 @@ from exactly.broker.zookeeper import (
     NoNodeError,
     SessionState,
     Watch,
+    ZnodeStat,
     ZooKeeper,
 )
 from exactly.cluster import znodes
@@ -226,8 +229,8 @@ class ClusterMember:
                 led.append((topic, index))
         return led
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
@@ -293,7 +296,7 @@ class ClusterMember:
     def _watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
         self._watches[path] = self.zk.watch_children(path, callback)
 
-    def _watch_data(self, path: str, callback: Callable[[bytes | None, object], None]) -> None:
+    def _watch_data(self, path: str, callback: Callable[[bytes | None, ZnodeStat | None], None]) -> None:
         self._watches[path] = self.zk.watch_data(path, callback)
 
     def _notify(self) -> None:
@@ -313,12 +316,10 @@ class ClusterMember:
         for new in ids:
             path = znodes.broker_path(new)
             if path not in self._watches:
-                self._watches[path] = self.zk.watch_data(
-                    path, lambda data, stat, b=new: self._broker_registered(b, data, stat)
-                )
+                self._watches[path] = self.zk.watch_data(path, functools.partial(self._broker_registered, new))
         self._notify()
 
-    def _broker_registered(self, broker_id: int, data: bytes | None, stat: object) -> None:
+    def _broker_registered(self, broker_id: int, data: bytes | None, stat: ZnodeStat | None) -> None:
         if data is None:
             self.cache.brokers.pop(broker_id, None)
             self.cache.broker_epochs.pop(broker_id, None)
@@ -328,7 +329,7 @@ class ClusterMember:
             except ExactlyError as e:
                 log.error("broker %d's registration is unreadable: %s", broker_id, e)
                 return
-            epoch = getattr(stat, "czxid", -1)
+            epoch = stat.czxid if stat is not None else -1
             bounced = self.cache.broker_epochs.get(broker_id) not in (None, epoch)
             self.cache.brokers[broker_id] = registration
             self.cache.broker_epochs[broker_id] = epoch
@@ -336,7 +337,7 @@ class ClusterMember:
                 self.fetchers.broker_changed(broker_id)
         self._notify()
 
-    def _controller_changed(self, data: bytes | None, stat: object) -> None:
+    def _controller_changed(self, data: bytes | None, stat: ZnodeStat | None) -> None:
         if data is None:
             self.cache.controller_id = -1
             if not self._stopping:
@@ -360,9 +361,9 @@ class ClusterMember:
             self._forget_topic(gone)
         for name in names - set(self._topic_watches):
             self._topic_watches[name] = [
-                self.zk.watch_data(znodes.topic_path(name), lambda d, s, t=name: self._assignment_changed(t, d)),
+                self.zk.watch_data(znodes.topic_path(name), functools.partial(self._assignment_changed, name)),
                 self.zk.watch_data(
-                    znodes.config_path("topics", name), lambda d, s, t=name: self._topic_config_changed(t, d)
+                    znodes.config_path("topics", name), functools.partial(self._topic_config_changed, name)
                 ),
             ]
         self._notify()
@@ -378,7 +379,7 @@ class ClusterMember:
         self.metadata.forget_topic(name)
         log.info("topic %s deleted", name)
 
-    def _assignment_changed(self, topic: str, data: bytes | None) -> None:
+    def _assignment_changed(self, topic: str, data: bytes | None, stat: ZnodeStat | None) -> None:
         if data is None:
             return
         try:
@@ -397,7 +398,7 @@ class ClusterMember:
                 watches.append(
                     self.zk.watch_data(
                         znodes.partition_state_path(topic, index),
-                        lambda d, s, t=topic, i=index: self._state_changed(t, i, d, s),
+                        functools.partial(self._state_changed, topic, index),
                     )
                 )
             elif old is not None and old.partitions[index] != assignment.partitions[index]:
@@ -406,7 +407,7 @@ class ClusterMember:
                     self._apply_state(topic, index, *found)
         self._notify()
 
-    def _topic_config_changed(self, topic: str, data: bytes | None) -> None:
+    def _topic_config_changed(self, topic: str, data: bytes | None, stat: ZnodeStat | None) -> None:
         if data is None:
             return
         try:
@@ -427,7 +428,7 @@ class ClusterMember:
             return dict(info.configs)
         return dict(self._pending_configs.get(topic, {}))
 
-    def _state_changed(self, topic: str, index: int, data: bytes | None, stat: object) -> None:
+    def _state_changed(self, topic: str, index: int, data: bytes | None, stat: ZnodeStat | None) -> None:
         if data is None:
             self.cache.states.pop((topic, index), None)
             self._notify()
@@ -437,7 +438,7 @@ class ClusterMember:
         except ExactlyError as e:
             log.error("the state of %s-%d is unreadable: %s", topic, index, e)
             return
-        version = int(getattr(stat, "version", 0))
+        version = stat.version if stat is not None else 0
         self.cache.states[(topic, index)] = (state, version)
         self._apply_state(topic, index, state, version)
         self._notify()

@@ -25,11 +25,20 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from exactly.broker.zookeeper import BadVersionError, NodeExistsError, NoNodeError, Watch, check, create_op, set_op
+from exactly.broker.zookeeper import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    Watch,
+    ZnodeStat,
+    check,
+    create_op,
+    set_op,
+)
 from exactly.cluster import znodes
 from exactly.cluster.election import imbalance
 from exactly.cluster.reconcile import Decision, decide, decide_preferred
-from exactly.cluster.znodes import ControllerRegistration, PartitionState
+from exactly.cluster.znodes import ControllerRegistration
 
 if TYPE_CHECKING:
     from exactly.broker.cluster_member import ClusterMember
@@ -121,7 +130,7 @@ class Controller:
         self._deletions = list(children)
         self.poke()
 
-    def _preferred_changed(self, data: bytes | None, stat: object) -> None:
+    def _preferred_changed(self, data: bytes | None, stat: ZnodeStat | None) -> None:
         if data is None:
             return
         try:
@@ -267,5 +276,3 @@ class Controller:
 class _Deposed(Exception):
     pass
 
-
-_ = PartitionState  # the state znode's value (decisions carry it)

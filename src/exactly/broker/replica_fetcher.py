@@ -186,7 +186,8 @@ class _LeaderFetcher:
         config = self.owner.config
         sent: dict[tuple[str, int], tuple[int, int]] = {}  # what each partition asked: (epoch, offset)
         topics: dict[str, FetchTopic] = {}
-        for (topic, index), p in fetchable.items():
+        for (topic, index), fp in fetchable.items():
+            p = fp
             latest = p.log.leader_epochs.latest_epoch
             sent[(topic, index)] = (p.leader_epoch, p.log_end_offset)
             topics.setdefault(topic, FetchTopic(topic=topic)).partitions.append(
@@ -219,8 +220,11 @@ class _LeaderFetcher:
         for topic_response in response.responses:
             for data in topic_response.partitions:
                 key = (topic_response.topic, data.partition_index)
-                p = self.partitions.get(key)
-                if p is None or p.is_leader or p.leader_id != self.leader:
+                found = self.partitions.get(key)
+                if found is None:
+                    continue
+                p = found
+                if p.is_leader or p.leader_id != self.leader:
                     continue
                 if sent.get(key) != (p.leader_epoch, p.log_end_offset):
                     continue  # its state moved while the fetch was out

@@ -118,9 +118,9 @@ class Broker:
                 self._topic_config_changed,
             )
             self.topics.cluster = self.cluster
-            next_producer_id = self.cluster.next_producer_id
+            self.next_producer_id = self.cluster.next_producer_id
         else:
-            next_producer_id = ProducerIdManager(self.metadata).next_id
+            self.next_producer_id = ProducerIdManager(self.metadata).next_id
         self.groups = GroupService(self.config, self.replicas, self.topics, self.clock, self.scheduler)
         self.transactions = TransactionService(
             self.config,
@@ -128,7 +128,7 @@ class Broker:
             self.topics,
             self.clock,
             self.scheduler,
-            next_producer_id,
+            self.next_producer_id,
             self.groups.complete_transaction,
         )
         window_ms = config.quota_window_size_seconds * 1000

@@ -22,7 +22,7 @@ Every change the controller makes raises the leader epoch by one; leaders change
 
 from __future__ import annotations
 
-from collections.abc import AbstractSet, Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
 from exactly.cluster.election import (
@@ -44,8 +44,8 @@ class Decision:
 def decide(
     assignment: Sequence[int],
     current: PartitionState | None,
-    live: AbstractSet[int],
-    shutting_down: AbstractSet[int],
+    live: Set[int],
+    shutting_down: Set[int],
     controller_epoch: int,
     *,
     unclean: bool = False,
@@ -97,7 +97,7 @@ def decide(
 
 
 def decide_preferred(
-    assignment: Sequence[int], current: PartitionState, live: AbstractSet[int], controller_epoch: int
+    assignment: Sequence[int], current: PartitionState, live: Set[int], controller_epoch: int
 ) -> Decision | None:
     """Preferred-replica election (ElectLeaders PREFERRED, auto.leader.rebalance.enable): the first
     assigned replica leads if it is live, in the ISR and not already the leader."""

@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
             authz.allowed(ctx, ApiKey.INIT_PRODUCER_ID, "idempotent")  # the audit line
             error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             return InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
-        return InitProducerIdResponse(producer_id=ctx.broker.producer_ids.next_id(), producer_epoch=0)
+        return InitProducerIdResponse(producer_id=ctx.broker.next_producer_id(), producer_epoch=0)
     if not authz.allowed(ctx, ApiKey.INIT_PRODUCER_ID, "transactional_id", txn_id):
         error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
