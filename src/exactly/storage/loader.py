@@ -283,8 +283,16 @@ def _scan_leader_epochs(segments: list[LogSegment], cache: LeaderEpochCache) -> 
             log.warning("leader epochs of segment %d: %s", seg.base_offset, e)
 
 
-def _replay(segments: list[LogSegment], psm: ProducerStateManager, start: int, end: int) -> None:
-    """Replay producer state from trusted segments over [start, end)."""
+def _replay(
+    segments: list[LogSegment],
+    psm: ProducerStateManager,
+    start: int,
+    end: int,
+    high_watermark: int | None = None,
+) -> None:
+    """Replay producer state from trusted segments over [start, end) (transactions completed at or above
+    `high_watermark` stay unstable; None: the log end, where a loaded log's high watermark starts)."""
+    hw = end if high_watermark is None else high_watermark
     for seg in segments:
         if seg.next_offset <= start or seg.base_offset >= end:
             continue
@@ -297,7 +305,7 @@ def _replay(segments: list[LogSegment], psm: ProducerStateManager, start: int, e
             if hdr[H_BASE_OFFSET] + hdr[H_LAST_DELTA] < start:
                 continue
             data = os.pread(seg.fd, hdr[H_LENGTH] + LOG_OVERHEAD, pos)
-            replay_batch(psm, RecordBatch(data), None)
+            replay_batch(psm, RecordBatch(data), None, high_watermark=hw)
 
 
 def rebuild_producer_state(plog: PartitionLog, now_ms: int) -> None:
@@ -307,5 +315,5 @@ def rebuild_producer_state(plog: PartitionLog, now_ms: int) -> None:
     snap = psm.truncate_and_reload(plog.log_start_offset, leo, now_ms)
     if snap is None:
         psm.clear(plog.segments[0].base_offset)
-    _replay(plog.segments, psm, psm.map_end_offset, leo)
+    _replay(plog.segments, psm, psm.map_end_offset, leo, plog.high_watermark)
     psm.update_map_end_offset(leo)

@@ -56,8 +56,8 @@ from pathlib import Path
 import crc32c
 
 from exactly.clock import Clock
-from exactly.errors import ErrorCode, KafkaError
-from exactly.records.batch import RecordBatch, TimestampType, iter_batches
+from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
+from exactly.records.batch import HEADER_STRUCT, LOG_OVERHEAD, RecordBatch, TimestampType, iter_batches
 from exactly.records.control import EndTxnMarker, build_end_txn_marker_batch, parse_end_txn_marker
 from exactly.storage import files
 from exactly.storage.append_analysis import VerificationGuard, analyze_append
@@ -70,7 +70,7 @@ from exactly.storage.producer_state import (
     TxnMetadata,
 )
 from exactly.storage.recompression import needs_recompression, recompress, target_codec
-from exactly.storage.segment import LogSegment
+from exactly.storage.segment import Header, LogSegment
 from exactly.storage.txn_index import AbortedTxn, FetchAbortedTxn, TransactionIndex
 from exactly.storage.validator import (
     BatchInfo,
@@ -93,8 +93,28 @@ _SMALL_AT_CLOSE = (
 
 
 class Isolation(Enum):
+    """How far a read may go (Kafka's `FetchIsolation`): the high watermark (consumers reading
+    uncommitted), the last stable offset (read_committed consumers, who also get the aborted transactions),
+    or the log end offset (follower replicas: Fetch with a replica id >= 0)."""
+
     READ_UNCOMMITTED = 0
     READ_COMMITTED = 1
+    LOG_END = 2
+
+
+class UnexpectedAppendOffsetError(KafkaError):
+    """A follower append whose first offset is not where the log ends (Kafka's
+    `UnexpectedAppendOffsetException`); OFFSET_OUT_OF_RANGE, a code never sent to a client.
+
+    `first_offset` and `last_offset` are the append's: when the log is empty (log start == log end) and
+    `first_offset < log_end_offset <= last_offset`, the leader's log start lies inside the first batch
+    (DeleteRecords), and Kafka's follower restarts its log at the batch (`truncate_fully_and_start_at
+    (first_offset)`) and appends again (`Partition.appendRecordsToFollowerOrFutureReplica`)."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +242,23 @@ class PartitionLog:
     def update_high_watermark(self, offset: int) -> None:
         self._high_watermark = max(self._log_start_offset, min(offset, self._log_end_offset))
         self.producer_state.on_high_watermark_updated(self._high_watermark)
+
+    def update_follower_high_watermark(self, high_watermark: int) -> int:
+        """A follower takes the leader's high watermark from a Fetch response: clamped to [log start, log
+        end], and unlike a leader's it may move down (Kafka's follower logs a warning then). Returns the new
+        high watermark. A transaction whose marker the high watermark has passed stays stable when it moves
+        back down, as in Kafka."""
+        hw = max(self._log_start_offset, min(high_watermark, self._log_end_offset))
+        if hw < self._high_watermark:
+            log.info(
+                "%sthe leader's high watermark %d moves the follower's down from %d",
+                self._log_prefix,
+                hw,
+                self._high_watermark,
+            )
+        self._high_watermark = hw
+        self.producer_state.on_high_watermark_updated(hw)
+        return hw
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -417,6 +454,159 @@ class PartitionLog:
         batch = build_end_txn_marker_batch(producer_id, producer_epoch, marker, timestamp_ms=ts)
         return self.append_as_leader(batch, leader_epoch=leader_epoch, origin=AppendOrigin.COORDINATOR)
 
+    def append_as_follower(self, records: Buffer) -> LogAppendInfo:
+        """Store batches fetched from the leader exactly as they are (Kafka's `UnifiedLog.appendAsFollower`).
+
+        `records` is a Fetch response's record set: whole v2 batches whose offsets, leader epochs and
+        timestamps the leader assigned; a trailing partial batch (cut by the fetch's max bytes) is ignored.
+        Nothing is re-encoded or patched: the bytes written are the bytes received.
+
+        All batches are checked before anything is written; on any error nothing is appended:
+
+        * not a well-formed v2 batch (size, magic, CRC-32C, header consistency, codec), or offsets that do
+          not increase from batch to batch (Kafka's OffsetsOutOfOrderException): KafkaError
+          CORRUPT_MESSAGE;
+        * a first offset below the log end offset: `UnexpectedAppendOffsetError` (OFFSET_OUT_OF_RANGE), as
+          Kafka. Kafka accepts a first offset above the log end (a hole); so does this log when the
+          topic is compacted (compaction leaves holes), otherwise the hole is refused the same way (the
+          batches must follow each other without gaps there, and recovery would cut the log at one).
+
+        Segments roll as leader appends roll them (same `should_roll` rule), decided for every batch, not
+        once for the whole fetched chunk as Kafka's follower does: when each leader append was one batch
+        (what producers and marker writes send) the follower's segment files are the leader's, byte for
+        byte. Each batch assigns its leader epoch to the cache when it differs from the latest (Kafka's
+        `maybeAssignEpochStartOffset`; a leader's log never lowers its epoch, so that is "above the
+        latest"), and is replayed into producer state with origin REPLICATION (no sequence checks, lower
+        producer epochs tolerated, transactions and markers tracked, aborted transactions indexed in the
+        segment that holds the marker). The log end moves; the high watermark does not (see
+        `update_follower_high_watermark`). flush.messages applies as for leader appends.
+
+        Returns the append's offsets and sizes; for an empty record set (or only a partial batch) nothing
+        is appended and the info says so as Kafka's does: first_offset = last_offset = -1, records_count =
+        valid_bytes = 0. Raises KafkaError KAFKA_STORAGE_ERROR when a write fails; the batches before the
+        failing segment write then stay appended.
+        """
+        self._check_open()
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        parsed = self._parse_follower_batches(view)
+        if not parsed:
+            return LogAppendInfo(-1, -1, -1, self._log_start_offset, False, 0, 0)
+        first_offset = parsed[0][2][0]
+        last_offset = parsed[-1][2][0] + parsed[-1][2][6]
+        now = self.clock.milliseconds()
+        count = 0
+        i = 0
+        n = len(parsed)
+        try:
+            while i < n:
+                # One run: the batches that go into one segment, written with one call.
+                start, size, hdr = parsed[i]
+                segment = self._maybe_roll(size, hdr[8], hdr[0] + hdr[6], now)
+                rolling = segment.rolling_based_timestamp
+                if rolling is None:
+                    rolling = hdr[8]
+                end = start + size
+                j = i + 1
+                while j < n and self._stays_in_segment(segment, end - start, j - i, rolling, parsed[j], now):
+                    end += parsed[j][1]
+                    j += 1
+                segment.append([view[start:end]], [(sz, h[0] + h[6], h[8]) for _pos, sz, h in parsed[i:j]])
+                count += self._apply_follower_batches(view, parsed[i:j], segment)
+                i = j
+        except OSError as e:
+            raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
+        files.storage_ok()
+        self._unflushed_messages += count
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        total = parsed[-1][0] + parsed[-1][1] - parsed[0][0]
+        return LogAppendInfo(first_offset, last_offset, -1, self._log_start_offset, False, count, total)
+
+    def _parse_follower_batches(self, view: memoryview) -> list[tuple[int, int, Header]]:
+        """(position, size, header) of every whole batch, all checked (see `append_as_follower`)."""
+        parsed: list[tuple[int, int, Header]] = []
+        gaps_allowed = self.config.cleanup_policy.compacts
+        expected = self._log_end_offset
+        try:
+            for batch in iter_batches(view, allow_partial=True):
+                batch.validate()
+                pos = batch.position
+                hdr: Header = HEADER_STRUCT.unpack_from(view, pos)
+                base, delta = hdr[0], hdr[6]
+                if delta < 0:
+                    raise CorruptRecordError(f"batch at offset {base} has a negative last offset delta")
+                if base != expected and (base < expected or not gaps_allowed):
+                    if not parsed:
+                        raise UnexpectedAppendOffsetError(
+                            f"unexpected offset in follower append to {self.topic}-{self.partition}: first "
+                            f"offset {base} (last {base + delta}), log end offset {self._log_end_offset}, "
+                            f"log start offset {self._log_start_offset}",
+                            base,
+                            base + delta,
+                        )
+                    raise CorruptRecordError(
+                        f"out of order offsets in follower append: batch at {base} after one ending at "
+                        f"{expected - 1}"
+                    )
+                expected = base + delta + 1
+                parsed.append((pos, hdr[1] + LOG_OVERHEAD, hdr))
+        except CorruptRecordError as e:
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE, f"follower append to {self.topic}-{self.partition}: {e}"
+            ) from e
+        return parsed
+
+    @staticmethod
+    def _stays_in_segment(
+        segment: LogSegment,
+        run_bytes: int,
+        run_batches: int,
+        rolling: int,
+        batch: tuple[int, int, Header],
+        now_ms: int,
+    ) -> bool:
+        """Whether `batch` certainly goes into `segment` once the run before it is written there: the
+        roll check made after that write (`should_roll`) would be false. The index rule is judged
+        conservatively (each batch may add an index entry); a false answer only ends the run, and the
+        batch then gets the exact check."""
+        _pos, size, hdr = batch
+        config = segment.config
+        return (
+            segment.size + run_bytes + size <= config.segment_bytes
+            and now_ms - rolling <= config.segment_ms
+            and len(segment.offset_index) + run_batches < segment.offset_index.max_entries
+            and len(segment.time_index) + run_batches < segment.time_index.max_entries
+            and hdr[0] + hdr[6] - segment.base_offset <= 0xFFFFFFFF
+        )
+
+    def _apply_follower_batches(
+        self, view: memoryview, run: list[tuple[int, int, Header]], segment: LogSegment
+    ) -> int:
+        """After a run of follower batches is written: leader epochs, producer state, transactions, then the
+        log end (in that order: a concurrent flush reads the log end first, then the epochs). Returns the
+        number of records."""
+        epochs = self._epochs
+        producer_state = self.producer_state
+        txn_index = segment.txn_index
+        count = 0
+        for pos, _size, hdr in run:
+            epoch = hdr[2]
+            latest = epochs.latest_entry
+            if epoch >= 0 and (latest is None or latest.epoch != epoch):
+                epochs.assign(epoch, hdr[0])
+            if hdr[9] >= 0:
+                replay_batch(
+                    producer_state, RecordBatch(view, pos), txn_index, high_watermark=self._high_watermark
+                )
+            count += hdr[12]
+        latest_epoch = epochs.latest_epoch
+        if latest_epoch is not None:
+            self._leader_epoch = latest_epoch
+        last = run[-1][2]
+        self._log_end_offset = last[0] + last[6] + 1
+        producer_state.update_map_end_offset(self._log_end_offset)
+        return count
+
     def _maybe_roll(self, size: int, first_max_ts: int, last_offset: int, now_ms: int) -> LogSegment:
         active = self._segments[-1]
         if active.should_roll(size, first_max_ts, last_offset, now_ms):
@@ -459,7 +649,12 @@ class PartitionLog:
                 f"of {self.topic}-{self.partition}",
             )
         committed = isolation is Isolation.READ_COMMITTED
-        max_offset = lso if committed else hw
+        if committed:
+            max_offset = lso
+        elif isolation is Isolation.READ_UNCOMMITTED:
+            max_offset = hw
+        else:  # LOG_END: what a follower fetches
+            max_offset = self._log_end_offset
         empty = FetchDataInfo(memoryview(b""), hw, lso, start, [] if committed else None, fetch_offset)
         if fetch_offset >= max_offset:
             return empty
@@ -525,7 +720,12 @@ class PartitionLog:
             return TimestampAndOffset(-1, self._log_start_offset, self._leader_epoch)
         # Kafka's Partition.fetchOffsetForTimestamp: a result at or past what this isolation level may
         # read (the LSO for read_committed) is no result.
-        limit = self.last_stable_offset if isolation is Isolation.READ_COMMITTED else self._high_watermark
+        if isolation is Isolation.READ_COMMITTED:
+            limit = self.last_stable_offset
+        elif isolation is Isolation.READ_UNCOMMITTED:
+            limit = self._high_watermark
+        else:  # LOG_END (Kafka: a replica's ListOffsets sees up to the log end)
+            limit = self._log_end_offset
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, limit, self._leader_epoch)
         if timestamp == MAX_TIMESTAMP:
@@ -701,25 +901,78 @@ class PartitionLog:
 
     # -- truncation and replacement (cleaner, future replication) -----------------------------------------
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove every batch at or after `offset` (a batch boundary); rebuild producer state."""
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch at or after `offset` (a batch boundary); False when there was none (Kafka's
+        `UnifiedLog.truncateTo`).
+
+        Afterwards: the log end is `offset` (the start of the batch holding it, were it not a boundary);
+        the high watermark, recovery point and log start are at most the log end; the segments and their
+        indexes (the aborted-transaction index too) hold nothing at or after it; the leader-epoch cache has
+        no entry starting at or after it (even when nothing is truncated, as Kafka: an entry past the log
+        end goes), while `leader_epoch` (the partition's, see `end_offset_for_epoch`) stays; producer
+        state is rebuilt from the newest snapshot at or below the log end (an open transaction or a marker
+        cut away is forgotten; a transaction completed at or above the high watermark is unstable again).
+        An `offset` before the first segment empties the log (`truncate_fully_and_start_at`).
+        """
         from exactly.storage.loader import rebuild_producer_state
 
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.topic}-{self.partition} to {offset}")
         if offset >= self._log_end_offset:
-            return
+            self._epochs.truncate_from_end(self._log_end_offset)  # written by the next flush or close
+            return False
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
         with self._flush_lock:
-            offset = max(offset, self._log_start_offset)
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 seg = self._segments.pop()
                 self._bases.pop()
                 seg.delete()
             self._segments[-1].truncate_to(offset)
-            self._log_end_offset = self._segments[-1].next_offset
-            self._recovery_point = min(self._recovery_point, self._log_end_offset)
-            self._high_watermark = min(self._high_watermark, self._log_end_offset)
-            self._epochs.truncate_from_end(self._log_end_offset)  # written by the next flush or close
-        self.producer_state.delete_snapshots_after(self._log_end_offset)
+            leo = self._segments[-1].next_offset
+            self._log_end_offset = leo
+            self._log_start_offset = min(self._log_start_offset, leo)
+            self._recovery_point = min(self._recovery_point, leo)
+            self._high_watermark = min(self._high_watermark, leo)
+            self._epochs.truncate_from_end(leo)  # written by the next flush or close
+        self.producer_state.delete_snapshots_after(leo)
         rebuild_producer_state(self, self.clock.milliseconds())
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at `offset`: log start = log end = high watermark =
+        recovery point = `offset`, no leader-epoch entries (`leader_epoch` stays, as in `truncate_to`), no
+        producer state, no snapshots (Kafka's
+        `UnifiedLog.truncateFullyAndStartAt`: a follower whose log end is below the leader's log start).
+        The emptied leader-epoch checkpoint and the directory are synced before this returns; the caller
+        checkpoints the new log start (LogManager) before relying on it across a crash."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot start {self.topic}-{self.partition} at {offset}")
+        now = self.clock.milliseconds()
+        with self._flush_lock:
+            for seg in self._segments:
+                seg.delete()
+            try:
+                new = LogSegment.create(self.directory, offset, self.config, now)
+            except OSError as e:
+                raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
+            self._segments = [new]
+            self._bases = [offset]
+            self._log_start_offset = offset
+            self._log_end_offset = offset
+            self._high_watermark = offset
+            self._recovery_point = offset
+            self._unflushed_messages = 0
+            self._epochs.clear()
+            self.producer_state.truncate_fully_and_start_at(offset)
+            try:
+                self._save_leader_epochs()
+                files.fsync_dir(self.directory)
+            except OSError as e:
+                raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
 
     def replace_segments(self, new_segment: LogSegment, old: list[LogSegment]) -> None:
         """Swap `old` (consecutive segments) for `new_segment` (already renamed into place)."""
@@ -802,12 +1055,18 @@ def scan_batches(log: PartitionLog, chunk: int = 8 << 20) -> Iterator[RecordBatc
 
 
 def replay_batch(
-    producer_state: ProducerStateManager, batch: RecordBatch, txn_index: TransactionIndex | None
+    producer_state: ProducerStateManager,
+    batch: RecordBatch,
+    txn_index: TransactionIndex | None,
+    *,
+    high_watermark: int = _NO_LIMIT,
 ) -> None:
-    """Apply one stored batch to producer state (recovery / reload, origin REPLICATION).
+    """Apply one stored batch to producer state (recovery, reload, truncation, follower appends: origin
+    REPLICATION).
 
     With `txn_index`, aborted transactions completed by this batch are appended to it (recovery rebuilds
-    the index of the segment being recovered).
+    the index of the segment being recovered; a follower fills its active segment's). A transaction
+    completed at or above `high_watermark` stays unstable until the high watermark passes its marker.
     """
     hdr = batch.header()
     pid = hdr.producer_id
@@ -825,7 +1084,7 @@ def replay_batch(
                     if done.is_aborted and txn_index is not None:
                         lso = producer_state.last_stable_offset(done)
                         txn_index.append(AbortedTxn(pid, done.first_offset, done.last_offset, lso))
-                    producer_state.complete_txn(done, _NO_LIMIT)
+                    producer_state.complete_txn(done, high_watermark)
             else:
                 last_seq = batch.last_sequence
                 upd.append_data_batch(
@@ -853,6 +1112,7 @@ __all__ = [
     "LogAppendInfo",
     "PartitionLog",
     "TimestampAndOffset",
+    "UnexpectedAppendOffsetError",
     "VerificationGuard",
     "replay_batch",
 ]
