@@ -175,7 +175,9 @@ class ClusterMember:
 
     async def _ensure_cluster_id(self) -> None:
         try:
-            await self.zk.create("/cluster/id", f'{{"version":"1","id":"{self.config.cluster_id}"}}'.encode())
+            await self.zk.create(
+                "/cluster/id", f'{{"version":"1","id":"{self.config.cluster_id}"}}'.encode(), makepath=True
+            )
         except NodeExistsError:
             pass
 
@@ -205,7 +207,9 @@ class ClusterMember:
         except NodeExistsError:
             pass
         deadline = time.monotonic() + (
-            self.config.controlled_shutdown_max_retries * self.config.controlled_shutdown_retry_backoff_ms / 1000
+            self.config.controlled_shutdown_max_retries
+            * self.config.controlled_shutdown_retry_backoff_ms
+            / 1000
         )
         while time.monotonic() < deadline:
             remaining = self.led_replicated_partitions()
@@ -217,7 +221,10 @@ class ClusterMember:
                 await asyncio.wait_for(self._changed.wait(), 0.5)
             except TimeoutError:
                 pass
-        log.warning("controlled shutdown: still leading %d partitions; stopping anyway", len(self.led_replicated_partitions()))
+        log.warning(
+            "controlled shutdown: still leading %d partitions; stopping anyway",
+            len(self.led_replicated_partitions()),
+        )
 
     def led_replicated_partitions(self) -> list[tuple[str, int]]:
         me = self.config.broker_id
@@ -289,7 +296,9 @@ class ClusterMember:
         found = await self.zk.get(path)
         assert found is not None
         self.broker_epoch = found[1].czxid
-        log.info("registered broker %d in ZooKeeper (broker epoch %d)", self.config.broker_id, self.broker_epoch)
+        log.info(
+            "registered broker %d in ZooKeeper (broker epoch %d)", self.config.broker_id, self.broker_epoch
+        )
 
     # --- watches -----------------------------------------------------------------------------------------
 
@@ -316,7 +325,9 @@ class ClusterMember:
         for new in ids:
             path = znodes.broker_path(new)
             if path not in self._watches:
-                self._watches[path] = self.zk.watch_data(path, functools.partial(self._broker_registered, new))
+                self._watches[path] = self.zk.watch_data(
+                    path, functools.partial(self._broker_registered, new)
+                )
         self._notify()
 
     def _broker_registered(self, broker_id: int, data: bytes | None, stat: ZnodeStat | None) -> None:
@@ -361,7 +372,9 @@ class ClusterMember:
             self._forget_topic(gone)
         for name in names - set(self._topic_watches):
             self._topic_watches[name] = [
-                self.zk.watch_data(znodes.topic_path(name), functools.partial(self._assignment_changed, name)),
+                self.zk.watch_data(
+                    znodes.topic_path(name), functools.partial(self._assignment_changed, name)
+                ),
                 self.zk.watch_data(
                     znodes.config_path("topics", name), functools.partial(self._topic_config_changed, name)
                 ),
@@ -456,8 +469,15 @@ class ClusterMember:
             return
         if topic not in self.metadata.topics:
             return
-        if partition is not None and partition.is_leader and state.leader == me and state.leader_epoch == partition.leader_epoch:
-            self.replicas.isr_updated(partition, state.isr, version)  # an ISR change (ours or the controller's)
+        if (
+            partition is not None
+            and partition.is_leader
+            and state.leader == me
+            and state.leader_epoch == partition.leader_epoch
+        ):
+            self.replicas.isr_updated(
+                partition, state.isr, version
+            )  # an ISR change (ours or the controller's)
             return
         self.replicas.become_leader_or_follower(
             topic,
@@ -554,7 +574,11 @@ class ClusterMember:
     # --- topics (any broker) -----------------------------------------------------------------------------
 
     def broker_metadata(self) -> list[BrokerMetadata]:
-        return [BrokerMetadata(b, r.rack) for b, r in sorted(self.cache.brokers.items()) if b not in self.cache.shutting_down]
+        return [
+            BrokerMetadata(b, r.rack)
+            for b, r in sorted(self.cache.brokers.items())
+            if b not in self.cache.shutting_down
+        ]
 
     async def create_topic(
         self,
@@ -598,7 +622,9 @@ class ClusterMember:
         try:
             await self.zk.set(path, updated.encode(), version=found[1].version)
         except BadVersionError:
-            raise KafkaError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"topic {name!r} changed meanwhile") from None
+            raise KafkaError(
+                ErrorCode.REASSIGNMENT_IN_PROGRESS, f"topic {name!r} changed meanwhile"
+            ) from None
         await self.wait_for_leaders(name, range(len(current.partitions), total), timeout_s)
         return self.metadata.topics[name]
 
@@ -621,7 +647,9 @@ class ClusterMember:
         deadline = time.monotonic() + timeout_s
         while True:
             missing = [
-                i for i in partitions if self.cache.leader_of(topic, i) < 0 or topic not in self.metadata.topics
+                i
+                for i in partitions
+                if self.cache.leader_of(topic, i) < 0 or topic not in self.metadata.topics
             ]
             if not missing:
                 return

@@ -75,7 +75,9 @@ class Controller:
     def resign(self, reason: str) -> None:
         if not self.active:
             return
-        log.info("broker %d resigns as controller (epoch %d): %s", self.member.config.broker_id, self.epoch, reason)
+        log.info(
+            "broker %d resigns as controller (epoch %d): %s", self.member.config.broker_id, self.epoch, reason
+        )
         self.active = False
         for watch in self._watches:
             watch.cancel()
@@ -226,7 +228,11 @@ class Controller:
         overloaded = {b for b, ratio in ratios.items() if ratio > limit}
         if overloaded:
             wanted = [key for key, replicas in assignments.items() if replicas and replicas[0] in overloaded]
-            log.info("leader imbalance above %d%% on brokers %s: preferred elections", int(limit * 100), sorted(overloaded))
+            log.info(
+                "leader imbalance above %d%% on brokers %s: preferred elections",
+                int(limit * 100),
+                sorted(overloaded),
+            )
             await self._elect_preferred(wanted)
 
     async def _write(self, topic: str, index: int, decision: Decision, version: int) -> None:
@@ -275,4 +281,3 @@ class Controller:
 
 class _Deposed(Exception):
     pass
-

@@ -187,9 +187,13 @@ class CoordinatorRuntime:
                 await self._replicas.wait_durable([(appended.partition, appended.durable_offset)])
             if appended.partition.replicated:
                 end = appended.info.last_offset + 1
-                (code,) = await self._replicas.wait_replicated([(appended.partition, end)], _REPLICATION_TIMEOUT_S)
+                (code,) = await self._replicas.wait_replicated(
+                    [(appended.partition, end)], _REPLICATION_TIMEOUT_S
+                )
                 if code != ErrorCode.NONE:
-                    raise KafkaError(code, f"{self.topic}-{appended.partition.index}: not replicated ({code.name})")
+                    raise KafkaError(
+                        code, f"{self.topic}-{appended.partition.index}: not replicated ({code.name})"
+                    )
         except (KafkaError, OSError) as e:
             raise self._failed(e, what) from e
 

@@ -30,7 +30,13 @@ from dataclasses import dataclass
 from exactly.client.connection import AsyncKafkaConnection
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
-from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData
+from exactly.protocol.messages.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    PartitionData,
+)
 from exactly.replication.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -165,7 +171,9 @@ class _LeaderFetcher:
                 raise ConnectionError(f"broker {self.leader} is not registered")
             host, port = endpoint
             self._connection = await asyncio.wait_for(
-                AsyncKafkaConnection.open(host, port, client_id=f"exactly-replica-fetcher-{self.owner.local_id}"),
+                AsyncKafkaConnection.open(
+                    host, port, client_id=f"exactly-replica-fetcher-{self.owner.local_id}"
+                ),
                 self.owner.config.socket_timeout_ms / 1000,
             )
         return self._connection
@@ -288,8 +296,12 @@ class _LeaderFetcher:
     def _out_of_range(p: Partition, data: PartitionData) -> None:
         log_ = p.log
         if data.log_start_offset > log_.log_end_offset:
-            log.info("%s-%d: starting over at the leader's log start %d", p.topic, p.index, data.log_start_offset)
+            log.info(
+                "%s-%d: starting over at the leader's log start %d", p.topic, p.index, data.log_start_offset
+            )
             log_.truncate_fully_and_start_at(data.log_start_offset)
         elif data.high_watermark >= 0 and data.high_watermark < log_.log_end_offset:
-            log.info("%s-%d: truncating to the leader's high watermark %d", p.topic, p.index, data.high_watermark)
+            log.info(
+                "%s-%d: truncating to the leader's high watermark %d", p.topic, p.index, data.high_watermark
+            )
             log_.truncate_to(data.high_watermark)

@@ -190,7 +190,11 @@ class ReplicaManager:
             return
         partition.pending_isr = isr
         log.info(
-            "%s-%d: proposing ISR %s (was %s)", partition.topic, partition.index, list(isr), list(partition.isr)
+            "%s-%d: proposing ISR %s (was %s)",
+            partition.topic,
+            partition.index,
+            list(isr),
+            list(partition.isr),
         )
         task = asyncio.get_running_loop().create_task(self._write_isr(writer, partition, isr))
         self._isr_tasks.add(task)

@@ -70,7 +70,11 @@ class TopicManager:
         overrides = validate_topic_overrides(configs)
         self._metadata.check_new_topic(name, partitions)
         if self.cluster is not None:
-            rf = self._configs.current.default_replication_factor if replication_factor == -1 else replication_factor
+            rf = (
+                self._configs.current.default_replication_factor
+                if replication_factor == -1
+                else replication_factor
+            )
             return await self.cluster.create_topic(name, partitions, rf, overrides, assignment, timeout_s)
         return self._logs_then_record(
             name,

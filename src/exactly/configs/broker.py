@@ -199,20 +199,49 @@ _DEFS = [
     _ro("log.dir", STRING, "/tmp/kafka-logs", "The data directory when log.dirs is not set."),
     _ro("cluster.id", STRING, "exactly-cluster", "The id of the cluster (exactly: a setting)."),
     _ro("num.partitions", INT, "1", "The default number of partitions of a new topic.", Range(1)),
-    _ro("default.replication.factor", INT, "1", "The replication factor of a topic created without one.", Range(1)),
+    _ro(
+        "default.replication.factor",
+        INT,
+        "1",
+        "The replication factor of a topic created without one.",
+        Range(1),
+    ),
     # the replicated cluster (exactly.broker.cluster_member): Kafka's ZooKeeper-mode names and defaults
     _ro("zookeeper.connect", STRING, None, "ZooKeeper's host:port[,...][/chroot]; unset: one broker alone."),
     _ro("zookeeper.session.timeout.ms", INT, "18000", "The ZooKeeper session timeout.", Range(1)),
-    _ro("zookeeper.connection.timeout.ms", INT, None, "How long to wait to connect (default: the session timeout)."),
+    _ro(
+        "zookeeper.connection.timeout.ms",
+        INT,
+        None,
+        "How long to wait to connect (default: the session timeout).",
+    ),
     _ro("broker.rack", STRING, None, "The rack of this broker (rack-aware replica assignment, KIP-392)."),
-    _ro("replica.lag.time.max.ms", LONG, "30000", "A follower that has not caught up this long leaves the ISR.", Range(1)),
+    _ro(
+        "replica.lag.time.max.ms",
+        LONG,
+        "30000",
+        "A follower that has not caught up this long leaves the ISR.",
+        Range(1),
+    ),
     _ro("replica.fetch.wait.max.ms", INT, "500", "How long a follower's fetch waits for data.", Range(0)),
     _ro("replica.fetch.min.bytes", INT, "1", "The least data a follower's fetch waits for.", Range(1)),
     _ro("replica.fetch.max.bytes", INT, "1048576", "A follower's fetch size per partition.", Range(0)),
     _ro("replica.fetch.response.max.bytes", INT, "10485760", "A follower's fetch size in all.", Range(0)),
     _ro("replica.fetch.backoff.ms", INT, "1000", "How long a follower waits after a failed fetch.", Range(0)),
-    _ro("replica.socket.timeout.ms", INT, "30000", "How long a follower waits for the leader's answer.", Range(1)),
-    _ro("offsets.topic.replication.factor", ConfigType.SHORT, "3", "The replication factor of __consumer_offsets.", Range(1)),
+    _ro(
+        "replica.socket.timeout.ms",
+        INT,
+        "30000",
+        "How long a follower waits for the leader's answer.",
+        Range(1),
+    ),
+    _ro(
+        "offsets.topic.replication.factor",
+        ConfigType.SHORT,
+        "3",
+        "The replication factor of __consumer_offsets.",
+        Range(1),
+    ),
     _ro(
         "transaction.state.log.replication.factor",
         ConfigType.SHORT,
@@ -223,10 +252,16 @@ _DEFS = [
     _ro("transaction.state.log.min.isr", INT, "2", "min.insync.replicas of __transaction_state.", Range(1)),
     _ro("controlled.shutdown.enable", BOOLEAN, "true", "Move leadership away before stopping."),
     _ro("controlled.shutdown.max.retries", INT, "3", "Controlled-shutdown attempts before stopping anyway."),
-    _ro("controlled.shutdown.retry.backoff.ms", LONG, "5000", "The wait between controlled-shutdown attempts."),
+    _ro(
+        "controlled.shutdown.retry.backoff.ms", LONG, "5000", "The wait between controlled-shutdown attempts."
+    ),
     _ro("auto.leader.rebalance.enable", BOOLEAN, "true", "Move leadership back to preferred replicas."),
-    _ro("leader.imbalance.check.interval.seconds", LONG, "300", "How often the controller checks the balance."),
-    _ro("leader.imbalance.per.broker.percentage", INT, "10", "The imbalance a broker may have.", Range(0, 100)),
+    _ro(
+        "leader.imbalance.check.interval.seconds", LONG, "300", "How often the controller checks the balance."
+    ),
+    _ro(
+        "leader.imbalance.per.broker.percentage", INT, "10", "The imbalance a broker may have.", Range(0, 100)
+    ),
     _ro(
         "auto.create.topics.enable", BOOLEAN, "true", "Create a topic when a client asks for an unknown one."
     ),

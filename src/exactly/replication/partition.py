@@ -279,11 +279,18 @@ class Partition:
         return new_epoch
 
     def make_follower(
-        self, leader_id: int, leader_epoch: int, isr: Sequence[int], replicas: Sequence[int], partition_epoch: int
+        self,
+        leader_id: int,
+        leader_epoch: int,
+        isr: Sequence[int],
+        replicas: Sequence[int],
+        partition_epoch: int,
     ) -> bool:
         """Follow `leader_id` in `leader_epoch` (Kafka's `makeFollower`). True when the leader or the
         epoch changed (the fetcher must restart this partition, truncating first)."""
-        changed = not (not self.is_leader and self.leader_id == leader_id and self.leader_epoch == leader_epoch)
+        changed = not (
+            not self.is_leader and self.leader_id == leader_id and self.leader_epoch == leader_epoch
+        )
         self.is_leader = False
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch

@@ -112,10 +112,14 @@ def _checked_assignment(ctx: RequestContext, topic: CreatableTopic) -> dict[int,
     known = set(cluster.cache.brokers) if cluster is not None else {ctx.broker.config.node_id}
     out = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
     if sorted(out) != list(range(len(out))):
-        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered from 0 without gaps")
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered from 0 without gaps"
+        )
     sizes = {len(r) for r in out.values()}
     if len(sizes) != 1 or 0 in sizes:
-        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "every partition needs the same replication factor")
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "every partition needs the same replication factor"
+        )
     for index, replicas in out.items():
         if len(set(replicas)) != len(replicas):
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partition {index} names a broker twice")

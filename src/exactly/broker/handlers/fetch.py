@@ -62,7 +62,9 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if replica_id >= 0:
         isolation = Isolation.LOG_END  # followers read to the log end; the isolation level is ignored
         followers = {
-            _key(ctx.version >= _TOPIC_IDS_VERSION, topic.topic_id, topic.topic, p.partition): p.last_fetched_epoch
+            _key(
+                ctx.version >= _TOPIC_IDS_VERSION, topic.topic_id, topic.topic, p.partition
+            ): p.last_fetched_epoch
             for topic in request.topics
             for p in topic.partitions
         }

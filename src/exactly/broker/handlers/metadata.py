@@ -158,7 +158,9 @@ def _replicated(info: TopicInfo, cache: MetadataCache) -> list[MetadataResponseP
         if p is None:
             out.append(MetadataResponsePartition(ErrorCode.LEADER_NOT_AVAILABLE, i, -1, -1, [], [], []))
             continue
-        code = ErrorCode.NONE if p.leader >= 0 and p.leader in cache.brokers else ErrorCode.LEADER_NOT_AVAILABLE
+        code = (
+            ErrorCode.NONE if p.leader >= 0 and p.leader in cache.brokers else ErrorCode.LEADER_NOT_AVAILABLE
+        )
         leader = p.leader if code == ErrorCode.NONE else -1
         out.append(
             MetadataResponsePartition(
