@@ -40,8 +40,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from exactly.broker.controller import Controller
 from exactly.broker.config import BrokerConfig
+from exactly.broker.controller import Controller
 from exactly.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.zookeeper import (

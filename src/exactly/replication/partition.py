@@ -94,16 +94,16 @@ class FollowerState:
 
 class Partition:
     __slots__ = (
-        "is_leader",
-        "leader_epoch",
-        "log",
-        "local_id",
-        "leader_id",
-        "partition_epoch",
-        "replicas",
-        "isr",
-        "pending_isr",
         "followers",
+        "is_leader",
+        "isr",
+        "leader_epoch",
+        "leader_id",
+        "local_id",
+        "log",
+        "partition_epoch",
+        "pending_isr",
+        "replicas",
     )
 
     def __init__(self, log: PartitionLog, leader_epoch: int | None = None, local_id: int = 0) -> None:

@@ -1,0 +1,228 @@
+"""A replicated cluster of three real brokers on one real ZooKeeper, driven by confluent-kafka: every
+broker in Metadata, partitions with three replicas in sync, acks=all with min.insync.replicas, replicas
+byte-identical below the high watermark, and no acknowledged record lost or duplicated when the leader of
+the partitions being written is killed with SIGKILL, again and again.
+
+One cluster for the module (the tests run in file order and leave it whole: a killed broker is restarted).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from exactly.testing.cluster import ClusterProcesses
+from exactly.testing.zookeeper import ZooKeeperProcess
+
+pytestmark = pytest.mark.slow
+
+SESSION_TIMEOUT_MS = 6000
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper_server: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    connect = f"{zookeeper_server.connect_string}/cluster-{uuid.uuid4().hex[:8]}"
+    with ClusterProcesses(tmp_path_factory.mktemp("cluster"), connect, 3, session_timeout_ms=SESSION_TIMEOUT_MS) as c:
+        yield c
+
+
+def _admin(cluster: ClusterProcesses) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+
+def _create(cluster: ClusterProcesses, name: str, partitions: int, rf: int = 3, **configs: str) -> None:
+    admin = _admin(cluster)  # kept until the futures resolve (a collected client cancels them)
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, rf, config={k.replace("_", "."): v for k, v in configs.items()})]
+    )
+    for future in futures.values():
+        future.result(60)
+
+
+def _partitions(cluster: ClusterProcesses, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    metadata = _admin(cluster).list_topics(topic, timeout=10)
+    return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.topics[topic].partitions.values()}
+
+
+def _segments(cluster: ClusterProcesses, broker_id: int, topic: str, partition: int) -> bytes:
+    directory = cluster.brokers[broker_id].data_dir / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
+def _until(condition: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _consume_all(cluster: ClusterProcesses, topic: str, expected: int, timeout: float = 60) -> dict[int, list[bytes]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe([topic])
+    out: dict[int, list[bytes]] = {}
+    count = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while count < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            out.setdefault(message.partition(), []).append(message.value())
+            count += 1
+    finally:
+        consumer.close()
+    return out
+
+
+def test_metadata_lists_every_broker_and_three_replicas_in_sync(cluster: ClusterProcesses) -> None:
+    _create(cluster, "described", 6)
+    metadata = _admin(cluster).list_topics("described", timeout=10)
+    assert sorted(metadata.brokers) == [1, 2, 3]
+    assert metadata.controller_id in (1, 2, 3)
+    partitions = _partitions(cluster, "described")
+    assert len(partitions) == 6
+    leaders = [leader for leader, _, _ in partitions.values()]
+    assert sorted(set(leaders)) == [1, 2, 3]  # leadership spread over the brokers
+    for leader, replicas, isr in partitions.values():
+        assert sorted(replicas) == [1, 2, 3]
+        assert leader == replicas[0]  # the preferred replica leads a new partition
+        assert sorted(isr) == [1, 2, 3]
+
+
+def test_acks_all_writes_reach_every_replica_byte_for_byte(cluster: ClusterProcesses) -> None:
+    _create(cluster, "copied", 2)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all"})
+    failures: list[KafkaError] = []
+    for i in range(2000):
+        producer.produce(
+            "copied",
+            f"value-{i}".encode(),
+            partition=i % 2,
+            on_delivery=lambda err, msg: failures.append(err) if err else None,
+        )
+    assert producer.flush(60) == 0
+    assert failures == []
+    got = _consume_all(cluster, "copied", 2000)
+    assert got[0] == [f"value-{i}".encode() for i in range(0, 2000, 2)]
+    assert got[1] == [f"value-{i}".encode() for i in range(1, 2000, 2)]
+
+    for partition in (0, 1):
+        _until(
+            lambda p=partition: len({_segments(cluster, b, "copied", p) for b in (1, 2, 3)}) == 1,
+            30,
+            f"the replicas of copied-{partition} to be identical",
+        )
+        assert len(_segments(cluster, 1, "copied", partition)) > 1000 * len(b"value-0")
+
+
+def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(cluster: ClusterProcesses) -> None:
+    _create(cluster, "strict", 1, min_insync_replicas="3")
+    leader, replicas, _ = _partitions(cluster, "strict")[0]
+    victim = next(b for b in replicas if b != leader)
+    cluster.brokers[victim].kill()
+    try:
+        _until(lambda: len(_partitions(cluster, "strict")[0][2]) == 2, 30, "the ISR to shrink to two")
+        producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 4000, "retries": 0}
+        )
+        errors: list[KafkaError] = []
+        producer.produce("strict", b"x", on_delivery=lambda err, msg: errors.append(err))
+        producer.flush(20)
+        assert len(errors) == 1 and errors[0] is not None
+        assert errors[0].code() in (KafkaError.NOT_ENOUGH_REPLICAS, KafkaError._MSG_TIMED_OUT)
+    finally:
+        cluster.brokers[victim].start()
+        cluster.wait_for_brokers(3)
+    _until(lambda: len(_partitions(cluster, "strict")[0][2]) == 3, 60, "the restarted follower to rejoin the ISR")
+
+
+def test_killing_the_leader_again_and_again_loses_and_duplicates_nothing(cluster: ClusterProcesses) -> None:
+    _create(cluster, "failover", 1)
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "message.timeout.ms": 120_000,
+            "linger.ms": 5,
+        }
+    )
+    acked: list[bytes] = []
+    failed: list[KafkaError] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                producer.produce(
+                    "failover",
+                    f"{i:08d}".encode(),
+                    on_delivery=lambda err, msg: failed.append(err) if err else acked.append(msg.value()),
+                )
+                i += 1
+            except BufferError:
+                producer.poll(0.05)
+            producer.poll(0)
+            if i % 100 == 0:
+                time.sleep(0.01)
+        producer.flush(120)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        for _ in range(3):
+            _until(lambda: len(acked) > 200 + len(acked) // 2, 60, "acknowledged writes")
+            leader = _partitions(cluster, "failover")[0][0]
+            cluster.brokers[leader].kill()
+            before = len(acked)
+            _until(lambda: len(acked) > before + 100, 60, "writes acknowledged by a new leader")
+            cluster.brokers[leader].start()
+            cluster.wait_for_brokers(3)
+            _until(lambda: len(_partitions(cluster, "failover")[0][2]) == 3, 60, "the old leader back in the ISR")
+    finally:
+        stop.set()
+        writer.join(180)
+    assert failed == []
+    got = _consume_all(cluster, "failover", len(acked), timeout=120)[0]
+    assert len(got) == len(set(got)), "duplicates"
+    assert got == sorted(got), "out of order"
+    assert set(acked) <= set(got), f"{len(set(acked) - set(got))} acknowledged records lost"
+    assert len(got) == len(acked)
+
+
+def test_a_stopped_follower_catches_up_and_rejoins_the_isr(cluster: ClusterProcesses) -> None:
+    _create(cluster, "catchup", 1)
+    leader, replicas, _ = _partitions(cluster, "catchup")[0]
+    follower = next(b for b in replicas if b != leader)
+    cluster.brokers[follower].stop()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(500):
+        producer.produce("catchup", f"{i}".encode())
+    assert producer.flush(60) == 0
+    cluster.brokers[follower].start()
+    cluster.wait_for_brokers(3)
+    _until(lambda: len(_partitions(cluster, "catchup")[0][2]) == 3, 60, "the follower back in the ISR")
+    _until(
+        lambda: _segments(cluster, follower, "catchup", 0) == _segments(cluster, leader, "catchup", 0),
+        30,
+        "the follower's log to equal the leader's",
+    )
+    got = _consume_all(cluster, "catchup", 500)
+    assert got[0] == [f"{i}".encode() for i in range(500)]
