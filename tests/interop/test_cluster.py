@@ -26,9 +26,13 @@ SESSION_TIMEOUT_MS = 6000
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper_server: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+def cluster(
+    zookeeper_server: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterProcesses]:
     connect = f"{zookeeper_server.connect_string}/cluster-{uuid.uuid4().hex[:8]}"
-    with ClusterProcesses(tmp_path_factory.mktemp("cluster"), connect, 3, session_timeout_ms=SESSION_TIMEOUT_MS) as c:
+    with ClusterProcesses(
+        tmp_path_factory.mktemp("cluster"), connect, 3, session_timeout_ms=SESSION_TIMEOUT_MS
+    ) as c:
         yield c
 
 
@@ -47,7 +51,9 @@ def _create(cluster: ClusterProcesses, name: str, partitions: int, rf: int = 3, 
 
 def _partitions(cluster: ClusterProcesses, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
     metadata = _admin(cluster).list_topics(topic, timeout=10)
-    return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.topics[topic].partitions.values()}
+    return {
+        p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.topics[topic].partitions.values()
+    }
 
 
 def _segments(cluster: ClusterProcesses, broker_id: int, topic: str, partition: int) -> bytes:
@@ -64,7 +70,9 @@ def _until(condition: object, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def _consume_all(cluster: ClusterProcesses, topic: str, expected: int, timeout: float = 60) -> dict[int, list[bytes]]:
+def _consume_all(
+    cluster: ClusterProcesses, topic: str, expected: int, timeout: float = 60
+) -> dict[int, list[bytes]]:
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap,
@@ -144,12 +152,15 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(cluster:
         errors: list[KafkaError] = []
         producer.produce("strict", b"x", on_delivery=lambda err, msg: errors.append(err))
         producer.flush(20)
-        assert len(errors) == 1 and errors[0] is not None
+        assert len(errors) == 1
+        assert errors[0] is not None
         assert errors[0].code() in (KafkaError.NOT_ENOUGH_REPLICAS, KafkaError._MSG_TIMED_OUT)
     finally:
         cluster.brokers[victim].start()
         cluster.wait_for_brokers(3)
-    _until(lambda: len(_partitions(cluster, "strict")[0][2]) == 3, 60, "the restarted follower to rejoin the ISR")
+    _until(
+        lambda: len(_partitions(cluster, "strict")[0][2]) == 3, 60, "the restarted follower to rejoin the ISR"
+    )
 
 
 def test_killing_the_leader_again_and_again_loses_and_duplicates_nothing(cluster: ClusterProcesses) -> None:
@@ -192,10 +203,12 @@ def test_killing_the_leader_again_and_again_loses_and_duplicates_nothing(cluster
             leader = _partitions(cluster, "failover")[0][0]
             cluster.brokers[leader].kill()
             before = len(acked)
-            _until(lambda: len(acked) > before + 100, 60, "writes acknowledged by a new leader")
+            _until(lambda b=before: len(acked) > b + 100, 60, "writes acknowledged by a new leader")
             cluster.brokers[leader].start()
             cluster.wait_for_brokers(3)
-            _until(lambda: len(_partitions(cluster, "failover")[0][2]) == 3, 60, "the old leader back in the ISR")
+            _until(
+                lambda: len(_partitions(cluster, "failover")[0][2]) == 3, 60, "the old leader back in the ISR"
+            )
     finally:
         stop.set()
         writer.join(180)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import logging
 import time
@@ -174,12 +175,10 @@ class ClusterMember:
         await self.controller.start()
 
     async def _ensure_cluster_id(self) -> None:
-        try:
+        with contextlib.suppress(NodeExistsError):
             await self.zk.create(
                 "/cluster/id", f'{{"version":"1","id":"{self.config.cluster_id}"}}'.encode(), makepath=True
             )
-        except NodeExistsError:
-            pass
 
     async def stop(self) -> None:
         """Leave the cluster: a controlled shutdown first (when enabled), then close the session."""
@@ -202,10 +201,8 @@ class ClusterMember:
 
     async def _controlled_shutdown(self) -> None:
         me = self.config.broker_id
-        try:
+        with contextlib.suppress(NodeExistsError):
             await self.zk.create(znodes.controlled_shutdown_path(me), b"", ephemeral=True)
-        except NodeExistsError:
-            pass
         deadline = time.monotonic() + (
             self.config.controlled_shutdown_max_retries
             * self.config.controlled_shutdown_retry_backoff_ms
@@ -217,10 +214,8 @@ class ClusterMember:
                 log.info("controlled shutdown: broker %d leads no replicated partition", me)
                 return
             self._changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), 0.5)
-            except TimeoutError:
-                pass
         log.warning(
             "controlled shutdown: still leading %d partitions; stopping anyway",
             len(self.led_replicated_partitions()),
@@ -610,7 +605,8 @@ class ClusterMember:
         if total <= len(current.partitions):
             raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS,
-                f"topic {name!r} has {len(current.partitions)} partitions; the new count {total} must be larger",
+                f"Topic currently has {len(current.partitions)} partitions, which is higher than the "
+                f"requested {total}.",
             )
         new = assign_new_partitions(current.partitions, self.broker_metadata(), total)
         merged = {**current.partitions, **new}
@@ -632,10 +628,8 @@ class ClusterMember:
         info = self.metadata.topics.get(name)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        try:
+        with contextlib.suppress(NodeExistsError):
             await self.zk.create(znodes.delete_topic_path(name), b"")
-        except NodeExistsError:
-            pass
         return info
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
@@ -660,7 +654,5 @@ class ClusterMember:
                     f"topic {topic!r}: partitions {missing[:5]} have no leader yet",
                 )
             self._changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
-            except TimeoutError:
-                pass

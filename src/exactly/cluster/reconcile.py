@@ -5,17 +5,16 @@ The controller is level-triggered: after any event (a broker came or went, a top
 asked for a controlled shutdown, a new controller took over) it reads the partitions' states and applies
 this decision to each, so a new controller picks up where the old one stopped without replaying events.
 
-| current state                                   | decision                                       | why |
-|-------------------------------------------------|------------------------------------------------|-----|
-| none (a new partition)                          | leader = first live replica, ISR = the live     | Kafka's NewPartition -> Online |
-|                                                 | replicas, leader epoch 0 (none live: wait)      | |
-| leader draining (controlled shutdown)           | the controlled-shutdown election; no candidate: | move leadership before it stops |
-|                                                 | leave it                                        | |
-| leader -1 or dead                               | the offline election (clean unless the topic    | only an ISR member has every committed |
-|                                                 | allows unclean); none: leader -1, dead members  | record |
-|                                                 | out of the ISR but never below one member       | (KIP-966's "last replica standing") |
-| leader live, a dead or draining follower in ISR | that follower out of the ISR                    | Kafka's OfflineReplica transition |
-| otherwise                                       | nothing                                         | |
+- No state yet (a new partition): the first live replica leads, the live replicas are the ISR, leader
+  epoch 0 (none live: wait). Kafka's NewPartition -> Online.
+- The leader is being drained (controlled shutdown): the controlled-shutdown election; with no other
+  candidate, leave it (leadership moves before the broker stops).
+- The leader is -1 or dead: the offline election, clean unless the topic allows unclean elections (only
+  an ISR member has every committed record). None possible: leader -1, dead members out of the ISR but
+  never below one member (KIP-966's "last replica standing" keeps the last one).
+- The leader lives but a follower in the ISR is dead or drained: that follower leaves the ISR (Kafka's
+  OfflineReplica transition).
+- Otherwise nothing.
 
 Every change the controller makes raises the leader epoch by one; leaders change only the ISR.
 """

@@ -82,7 +82,10 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         cluster_operations = operations_field(ctx, ResourceType.CLUSTER, "kafka-cluster")
     brokers = [MetadataResponseBroker(node, host, port, None)]
     controller = node
-    view: Callable[[TopicInfo], list[MetadataResponsePartition]] = lambda info: _single(info, node)
+
+    def view(info: TopicInfo) -> list[MetadataResponsePartition]:
+        return _single(info, node)
+
     token: Hashable = node
     if broker.cluster is not None:  # every live broker, and each partition as ZooKeeper has it
         cache = broker.cluster.cache
