@@ -185,7 +185,7 @@ def test_topic_assignment_without_reassignment_maps_and_stray_entries() -> None:
 
 
 def test_topic_assignment_drops_empty_lists_and_is_read_only() -> None:
-    assignment = TopicAssignment(uuid.UUID(int=1), {0: [1, 2]}, adding={0: ()})
+    assignment = TopicAssignment(uuid.UUID(int=1), {0: (1, 2)}, adding={0: ()})
     assert dict(assignment.adding) == {}
     assert assignment.partitions[0] == (1, 2)
     with pytest.raises(TypeError):
