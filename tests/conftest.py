@@ -6,9 +6,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from exactly.testing.processes import BrokerProcess
 from exactly.testing.zookeeper import ZooKeeperProcess
+
+# No per-example deadline: the suite must pass on a loaded 2-core machine, where one example of an
+# otherwise quick property can take a few hundred milliseconds (Hypothesis still bounds each test).
+settings.register_profile("exactly", deadline=None)
+settings.load_profile("exactly")
 
 # Subprocesses (the broker, the CLI, client workers) import this checkout's code, whichever tree the
 # editable install points at: tests of one work tree never run another tree's broker.
