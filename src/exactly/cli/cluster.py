@@ -27,7 +27,7 @@ from exactly.cli.cluster_file import (
     ZooKeeperEntry,
     owns,
 )
-from exactly.cli.common import fail, one_line, print_table, reported_errors
+from exactly.cli.common import KafkaSession, fail, one_line, print_table, reported_errors
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -153,14 +153,9 @@ def _first_line(e: BaseException) -> str:
 
 def _wait_for_brokers(bootstrap: str, expected: set[int], timeout: float) -> None:
     """Until Metadata lists every broker in `expected` and a controller."""
-    import logging
-
     from confluent_kafka.admin import AdminClient
 
-    logger = logging.getLogger("exactly.cli.librdkafka")
-    logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": logger})
+    admin = AdminClient(KafkaSession(bootstrap).config())  # librdkafka's log lines silenced
     deadline = time.monotonic() + timeout
     seen: set[int] = set()
     while time.monotonic() < deadline:
