@@ -1,11 +1,12 @@
 # The two commands a newcomer needs: `make run` (the end-to-end exactly-once demo, `exactly demo`) and
-# `make test`. Both set up .venv first. `make serve` runs the broker alone (`exactly serve`).
+# `make test`. Both set up .venv first. `make serve` runs the broker alone (`exactly serve`);
+# `make cluster` / `make cluster-down` start and stop a local replicated cluster (`exactly cluster`).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run serve test test-under-load lint typecheck pytest gen gen-check bench verify clean
+.PHONY: run serve cluster cluster-down test test-under-load lint typecheck pytest gen gen-check bench verify clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +19,15 @@ run: $(STAMP)
 
 serve: $(STAMP)
 	$(BIN)/exactly serve
+
+# a local replicated cluster in ./exactly-cluster: ZooKeeper and 3 brokers in the background
+# (`make cluster BROKERS=5`); `make cluster-down` stops it
+BROKERS ?= 3
+cluster: $(STAMP)
+	$(BIN)/exactly cluster up --brokers $(BROKERS)
+
+cluster-down: $(STAMP)
+	$(BIN)/exactly cluster down
 
 test: lint typecheck pytest
 

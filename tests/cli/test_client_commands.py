@@ -65,7 +65,7 @@ def test_topics_create_list_describe_alter_delete(shared_broker: BrokerProcess) 
     assert listed.returncode == 0, listed
     assert "orders" in listed.out_lines
 
-    described = run_cli("topics", "describe", "orders", bootstrap=bootstrap)
+    described = run_cli("topics", "describe", "orders", "--config-sources", bootstrap=bootstrap)
     assert described.returncode == 0, described
     lines = described.out_lines
     header = lines[0].split("\t")
@@ -73,8 +73,9 @@ def test_topics_create_list_describe_alter_delete(shared_broker: BrokerProcess) 
     assert re.fullmatch(r"TopicId: [A-Za-z0-9_-]{22}", header[1]), header
     assert "PartitionCount: 3" in header
     assert "ReplicationFactor: 1" in header
-    partition_lines = [line for line in lines if line.startswith("\tPartition: ")]
-    assert [line.split("\t")[1] for line in partition_lines] == [
+    assert header[-1] == "Configs: retention.ms=123456"  # the non-default ones
+    partition_lines = [line for line in lines if line.startswith("\tTopic: orders\tPartition: ")]
+    assert [line.split("\t")[2] for line in partition_lines] == [
         "Partition: 0",
         "Partition: 1",
         "Partition: 2",
@@ -109,7 +110,7 @@ def test_topics_create_list_describe_alter_delete(shared_broker: BrokerProcess) 
     assert after["segment.ms"] == ("3600000", 1)
     assert after["retention.ms"][1] == 5  # back to DEFAULT_CONFIG
     assert _partition_count(bootstrap, "orders") == 4
-    described = run_cli("topics", "describe", "orders", bootstrap=bootstrap)
+    described = run_cli("topics", "describe", "orders", "--config-sources", bootstrap=bootstrap)
     assert "PartitionCount: 4" in described.out_lines[0]
     assert any(
         line.startswith("\tsegment.ms=3600000 ") and line.endswith("DYNAMIC_TOPIC_CONFIG")

@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from exactly import __version__
-from exactly.cli import bench, log_dirs, log_dump, topics, verify
+from exactly.cli import bench, cluster, log_dirs, log_dump, topics, verify
 from exactly.cli import consume as consume_cmd
 from exactly.cli import demo as demo_cmd
 from exactly.cli import produce as produce_cmd
@@ -33,10 +33,18 @@ exactly {__version__}: a Kafka-wire-compatible broker built for exactly-once.
 Broker:
   exactly serve [--data-dir DIR] [--listen HOST:PORT] [--set key=value ...] [--log-level L]
 
+A local replicated cluster (ZooKeeper and N brokers in the background, state in DIR/cluster.json):
+  exactly cluster up [--brokers 3] [--dir ./exactly-cluster] [--zookeeper HOST:PORT]
+                     [--session-timeout-ms 6000]
+  exactly cluster status [--dir DIR]    which of its processes run
+  exactly cluster down [--dir DIR]      controlled shutdown of each broker, then ZooKeeper
+
 Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP}):
   exactly topics create NAME [--partitions N] [--config key=value ...]
   exactly topics list
-  exactly topics describe NAME          partitions, offsets, topic id, configs with their sources
+  exactly topics describe [NAME...] [--under-replicated-partitions] [--config-sources]
+                                        leader, replicas, ISR and offsets per partition (like
+                                        kafka-topics --describe); every config with its source
   exactly topics alter NAME [--set key=value] [--delete key] [--partitions N]
   exactly topics delete NAME...
   exactly produce TOPIC                 stdin lines ([--key-separator SEP]) or --generate N --size BYTES
@@ -147,6 +155,7 @@ def _fail(message: str) -> NoReturn:
 
 
 app.add_typer(topics.app, name="topics")
+app.add_typer(cluster.app, name="cluster")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.command("demo")(demo_cmd.demo)

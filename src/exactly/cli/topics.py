@@ -5,6 +5,8 @@ IncrementalAlterConfigs)."""
 from __future__ import annotations
 
 import base64
+import contextlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -142,84 +144,165 @@ def list_(ctx: typer.Context, bootstrap: BootstrapOption = None) -> None:
 # --- describe -----------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition as `describe` shows it."""
+
+    topic: str
+    partition: int
+    leader: int  # -1: none
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]  # replicas on brokers the cluster does not list as live
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    def line(self, start: int | None = None, end: int | None = None) -> str:
+        """kafka-topics' partition line (Offline only when some replica is), then the offsets if known."""
+        leader = str(self.leader) if self.leader >= 0 else "none"
+        text = (
+            f"\tTopic: {self.topic}\tPartition: {self.partition}\tLeader: {leader}\t"
+            f"Replicas: {_ids(self.replicas)}\tIsr: {_ids(self.isr)}"
+        )
+        if self.offline:
+            text += f"\tOffline: {_ids(self.offline)}"
+        if start is not None or end is not None:
+            text += f"\tStartOffset: {_or_unknown(start)}\tEndOffset: {_or_unknown(end)}"
+        return text
+
+
+def _ids(ids: tuple[int, ...]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def _or_unknown(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
 @app.command()
 def describe(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="topic name")],
+    names: Annotated[
+        list[str] | None, typer.Argument(help="topic name(s); default: every topic", show_default=False)
+    ] = None,
+    under_replicated: Annotated[
+        bool,
+        typer.Option(
+            "--under-replicated-partitions",
+            help="only the partitions whose ISR is smaller than their replicas (no topic headers)",
+        ),
+    ] = False,
+    config_sources: Annotated[
+        bool, typer.Option("--config-sources", help="also every config of the topic with its source")
+    ] = False,
     bootstrap: BootstrapOption = None,
 ) -> None:
-    """Show a topic's id, partitions (leader, replicas, offsets) and every config with its source."""
+    """Like kafka-topics --describe: per topic its id, partition count, replication factor and
+    non-default configs, then per partition its leader, replicas, ISR, offline replicas and offsets."""
     with reported_errors():
-        from confluent_kafka import TopicCollection, TopicPartition
-        from confluent_kafka.admin import (  # type: ignore[attr-defined]
-            ConfigResource,
-            ConfigSource,
-            OffsetSpec,
-            ResourceType,
-        )
+        from confluent_kafka import TopicCollection
+        from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
         admin = _Admin(ctx, bootstrap)
-        description = _result(
-            admin,
-            admin.client.describe_topics(TopicCollection([name]), request_timeout=admin.timeout)[name],
-            name,
-            "describe",
+        metadata = admin.session.call(
+            lambda t: admin.client.list_topics(timeout=t), admin.client.poll, "metadata"
         )
-        partitions = sorted(description.partitions, key=lambda p: p.id)
-        topic_id = description.topic_id
-        id_text = (
-            kafka_uuid(topic_id.get_most_significant_bits(), topic_id.get_least_significant_bits())
-            if topic_id is not None
-            else "-"
-        )
+        live = set(metadata.brokers)
+        topics = list(dict.fromkeys(names)) if names else sorted(metadata.topics)
+        if not topics:
+            return
+        described = admin.client.describe_topics(TopicCollection(topics), request_timeout=admin.timeout)
+        descriptions = {name: _result(admin, described[name], name, "describe") for name in topics}
+        partitions = {
+            name: [
+                PartitionInfo(
+                    topic=name,
+                    partition=p.id,
+                    leader=p.leader.id if p.leader is not None else -1,
+                    replicas=tuple(r.id for r in p.replicas),
+                    isr=tuple(r.id for r in p.isr),
+                    offline=tuple(r.id for r in p.replicas if r.id not in live),
+                )
+                for p in sorted(description.partitions, key=lambda p: p.id)
+            ]
+            for name, description in descriptions.items()
+        }
 
-        # log start offsets and high watermarks
-        offsets: dict[tuple[int, str], int] = {}
-        if partitions:
-            earliest = admin.client.list_offsets(
-                {TopicPartition(name, p.id): OffsetSpec.earliest() for p in partitions},  # type: ignore[no-untyped-call]
-                request_timeout=admin.timeout,
+        if under_replicated:
+            for name in topics:
+                for info in partitions[name]:
+                    if info.under_replicated:
+                        typer.echo(info.line())
+            return
+
+        offsets = _offsets(admin, [(name, p.partition) for name in topics for p in partitions[name]])
+        resources = {name: ConfigResource(ResourceType.TOPIC, name) for name in topics}
+        config_futures = admin.client.describe_configs(
+            list(resources.values()), request_timeout=admin.timeout
+        )
+        for name in topics:
+            configs = _result(admin, config_futures[resources[name]], name, "describe")
+            entries = sorted(configs.values(), key=lambda e: e.name)
+            topic_id = descriptions[name].topic_id
+            id_text = (
+                kafka_uuid(topic_id.get_most_significant_bits(), topic_id.get_least_significant_bits())
+                if topic_id is not None
+                else "-"
             )
-            latest = admin.client.list_offsets(
-                {TopicPartition(name, p.id): OffsetSpec.latest() for p in partitions},  # type: ignore[no-untyped-call]
-                request_timeout=admin.timeout,
+            infos = partitions[name]
+            replication = len(infos[0].replicas) if infos else 0
+            overrides = ",".join(
+                f"{e.name}={_config_value(e)}" for e in entries if e.source != _DEFAULT_CONFIG
             )
-            for kind, futures in (("start", earliest), ("end", latest)):
-                for tp, future in futures.items():
-                    offsets[(tp.partition, kind)] = _result(admin, future, name, "describe").offset
-
-        resource = ConfigResource(ResourceType.TOPIC, name)
-        configs = _result(
-            admin,
-            admin.client.describe_configs([resource], request_timeout=admin.timeout)[resource],
-            name,
-            "describe",
-        )
-
-        replication = len(partitions[0].replicas) if partitions else 0
-        typer.echo(
-            f"Topic: {name}\tTopicId: {id_text}\tPartitionCount: {len(partitions)}\t"
-            f"ReplicationFactor: {replication}\tInternal: {str(bool(description.is_internal)).lower()}"
-        )
-        for p in partitions:
-            leader = p.leader.id if p.leader is not None else "none"
-            replicas = ",".join(str(r.id) for r in p.replicas)
-            isr = ",".join(str(r.id) for r in p.isr)
             typer.echo(
-                f"\tPartition: {p.id}\tLeader: {leader}\tReplicas: {replicas}\tIsr: {isr}\t"
-                f"StartOffset: {offsets.get((p.id, 'start'), '?')}\t"
-                f"EndOffset: {offsets.get((p.id, 'end'), '?')}"
+                f"Topic: {name}\tTopicId: {id_text}\tPartitionCount: {len(infos)}\t"
+                f"ReplicationFactor: {replication}\tConfigs: {overrides}"
             )
-        typer.echo("Configs:")
-        entries = sorted(configs.values(), key=lambda e: e.name)
-        width = max((len(e.name) + len(_config_value(e)) + 1 for e in entries), default=0)
-        for entry in entries:
-            try:
-                source = ConfigSource(entry.source).name
-            except ValueError:
-                source = f"SOURCE_{entry.source}"
-            pair = f"{entry.name}={_config_value(entry)}"
-            typer.echo(f"\t{pair:<{width}}  {source}")
+            for info in infos:
+                start, end = offsets.get((name, info.partition), (None, None))
+                typer.echo(info.line(start, end))
+            if config_sources:
+                _print_config_sources(entries)
+
+
+_DEFAULT_CONFIG = 5  # ConfigSource.DEFAULT_CONFIG
+
+
+def _offsets(
+    admin: _Admin, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+    """Each partition's log start offset and high watermark; None where the leader cannot say (an
+    offline partition): the rest of the description still shows."""
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+    if not partitions:
+        return {}
+    found: dict[tuple[str, int], list[int | None]] = {tp: [None, None] for tp in partitions}
+    for index, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):  # type: ignore[no-untyped-call]
+        futures = admin.client.list_offsets(
+            {TopicPartition(topic, p): spec for topic, p in partitions}, request_timeout=admin.timeout
+        )
+        for tp, future in futures.items():
+            with contextlib.suppress(KafkaException):  # offline: "?"
+                found[(tp.topic, tp.partition)][index] = admin.wait(future, "listing offsets").offset
+    return {tp: (start, end) for tp, (start, end) in found.items()}
+
+
+def _print_config_sources(entries: list[Any]) -> None:
+    from confluent_kafka.admin import ConfigSource  # type: ignore[attr-defined]
+
+    typer.echo("Configs:")
+    width = max((len(e.name) + len(_config_value(e)) + 1 for e in entries), default=0)
+    for entry in entries:
+        try:
+            source = ConfigSource(entry.source).name
+        except ValueError:
+            source = f"SOURCE_{entry.source}"
+        pair = f"{entry.name}={_config_value(entry)}"
+        typer.echo(f"\t{pair:<{width}}  {source}")
 
 
 def _config_value(entry: Any) -> str:

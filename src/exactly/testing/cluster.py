@@ -58,7 +58,9 @@ class ClusterProcesses:
         session_timeout_ms: int = 6000,
         racks: Sequence[str] | None = None,
         log_level: str | None = None,
+        detached: bool = False,
     ) -> None:
+        """`detached`: the brokers outlive this process (see `BrokerProcess`)."""
         self.root = root
         self.zookeeper_connect = zookeeper_connect
         self.brokers: dict[int, BrokerProcess] = {}
@@ -74,6 +76,7 @@ class ClusterProcesses:
                 port=free_port(),
                 log_level=log_level,
                 log_path=root / f"broker-{broker_id}.log",
+                detached=detached,
             )
             (root / f"broker-{broker_id}").mkdir(parents=True, exist_ok=True)
 

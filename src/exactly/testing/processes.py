@@ -93,8 +93,11 @@ class BrokerProcess:
         nofile: int | None = None,
         log_path: Path | None = None,
         env: Mapping[str, str] | None = None,
+        detached: bool = False,
     ) -> None:
-        """`log_path`: default `broker-<port>.log` beside `data_dir`; `env`: default this process's."""
+        """`log_path`: default `broker-<port>.log` beside `data_dir`; `env`: default this process's;
+        `detached`: run the broker in a session of its own with no stdin, so that it outlives this process
+        and the terminal it was started from (`exactly cluster up`)."""
         self.data_dir = data_dir
         self.nofile = nofile  # the broker's RLIMIT_NOFILE (soft and hard), None: inherited
         self.port = port or free_port()
@@ -102,6 +105,7 @@ class BrokerProcess:
         self.log_level = log_level
         self.log_path = log_path or data_dir.parent / f"broker-{self.port}.log"
         self.env = None if env is None else dict(env)
+        self.detached = detached
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -134,6 +138,8 @@ class BrokerProcess:
             stderr=subprocess.STDOUT,
             env={**os.environ} if self.env is None else self.env,
             preexec_fn=None if limit is None else limit_files,
+            stdin=subprocess.DEVNULL if self.detached else None,
+            start_new_session=self.detached,
         )
         log.close()
         wait_until_listening(self.proc, self.port, timeout, self.log_path)

@@ -1,4 +1,4 @@
-"""A real, standalone ZooKeeper server in a subprocess, for the replicated cluster's tests, CI and (later)
+"""A real, standalone ZooKeeper server in a subprocess, for the replicated cluster's tests, CI and
 `exactly cluster up`.
 
 `ZooKeeperProcess` runs Debian's ZooKeeper (package `zookeeper`, 3.8; its jars live in /usr/share/java)
@@ -109,7 +109,12 @@ def four_letter_word(
 class ZooKeeperProcess:
     """One standalone ZooKeeper server on 127.0.0.1:`port` (default: a free port, kept across restarts)."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, tick_time_ms: int = 500) -> None:
+    def __init__(
+        self, data_dir: Path, port: int | None = None, tick_time_ms: int = 500, *, detached: bool = False
+    ) -> None:
+        """`detached`: run the server in a session of its own, so that it outlives this process and the
+        terminal it was started from (`exactly cluster up`)."""
+        self.detached = detached
         self.data_dir = data_dir
         self.port = port or free_port()
         self.tick_time_ms = tick_time_ms
@@ -161,7 +166,12 @@ class ZooKeeperProcess:
         self.config_path.write_text(self.config())
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.data_dir
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=self.detached,
             )
         self._wait_ready(self.proc, timeout)
         return self
