@@ -267,6 +267,9 @@ def test_offsets_that_do_not_follow_the_log_end_are_refused(tmp_path: Path) -> N
         follower.append_as_follower(batches[1] + batches[2])
     assert e.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert (e.value.first_offset, e.value.last_offset) == (2, 3)
+    with pytest.raises(KafkaError) as k:  # as Kafka: every batch is checked before the first offset
+        follower.append_as_follower(batches[1] + _flip(batches[2], 70))
+    assert k.value.code == ErrorCode.CORRUPT_MESSAGE
     # A hole after the log end (not a compacted topic).
     with pytest.raises(UnexpectedAppendOffsetError) as e:
         follower.append_as_follower(batches[3])
