@@ -717,7 +717,7 @@ class FollowerMachine(RuleBasedStateMachine):
 
 
 FollowerMachine.TestCase.settings = settings(
-    max_examples=60,
+    max_examples=100,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
