@@ -20,6 +20,14 @@ against its state (duplicates answer with the original offsets and append nothin
 needed, write every batch with its new baseOffset and partitionLeaderEpoch and nothing else changed, then
 apply the producer state and record aborted transactions in the active segment's `.txnindex`.
 
+Follower appends (`append_as_follower`, Kafka's `appendAsFollower`): batches fetched from the leader are
+checked (CRC, structure, offsets following the log end) and written as they are, nothing patched; segments
+roll by the same rule, judged batch by batch, so a follower's segment files are its leader's; each batch
+enters its leader epoch in the cache and is replayed into producer state as recovery replays it (origin
+REPLICATION). The follower's high watermark comes from the leader's (`update_follower_high_watermark`).
+A follower that diverged truncates (`truncate_to`); one whose log end is below the leader's log start
+starts over (`truncate_fully_and_start_at`).
+
 Durability and group commit: appends never fsync by themselves (unless Kafka's flush.messages says so).
 The broker acks an acks=all append after `flush(upto=info.last_offset + 1)` returns, typically from an
 executor thread. Concurrent callers share fsyncs: a flush covers everything appended before it started,
@@ -38,8 +46,9 @@ few KiB for such a log. `leader_epoch` is the epoch of the latest leader append 
 log end when it was elected) before anything is appended in that epoch.
 
 Reads (`read`) come from one segment, start at the batch holding the fetch offset (found through the
-offset index, then a header scan), never return a partial batch, stop below the HW or the LSO, and for
-read_committed also return the aborted transactions overlapping the range (see txn_index.py).
+offset index, then a header scan), never return a partial batch, stop below the HW, the LSO
+(read_committed) or the LEO (`Isolation.LOG_END`: follower fetches), and for read_committed also return
+the aborted transactions overlapping the range (see txn_index.py).
 """
 
 from __future__ import annotations
@@ -70,7 +79,17 @@ from exactly.storage.producer_state import (
     TxnMetadata,
 )
 from exactly.storage.recompression import needs_recompression, recompress, target_codec
-from exactly.storage.segment import Header, LogSegment
+from exactly.storage.segment import (
+    H_BASE_OFFSET,
+    H_COUNT,
+    H_LAST_DELTA,
+    H_LEADER_EPOCH,
+    H_LENGTH,
+    H_MAX_TS,
+    H_PRODUCER_ID,
+    Header,
+    LogSegment,
+)
 from exactly.storage.txn_index import AbortedTxn, FetchAbortedTxn, TransactionIndex
 from exactly.storage.validator import (
     BatchInfo,
@@ -491,8 +510,8 @@ class PartitionLog:
         parsed = self._parse_follower_batches(view)
         if not parsed:
             return LogAppendInfo(-1, -1, -1, self._log_start_offset, False, 0, 0)
-        first_offset = parsed[0][2][0]
-        last_offset = parsed[-1][2][0] + parsed[-1][2][6]
+        first_offset = parsed[0][2][H_BASE_OFFSET]
+        last_offset = parsed[-1][2][H_BASE_OFFSET] + parsed[-1][2][H_LAST_DELTA]
         now = self.clock.milliseconds()
         count = 0
         i = 0
@@ -501,16 +520,19 @@ class PartitionLog:
             while i < n:
                 # One run: the batches that go into one segment, written with one call.
                 start, size, hdr = parsed[i]
-                segment = self._maybe_roll(size, hdr[8], hdr[0] + hdr[6], now)
+                segment = self._maybe_roll(size, hdr[H_MAX_TS], hdr[H_BASE_OFFSET] + hdr[H_LAST_DELTA], now)
                 rolling = segment.rolling_based_timestamp
                 if rolling is None:
-                    rolling = hdr[8]
+                    rolling = hdr[H_MAX_TS]
                 end = start + size
                 j = i + 1
                 while j < n and self._stays_in_segment(segment, end - start, j - i, rolling, parsed[j], now):
                     end += parsed[j][1]
                     j += 1
-                segment.append([view[start:end]], [(sz, h[0] + h[6], h[8]) for _pos, sz, h in parsed[i:j]])
+                segment.append(
+                    [view[start:end]],
+                    [(sz, h[H_BASE_OFFSET] + h[H_LAST_DELTA], h[H_MAX_TS]) for _pos, sz, h in parsed[i:j]],
+                )
                 count += self._apply_follower_batches(view, parsed[i:j], segment)
                 i = j
         except OSError as e:
@@ -523,37 +545,41 @@ class PartitionLog:
         return LogAppendInfo(first_offset, last_offset, -1, self._log_start_offset, False, count, total)
 
     def _parse_follower_batches(self, view: memoryview) -> list[tuple[int, int, Header]]:
-        """(position, size, header) of every whole batch, all checked (see `append_as_follower`)."""
+        """(position, size, header) of every whole batch, all checked (see `append_as_follower`); as
+        Kafka, every batch is checked before where the first one starts is."""
         parsed: list[tuple[int, int, Header]] = []
         gaps_allowed = self.config.cleanup_policy.compacts
-        expected = self._log_end_offset
+        expected = -1
         try:
             for batch in iter_batches(view, allow_partial=True):
                 batch.validate()
                 pos = batch.position
                 hdr: Header = HEADER_STRUCT.unpack_from(view, pos)
-                base, delta = hdr[0], hdr[6]
+                base, delta = hdr[H_BASE_OFFSET], hdr[H_LAST_DELTA]
                 if delta < 0:
                     raise CorruptRecordError(f"batch at offset {base} has a negative last offset delta")
-                if base != expected and (base < expected or not gaps_allowed):
-                    if not parsed:
-                        raise UnexpectedAppendOffsetError(
-                            f"unexpected offset in follower append to {self.topic}-{self.partition}: first "
-                            f"offset {base} (last {base + delta}), log end offset {self._log_end_offset}, "
-                            f"log start offset {self._log_start_offset}",
-                            base,
-                            base + delta,
-                        )
+                if parsed and base != expected and (base < expected or not gaps_allowed):
                     raise CorruptRecordError(
-                        f"out of order offsets in follower append: batch at {base} after one ending at "
-                        f"{expected - 1}"
+                        f"out of order offsets: batch at {base} after one ending at {expected - 1}"
                     )
                 expected = base + delta + 1
-                parsed.append((pos, hdr[1] + LOG_OVERHEAD, hdr))
+                parsed.append((pos, hdr[H_LENGTH] + LOG_OVERHEAD, hdr))
         except CorruptRecordError as e:
             raise KafkaError(
                 ErrorCode.CORRUPT_MESSAGE, f"follower append to {self.topic}-{self.partition}: {e}"
             ) from e
+        if parsed:
+            first = parsed[0][2]
+            base, leo = first[H_BASE_OFFSET], self._log_end_offset
+            if base != leo and (base < leo or not gaps_allowed):
+                last = base + first[H_LAST_DELTA]
+                raise UnexpectedAppendOffsetError(
+                    f"unexpected offset in follower append to {self.topic}-{self.partition}: first offset "
+                    f"{base} (last of its batch {last}), log end offset {leo}, log start offset "
+                    f"{self._log_start_offset}",
+                    base,
+                    last,
+                )
         return parsed
 
     @staticmethod
@@ -576,7 +602,7 @@ class PartitionLog:
             and now_ms - rolling <= config.segment_ms
             and len(segment.offset_index) + run_batches < segment.offset_index.max_entries
             and len(segment.time_index) + run_batches < segment.time_index.max_entries
-            and hdr[0] + hdr[6] - segment.base_offset <= 0xFFFFFFFF
+            and hdr[H_BASE_OFFSET] + hdr[H_LAST_DELTA] - segment.base_offset <= 0xFFFFFFFF
         )
 
     def _apply_follower_batches(
@@ -590,20 +616,20 @@ class PartitionLog:
         txn_index = segment.txn_index
         count = 0
         for pos, _size, hdr in run:
-            epoch = hdr[2]
+            epoch = hdr[H_LEADER_EPOCH]
             latest = epochs.latest_entry
             if epoch >= 0 and (latest is None or latest.epoch != epoch):
-                epochs.assign(epoch, hdr[0])
-            if hdr[9] >= 0:
+                epochs.assign(epoch, hdr[H_BASE_OFFSET])
+            if hdr[H_PRODUCER_ID] >= 0:
                 replay_batch(
                     producer_state, RecordBatch(view, pos), txn_index, high_watermark=self._high_watermark
                 )
-            count += hdr[12]
+            count += hdr[H_COUNT]
         latest_epoch = epochs.latest_epoch
         if latest_epoch is not None:
             self._leader_epoch = latest_epoch
         last = run[-1][2]
-        self._log_end_offset = last[0] + last[6] + 1
+        self._log_end_offset = last[H_BASE_OFFSET] + last[H_LAST_DELTA] + 1
         producer_state.update_map_end_offset(self._log_end_offset)
         return count
 
