@@ -14,8 +14,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KafkaTopicPartition
 
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.zookeeper import ZooKeeperProcess
@@ -239,3 +241,57 @@ def test_a_stopped_follower_catches_up_and_rejoins_the_isr(cluster: ClusterProce
     )
     got = _consume_all(cluster, "catchup", 500)
     assert got[0] == [f"{i}".encode() for i in range(500)]
+
+
+def test_controlled_shutdown_moves_leadership_and_preferred_election_moves_it_back(
+    cluster: ClusterProcesses,
+) -> None:
+    _create(cluster, "preferred", 1)
+    leader, replicas, _ = _partitions(cluster, "preferred")[0]
+    assert leader == replicas[0]
+    started = time.monotonic()
+    assert cluster.brokers[leader].stop() == 0  # SIGTERM: a controlled shutdown first
+    stopped_in = time.monotonic() - started
+    moved_to, _, isr = _partitions(cluster, "preferred")[0]
+    assert moved_to in replicas
+    assert moved_to != leader
+    assert leader not in isr
+    assert stopped_in < 10, f"the controlled shutdown took {stopped_in:.1f} s"
+    cluster.brokers[leader].start()
+    cluster.wait_for_brokers(3)
+    _until(lambda: len(_partitions(cluster, "preferred")[0][2]) == 3, 60, "the preferred replica in the ISR")
+    assert _partitions(cluster, "preferred")[0][0] == moved_to  # nothing moves it back by itself (yet)
+    admin = _admin(cluster)
+    outcome = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("preferred", 0)]).result(30)
+    assert outcome == {TopicPartition("preferred", 0): None}
+    _until(lambda: _partitions(cluster, "preferred")[0][0] == leader, 30, "the preferred replica to lead")
+    again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("preferred", 0)]).result(30)
+    error = again[TopicPartition("preferred", 0)]
+    assert error is not None
+    assert error.code() == KafkaError.ELECTION_NOT_NEEDED
+
+
+def test_a_reassignment_moves_a_partition_to_other_brokers(cluster: ClusterProcesses) -> None:
+    admin = _admin(cluster)
+    futures = admin.create_topics([NewTopic("moved", num_partitions=1, replica_assignment=[[1, 2]])])
+    futures["moved"].result(60)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(300):
+        producer.produce("moved", f"{i}".encode())
+    assert producer.flush(60) == 0
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap) as kafka_admin:
+        answer = kafka_admin.alter_partition_reassignments({KafkaTopicPartition("moved", 0): [2, 3]})
+        assert answer == {KafkaTopicPartition("moved", 0): None}
+        _until(lambda: sorted(_partitions(cluster, "moved")[0][1]) == [2, 3], 60, "the reassignment to end")
+        assert kafka_admin.list_partition_reassignments() == {}
+    leader, replicas, isr = _partitions(cluster, "moved")[0]
+    assert replicas == [2, 3]
+    assert sorted(isr) == [2, 3]
+    assert leader in (2, 3)
+    _until(
+        lambda: not (cluster.brokers[1].data_dir / "moved-0").exists(),
+        30,
+        "broker 1 to delete its replica",
+    )
+    assert _segments(cluster, 3, "moved", 0) == _segments(cluster, 2, "moved", 0)
+    assert _consume_all(cluster, "moved", 300)[0] == [f"{i}".encode() for i in range(300)]

@@ -146,7 +146,7 @@ class ClusterMember:
         )
         replicas.fetchers = self.fetchers
         replicas.isr_writer = self._write_isr
-        replicas.broker_is_live = self.cache.is_live
+        replicas.isr_eligible = self._isr_eligible
         self.controller = Controller(self)
         self._watches: dict[str, Watch] = {}
         self._topic_watches: dict[str, list[Watch]] = {}
@@ -469,10 +469,9 @@ class ClusterMember:
             and partition.is_leader
             and state.leader == me
             and state.leader_epoch == partition.leader_epoch
-        ):
-            self.replicas.isr_updated(
-                partition, state.isr, version
-            )  # an ISR change (ours or the controller's)
+            and partition.replicas == replicas
+        ):  # an ISR change (ours or the controller's); a new replica set goes through make_leader
+            self.replicas.isr_updated(partition, state.isr, version)
             return
         self.replicas.become_leader_or_follower(
             topic,
@@ -483,6 +482,14 @@ class ClusterMember:
             replicas=replicas,
             partition_epoch=version,
         )
+
+    def _isr_eligible(self, partition: Partition, broker_id: int) -> bool:
+        """A follower may join the ISR when its broker is live, not being drained, and not being removed
+        by a reassignment (Kafka stops those replicas before they could rejoin)."""
+        if not self.cache.is_live(broker_id):
+            return False
+        assignment = self.cache.assignments.get(partition.topic)
+        return assignment is None or broker_id not in assignment.removing.get(partition.index, ())
 
     # --- the leader's ISR changes ------------------------------------------------------------------------
 

@@ -35,10 +35,11 @@ from exactly.broker.zookeeper import (
     create_op,
     set_op,
 )
-from exactly.cluster import znodes
+from exactly.cluster import reassignment, znodes
 from exactly.cluster.election import imbalance
 from exactly.cluster.reconcile import Decision, decide, decide_preferred
-from exactly.cluster.znodes import ControllerRegistration
+from exactly.cluster.znodes import ControllerRegistration, TopicAssignment
+from exactly.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from exactly.broker.cluster_member import ClusterMember
@@ -186,6 +187,7 @@ class Controller:
                 )
                 if decision is not None:
                     await self._write(topic, index, decision, version)
+        await self._complete_reassignments()
         if self._preferred is not None:
             wanted, self._preferred = self._preferred, None
             await self._elect_preferred(wanted)
@@ -195,27 +197,167 @@ class Controller:
             self._next_rebalance = time.monotonic() + member.config.leader_imbalance_check_interval_seconds
             await self._rebalance()
 
-    async def elect_preferred(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
-        """ElectLeaders PREFERRED on the controller: each partition's outcome (None: elected)."""
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]], *, unclean: bool
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders on the controller (Kafka's `KafkaController.electLeaders`): each partition's
+        outcome — NONE (elected), ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE or
+        ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION."""
+        if not self.active:
+            return dict.fromkeys(partitions, (ErrorCode.NOT_CONTROLLER, "this broker is not the controller"))
+        if unclean:
+            return await self._elect_unclean(partitions)
         return await self._elect_preferred(partitions)
 
-    async def _elect_preferred(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
+    async def _elect_preferred(
+        self, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
         cache = self.member.cache
         live = {b for b in cache.brokers if b not in cache.shutting_down}
-        outcome: dict[tuple[str, int], str | None] = {}
+        outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
         for topic, index in partitions:
             assignment = cache.assignments.get(topic)
             found = cache.states.get((topic, index))
             if assignment is None or found is None or index not in assignment.partitions:
-                outcome[(topic, index)] = "unknown partition"
+                outcome[(topic, index)] = _unknown(topic, index)
                 continue
-            decision = decide_preferred(assignment.partitions[index], found[0], live, self.epoch)
+            replicas = assignment.partitions[index]
+            if replicas and found[0].leader == replicas[0]:
+                outcome[(topic, index)] = (
+                    ErrorCode.ELECTION_NOT_NEEDED,
+                    "Leader election not needed for topic partition.",
+                )
+                continue
+            decision = decide_preferred(replicas, found[0], live, self.epoch)
             if decision is None:
-                outcome[(topic, index)] = "not needed or not possible"
+                outcome[(topic, index)] = (
+                    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                    f"Failed to elect leader for partition {topic}-{index} under strategy "
+                    "PreferredReplicaPartitionLeaderElectionStrategy",
+                )
                 continue
-            await self._write(topic, index, decision, found[1])
-            outcome[(topic, index)] = None
+            outcome[(topic, index)] = await self._write(topic, index, decision, found[1])
         return outcome
+
+    async def _elect_unclean(
+        self, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        cache = self.member.cache
+        live = {b for b in cache.brokers if b not in cache.shutting_down}
+        outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for topic, index in partitions:
+            assignment = cache.assignments.get(topic)
+            found = cache.states.get((topic, index))
+            if assignment is None or found is None or index not in assignment.partitions:
+                outcome[(topic, index)] = _unknown(topic, index)
+                continue
+            state, version = found
+            if state.leader in live:
+                outcome[(topic, index)] = (
+                    ErrorCode.ELECTION_NOT_NEEDED,
+                    "Leader election not needed for topic partition.",
+                )
+                continue
+            decision = decide(assignment.partitions[index], state, live, set(), self.epoch, unclean=True)
+            if decision is None or decision.state.leader < 0:
+                outcome[(topic, index)] = (
+                    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                    f"Failed to elect leader for partition {topic}-{index} under strategy "
+                    "OfflinePartitionLeaderElectionStrategy",
+                )
+                continue
+            outcome[(topic, index)] = await self._write(topic, index, decision, version)
+        return outcome
+
+    # --- reassignments (KIP-455; exactly.cluster.reassignment) --------------------------------------------
+
+    async def alter_reassignments(
+        self, changes: list[tuple[str, int, list[int] | None]]
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments on the controller: start, replace or cancel (None) each partition's
+        reassignment by a conditional write of its topic znode."""
+        if not self.active:
+            return {
+                (t, p): (ErrorCode.NOT_CONTROLLER, "this broker is not the controller") for t, p, _ in changes
+            }
+        outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        by_topic: dict[str, list[tuple[int, list[int] | None]]] = {}
+        for topic, partition, target in changes:
+            by_topic.setdefault(topic, []).append((partition, target))
+        registered = set(self.member.cache.brokers)
+        for topic, wanted in by_topic.items():
+            found = await self.member.zk.get(znodes.topic_path(topic))
+            if found is None:
+                for partition, _ in wanted:
+                    outcome[(topic, partition)] = (
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"Unable to find a topic named {topic}.",
+                    )
+                continue
+            assignment = TopicAssignment.decode(found[0])
+            changed = assignment
+            for partition, target in wanted:
+                try:
+                    if partition not in changed.partitions:
+                        raise KafkaError(
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"Unable to find partition {topic}:{partition}.",
+                        )
+                    if target is None:
+                        changed = reassignment.cancel(changed, partition)
+                    else:
+                        reassignment.check_target(topic, partition, target, registered)
+                        changed = reassignment.start(changed, partition, target)
+                except KafkaError as e:
+                    outcome[(topic, partition)] = (e.code, e.message)
+                    continue
+                outcome[(topic, partition)] = (ErrorCode.NONE, None)
+            if changed is not assignment:
+                code = await self._write_assignment(topic, changed, found[1].version)
+                if code is not ErrorCode.NONE:
+                    for partition, _ in wanted:
+                        if outcome[(topic, partition)][0] == ErrorCode.NONE:
+                            outcome[(topic, partition)] = (code, "the topic changed meanwhile; retry")
+                else:
+                    log.info("reassignment of %s: %s", topic, dict(wanted))
+        self._poked.set()
+        return outcome
+
+    async def _write_assignment(self, topic: str, assignment: TopicAssignment, version: int) -> ErrorCode:
+        guard = check(znodes.CONTROLLER_EPOCH, self._epoch_version)
+        try:
+            await self.member.zk.commit(
+                [guard, set_op(znodes.topic_path(topic), assignment.encode(), version)]
+            )
+        except (BadVersionError, NoNodeError):
+            await self._check_still_controller()
+            return ErrorCode.REASSIGNMENT_IN_PROGRESS
+        return ErrorCode.NONE
+
+    async def _complete_reassignments(self) -> None:
+        cache = self.member.cache
+        live = {b for b in cache.brokers if b not in cache.shutting_down}
+        for topic, partition, assignment in reassignment.reassigning(cache.assignments):
+            found = cache.states.get((topic, partition))
+            if found is None:
+                continue
+            done = reassignment.complete(assignment, partition, found[0], live, self.epoch)
+            if done is None:
+                continue
+            if done.state is not None:
+                code, _ = await self._write(
+                    topic, partition, Decision(done.state, "reassignment completed"), found[1]
+                )
+                if code is not ErrorCode.NONE:
+                    continue
+            stat = await self.member.zk.exists(znodes.topic_path(topic))
+            if (
+                stat is not None
+                and await self._write_assignment(topic, done.assignment, stat.version) is ErrorCode.NONE
+            ):
+                log.info(
+                    "%s-%d: reassigned to %s", topic, partition, list(done.assignment.partitions[partition])
+                )
 
     async def _rebalance(self) -> None:
         cache = self.member.cache
@@ -235,7 +377,10 @@ class Controller:
             )
             await self._elect_preferred(wanted)
 
-    async def _write(self, topic: str, index: int, decision: Decision, version: int) -> None:
+    async def _write(
+        self, topic: str, index: int, decision: Decision, version: int
+    ) -> tuple[ErrorCode, str | None]:
+        """Write a decision conditionally (NONE, or the reason it did not land: decided again later)."""
         zk = self.member.zk
         path = znodes.partition_state_path(topic, index)
         guard = check(znodes.CONTROLLER_EPOCH, self._epoch_version)
@@ -249,7 +394,7 @@ class Controller:
             await self._check_still_controller()
             log.info("%s-%d: the state changed under the controller; deciding again", topic, index)
             self._poked.set()
-            return
+            return ErrorCode.NOT_CONTROLLER, "the partition's state changed meanwhile; retry"
         log.info(
             "%s-%d: leader %d, epoch %d, ISR %s (%s)",
             topic,
@@ -259,6 +404,7 @@ class Controller:
             list(decision.state.isr),
             decision.reason,
         )
+        return ErrorCode.NONE, None
 
     async def _check_still_controller(self) -> None:
         stat = await self.member.zk.exists(znodes.CONTROLLER_EPOCH)
@@ -277,6 +423,10 @@ class Controller:
         if topic in self._deletions:
             self._deletions.remove(topic)
         log.info("deleted topic %s", topic)
+
+
+def _unknown(topic: str, index: int) -> tuple[ErrorCode, str | None]:
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{index}"
 
 
 class _Deposed(Exception):

@@ -67,7 +67,8 @@ class ReplicaManager:
         # the cluster's hooks (set by the cluster shell)
         self.fetchers: Fetchers | None = None
         self.isr_writer: IsrWriter | None = None
-        self.broker_is_live: Callable[[int], bool] = lambda broker_id: True
+        # may this broker join the partition's ISR (live, not drained, not being reassigned away)?
+        self.isr_eligible: Callable[[Partition, int], bool] = lambda partition, broker_id: True
         self.leadership_listeners: list[LeadershipListener] = []
         self._replication_waiters: dict[Partition, list[tuple[int, asyncio.Future[ErrorCode]]]] = {}
         self._isr_tasks: set[asyncio.Task[None]] = set()
@@ -171,7 +172,7 @@ class ReplicaManager:
         if partition.update_follower_fetch_state(replica_id, fetch_offset, self._now_ms()):
             self._complete_replication_waiters(partition)
             self.wakeups.appended()  # consumers may read further
-        expanded = partition.isr_to_expand(self.broker_is_live)
+        expanded = partition.isr_to_expand(lambda broker_id: self.isr_eligible(partition, broker_id))
         if expanded is not None:
             self._change_isr(partition, expanded)
 

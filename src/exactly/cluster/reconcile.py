@@ -86,8 +86,8 @@ def decide(
             f"leader {leader} is offline and no in-sync replica is live",
         )
     gone = [b for b in isr if b != leader and (b not in live or b in shutting_down)]
-    if gone:
-        kept = tuple(b for b in isr if b not in gone)
+    kept = tuple(b for b in isr if b not in gone)
+    if gone and kept:  # never empties the ISR
         return Decision(
             PartitionState(leader, epoch, kept, controller_epoch),
             f"replicas {gone} are offline or shutting down",

@@ -321,7 +321,7 @@ class Partition:
         follower.caught_up(fetch_offset, self.log.log_end_offset, now_ms)
         return self.maybe_increment_high_watermark()
 
-    def isr_to_expand(self, broker_is_live: Callable[[int], bool]) -> tuple[int, ...] | None:
+    def isr_to_expand(self, eligible: Callable[[int], bool]) -> tuple[int, ...] | None:
         """The ISR with the followers that caught up added, or None (Kafka's `maybeExpandIsr`): a
         follower joins when its log end reached the high watermark and the start of the current epoch."""
         if not self.is_leader or self.pending_isr is not None:
@@ -334,7 +334,7 @@ class Partition:
             if f.broker_id not in self.isr
             and f.log_end_offset >= self.log.high_watermark
             and f.log_end_offset >= start
-            and broker_is_live(f.broker_id)
+            and eligible(f.broker_id)
         ]
         if not joining:
             return None

@@ -1,4 +1,9 @@
-"""AlterPartitionReassignments (key 45): on one broker the only valid replica set is [this node].
+"""AlterPartitionReassignments (key 45). In a cluster the controller starts, replaces or cancels each
+partition's reassignment in its topic znode (exactly.cluster.reassignment: the new replicas catch up and
+join the ISR, then the old ones are removed); a broker that is not the controller answers NOT_CONTROLLER,
+as Kafka's ZooKeeper-mode brokers do (clients send it to the controller Metadata names).
+
+On one broker the only valid replica set is [this node].
 
 Per partition, with the checks and messages of Kafka's controller
 (ReplicationControlManager.alterPartitionReassignment and validateManualPartitionAssignment):
@@ -73,6 +78,8 @@ async def handle(
             error_message=None,
             responses=[],
         )
+    if broker.cluster is not None:
+        return await _in_cluster(ctx, request)
     node = broker.config.node_id
     responses = []
     for topic in request.topics:
@@ -92,4 +99,35 @@ async def handle(
         error_code=ErrorCode.NONE,
         error_message=None,
         responses=responses,
+    )
+
+
+async def _in_cluster(
+    ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
+    cluster = ctx.broker.cluster
+    assert cluster is not None
+    if not cluster.controller.active:
+        return AlterPartitionReassignmentsResponse(
+            allow_replication_factor_change=request.allow_replication_factor_change,
+            error_code=ErrorCode.NOT_CONTROLLER,
+            error_message="this broker is not the controller",
+            responses=[],
+        )
+    changes = [(t.name, p.partition_index, p.replicas) for t in request.topics for p in t.partitions]
+    outcome = await cluster.controller.alter_reassignments(changes)
+    return AlterPartitionReassignmentsResponse(
+        allow_replication_factor_change=request.allow_replication_factor_change,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        responses=[
+            ReassignableTopicResponse(
+                t.name,
+                [
+                    ReassignablePartitionResponse(p.partition_index, *outcome[(t.name, p.partition_index)])
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
     )

@@ -1,0 +1,88 @@
+"""The controller's decision for one partition (exactly.cluster.reconcile): new partitions, dead leaders,
+dead or drained followers, controlled shutdown, unclean elections, and the last replica standing."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from exactly.cluster.reconcile import decide, decide_preferred
+from exactly.cluster.znodes import NO_LEADER, PartitionState
+
+R = (1, 2, 3)
+
+
+def test_a_new_partition_is_led_by_its_first_live_replica() -> None:
+    decision = decide(R, None, {2, 3}, set(), 5)
+    assert decision is not None
+    assert decision.state == PartitionState(2, 0, (2, 3), 5)
+    assert decide(R, None, set(), set(), 5) is None  # nobody to lead it yet
+
+
+def test_a_dead_leader_is_replaced_from_the_isr_only() -> None:
+    state = PartitionState(1, 7, (1, 3), 2)
+    decision = decide(R, state, {2, 3}, set(), 4)
+    assert decision is not None
+    assert decision.state == PartitionState(3, 8, (3,), 4)  # 2 is live but was not in the ISR
+
+
+def test_the_last_replica_standing_keeps_the_partition_leaderless() -> None:
+    state = PartitionState(1, 7, (1,), 2)
+    decision = decide(R, state, {2, 3}, set(), 4)
+    assert decision is not None
+    assert decision.state == PartitionState(NO_LEADER, 8, (1,), 4)
+    assert decide(R, decision.state, {2, 3}, set(), 4) is None  # and stays so
+    unclean = decide(R, decision.state, {2, 3}, set(), 4, unclean=True)
+    assert unclean is not None
+    assert unclean.state.leader == 2
+    assert unclean.state.leader_recovery_state == 1
+
+
+def test_dead_and_drained_followers_leave_the_isr() -> None:
+    state = PartitionState(1, 0, (1, 2, 3), 0)
+    decision = decide(R, state, {1, 2}, set(), 0)
+    assert decision is not None
+    assert decision.state == PartitionState(1, 1, (1, 2), 0)
+    drained = decide(R, state, {1, 2, 3}, {2}, 0)
+    assert drained is not None
+    assert drained.state == PartitionState(1, 1, (1, 3), 0)
+
+
+def test_a_draining_leader_hands_over_and_leaves_the_isr() -> None:
+    state = PartitionState(1, 3, (1, 2, 3), 0)
+    decision = decide(R, state, {1, 2, 3}, {1}, 0)
+    assert decision is not None
+    assert decision.state.leader in (2, 3)
+    assert 1 not in decision.state.isr
+    alone = PartitionState(1, 3, (1,), 0)
+    assert decide(R, alone, {1, 2, 3}, {1}, 0) is None  # no other in-sync replica: it keeps leading
+
+
+def test_preferred_election() -> None:
+    assert decide_preferred(R, PartitionState(1, 0, R, 0), {1, 2, 3}, 0) is None
+    moved = decide_preferred(R, PartitionState(2, 4, R, 0), {1, 2, 3}, 1)
+    assert moved is not None
+    assert moved.state == PartitionState(1, 5, R, 1)
+    assert decide_preferred(R, PartitionState(2, 4, (2, 3), 0), {1, 2, 3}, 1) is None  # 1 not in sync
+
+
+@given(
+    st.sets(st.integers(1, 3)),
+    st.sets(st.integers(1, 3), min_size=1),
+    st.sampled_from([NO_LEADER, 1, 2, 3]),
+    st.sets(st.integers(1, 3)),
+)
+def test_decisions_raise_the_epoch_and_elect_only_live_in_sync_replicas(
+    live: set[int], isr: set[int], leader: int, draining: set[int]
+) -> None:
+    state = PartitionState(leader, 10, tuple(sorted(isr)), 0)
+    decision = decide(R, state, live, draining, 1)
+    if decision is None:
+        return
+    new = decision.state
+    assert new.leader_epoch == 11
+    assert new.isr  # never empty
+    if new.leader != NO_LEADER:
+        assert new.leader in live
+        assert new.leader in isr
+        assert new.leader in new.isr
