@@ -271,22 +271,25 @@ def test_a_server_restart_suspends_the_session_which_survives(tmp_path: Path) ->
         async def test(zk: ZooKeeper) -> None:
             states: list[SessionState] = []
             zk.on_state(states.append)
-            await zk.create("/registered", ephemeral=True)
+            await zk.create("/ids/1", ephemeral=True, makepath=True)
             data: list[bytes | None] = []
+            children: list[list[str]] = []
             zk.watch_data("/watched", lambda value, stat: data.append(value))
-            await until(lambda: data == [None])
+            zk.watch_children("/ids", lambda names: children.append(sorted(names)))
+            await until(lambda: data == [None] and children == [["1"]])
             session = zk.session_id
 
             await asyncio.to_thread(server.restart)
             await until(lambda: states[-2:] == [SessionState.SUSPENDED, SessionState.CONNECTED])
             assert SessionState.LOST not in states
             assert zk.session_id == session
-            stat = await zk.exists("/registered")
+            stat = await zk.exists("/ids/1")
             assert stat is not None
             assert stat.ephemeralOwner == session
 
             await zk.create("/watched", b"after")
-            await until(lambda: data[-1] == b"after")
+            await zk.create("/ids/2", ephemeral=True)
+            await until(lambda: data[-1] == b"after" and children[-1] == ["1", "2"])
 
         run_with(server.connect_string, test, session_timeout_ms=6000)
     finally:
