@@ -2,8 +2,8 @@
 
 Kafka in ZooKeeper mode keeps its shared state in znodes: broker registrations are ephemerals whose
 `czxid` is the broker epoch, the controller is an ephemeral, partition states are fenced by `stat.version`
-(see /work/shared/reference/replication.md §1). This module gives the broker that vocabulary without ever
-blocking its event loop.
+and controller writes are multi-ops guarded by a version check (Kafka's ZkData and KafkaZkClient). This
+module gives the broker that vocabulary without ever blocking its event loop.
 
 Threads. kazoo runs its own threads (a connection thread and a callback/completion thread). Every
 request goes through kazoo's `*_async` method; its IAsyncResult is `rawlink`ed to a callback that runs in a

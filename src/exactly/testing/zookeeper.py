@@ -16,7 +16,13 @@ than their timeout). It writes its own configuration, `data_dir/zoo.cfg`:
     4lw.commands.whitelist=ruok,srvr,stat,mntr
     preAllocSize=4096                   (KiB) transaction-log files of 4 MiB, not 64 MiB
 
-and sends the server's log (slf4j-simple, INFO) and its stdout/stderr to `data_dir/zookeeper.log`,
+It serves clients through Netty (NettyServerCnxnFactory), not the default NIO factory: ZooKeeper 3.8.0's
+NIO factory accepts connections before the database is loaded, and a connect request arriving then is
+never answered nor closed (NIOServerCnxn.close fails on the missing database), so a client reconnecting
+during a restart waits out its whole connect timeout (its session timeout) and loses its session. Netty
+closes such a connection and the client retries.
+
+It sends the server's log (slf4j-simple, INFO) and its stdout/stderr to `data_dir/zookeeper.log`,
 appended across restarts. It is ready once it answers the four-letter word `ruok` with `imok` and `srvr`
 with its mode (`ruok` alone answers while the database is still loading: "not currently serving").
 """
@@ -37,6 +43,8 @@ from exactly.testing.processes import free_port, tail
 
 # where Debian puts the server's jars (libzookeeper-java) and the slf4j binding it can log through
 JAR_DIRS: tuple[Path, ...] = (Path("/usr/share/java"), Path("/usr/share/zookeeper"))
+# what NettyServerCnxnFactory needs beyond the netty jars zookeeper.jar's manifest names
+NETTY_EXTRA = ("codec", "resolver")
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 JVM_OPTIONS: tuple[str, ...] = (
     "-Xms32m",
@@ -44,6 +52,7 @@ JVM_OPTIONS: tuple[str, ...] = (
     "-XX:+UseSerialGC",
     "-XX:TieredStopAtLevel=1",  # starts faster; a test server does little work
     "-Djava.net.preferIPv4Stack=true",
+    "-Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
     "-Dzookeeper.jmx.log4j.disable=true",
     "-Dorg.slf4j.simpleLogger.logFile=System.err",  # then into zookeeper.log with stdout
     "-Dorg.slf4j.simpleLogger.showDateTime=true",
@@ -67,8 +76,9 @@ def _first(patterns: Sequence[str]) -> Path | None:
 
 
 def zookeeper_classpath() -> list[Path]:
-    """The server jar, its jute jar and slf4j-simple (when installed) from Debian's locations. Debian's
-    zookeeper.jar names its other dependencies (netty, jackson, slf4j-api, ...) in its manifest."""
+    """The server jar, its jute jar, the Netty jars its manifest lacks and slf4j-simple (when installed),
+    from Debian's locations. Debian's zookeeper.jar names its other dependencies (netty's transport,
+    jackson, slf4j-api, ...) in its manifest."""
     server = _first(["zookeeper.jar", "zookeeper-3.*[0-9].jar"])
     jute = _first(["zookeeper-jute.jar", "zookeeper-jute-3.*[0-9].jar"])
     if server is None or jute is None:
@@ -77,8 +87,13 @@ def zookeeper_classpath() -> list[Path]:
             f"ZooKeeper's jars (zookeeper.jar, zookeeper-jute.jar) are not in {places}: "
             "install Debian's package (apt-get install zookeeper)"
         )
+    netty = [_first([f"netty-{name}.jar", f"netty-{name}-4.*.jar"]) for name in NETTY_EXTRA]
+    if None in netty:
+        raise ZooKeeperNotInstalled(
+            f"Netty's {', '.join(NETTY_EXTRA)} jars are not in {JAR_DIRS[0]}: install libnetty-java"
+        )
     slf4j = _first(["slf4j-simple.jar", "slf4j-simple-*.jar"])  # without it the server logs nothing
-    return [server, jute, *([slf4j] if slf4j is not None else [])]
+    return [server, jute, *(jar for jar in netty if jar is not None), *([slf4j] if slf4j is not None else [])]
 
 
 def java_executable() -> str:
