@@ -75,6 +75,8 @@ def test_preferred_election() -> None:
 def test_decisions_raise_the_epoch_and_elect_only_live_in_sync_replicas(
     live: set[int], isr: set[int], leader: int, draining: set[int]
 ) -> None:
+    if leader != NO_LEADER:
+        isr = isr | {leader}  # a state the controller writes always has its leader in the ISR
     state = PartitionState(leader, 10, tuple(sorted(isr)), 0)
     decision = decide(R, state, live, draining, 1)
     if decision is None:
