@@ -8,10 +8,14 @@ One cluster for the module (the tests run in file order and leave it whole: a ki
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
@@ -295,3 +299,62 @@ def test_a_reassignment_moves_a_partition_to_other_brokers(cluster: ClusterProce
     )
     assert _segments(cluster, 3, "moved", 0) == _segments(cluster, 2, "moved", 0)
     assert _consume_all(cluster, "moved", 300)[0] == [f"{i}".encode() for i in range(300)]
+
+
+def _cli(cluster: ClusterProcesses, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "exactly", *args, "--bootstrap-server", cluster.bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_cli_reassigns_partitions_and_elects_leaders(cluster: ClusterProcesses, tmp_path: Path) -> None:
+    admin = _admin(cluster)
+    admin.create_topics([NewTopic("cli-moved", num_partitions=2, replica_assignment=[[1, 2], [2, 1]])])[
+        "cli-moved"
+    ].result(60)
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": "cli-moved"}]}))
+    generated = _cli(
+        cluster,
+        "topics",
+        "reassign",
+        "generate",
+        "--topics-to-move-json-file",
+        str(topics_file),
+        "--broker-list",
+        "2,3",
+    )
+    assert generated.returncode == 0, generated.stderr
+    current_text, proposed_text = generated.stdout.split("Proposed partition reassignment configuration")
+    assert json.loads(current_text.split("\n", 1)[1])["partitions"][0]["replicas"] == [1, 2]
+    proposal = json.loads(proposed_text)
+    assert {tuple(sorted(p["replicas"])) for p in proposal["partitions"]} == {(2, 3)}
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(proposal))
+    executed = _cli(cluster, "topics", "reassign", "execute", "--reassignment-json-file", str(plan))
+    assert executed.returncode == 0, executed.stderr
+    assert "Successfully started partition reassignments for cli-moved-0, cli-moved-1" in executed.stdout
+
+    def verified() -> bool:
+        result = _cli(cluster, "topics", "reassign", "verify", "--reassignment-json-file", str(plan))
+        return result.returncode == 0 and result.stdout.count("is completed.") == 2
+
+    _until(verified, 60, "`reassign verify` to report both partitions completed")
+    partitions = _partitions(cluster, "cli-moved")
+    for p in proposal["partitions"]:
+        assert partitions[p["partition"]][1] == p["replicas"]
+    elected = _cli(cluster, "topics", "elect-leaders", "--topic", "cli-moved")
+    assert elected.returncode == 0, elected.stderr
+    assert "cli-moved-0" in elected.stdout
+    assert "cli-moved-1" in elected.stdout
+    for p in proposal["partitions"]:
+        assert partitions[p["partition"]][0] in p["replicas"]
+    missing = _cli(
+        cluster, "topics", "reassign", "execute", "--reassignment-json-file", str(tmp_path / "none.json")
+    )
+    assert missing.returncode != 0
+    assert missing.stderr.count("\n") == 1  # one readable line

@@ -22,10 +22,12 @@ import typer
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
+    from kafka.admin import KafkaAdminClient
 
 __all__ = [
     "BOOTSTRAP_ENV",
     "DEFAULT_BOOTSTRAP",
+    "KAFKA_PYTHON_TIMEOUT_MS",
     "REQUEST_TIMEOUT",
     "AdminSession",
     "BootstrapOption",
@@ -35,6 +37,7 @@ __all__ = [
     "client_settings",
     "fail",
     "kafka_error_text",
+    "kafka_python_admin",
     "one_line",
     "parse_key_values",
     "print_error",
@@ -297,3 +300,25 @@ def _connect_reason(err: KafkaError) -> str:
     if cut > 0:
         text = text[:cut]
     return text
+
+
+KAFKA_PYTHON_TIMEOUT_MS = 15_000
+KAFKA_PYTHON_BOOTSTRAP_TIMEOUT_MS = 5_000
+
+
+def kafka_python_admin(ctx: typer.Context, bootstrap: str | None) -> KafkaAdminClient:
+    """kafka-python's admin client, for the APIs confluent-kafka's lacks (DescribeLogDirs, the KIP-664
+    transaction APIs, partition reassignments). One line when the broker cannot be reached."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaTimeoutError
+
+    server = bootstrap_server(ctx, bootstrap)
+    try:
+        return KafkaAdminClient(
+            bootstrap_servers=server,
+            client_id="exactly-cli",
+            request_timeout_ms=KAFKA_PYTHON_TIMEOUT_MS,
+            bootstrap_timeout_ms=KAFKA_PYTHON_BOOTSTRAP_TIMEOUT_MS,
+        )
+    except KafkaTimeoutError:
+        fail(f"cannot reach the broker at {server}")

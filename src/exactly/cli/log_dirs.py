@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from exactly.cli.common import BootstrapOption, bootstrap_server, fail, print_table, reported_errors
+from exactly.cli.common import BootstrapOption, kafka_python_admin, print_table, reported_errors
 
 __all__ = ["app"]
 
@@ -21,9 +21,6 @@ app = typer.Typer(
     add_completion=False,
     help="Describe the broker's log directories and partition sizes (kafka-log-dirs.sh).",
 )
-
-_TIMEOUT_MS = 15_000
-_BOOTSTRAP_TIMEOUT_MS = 5_000
 
 
 @app.command()
@@ -35,20 +32,8 @@ def describe(
     bootstrap: BootstrapOption = None,
 ) -> None:
     """Log dirs with their total and usable bytes, then every partition's size on disk."""
-    from kafka.admin import KafkaAdminClient
-    from kafka.errors import KafkaTimeoutError
-
     with reported_errors():
-        server = bootstrap_server(ctx, bootstrap)
-        try:
-            admin = KafkaAdminClient(
-                bootstrap_servers=server,
-                client_id="exactly-cli",
-                request_timeout_ms=_TIMEOUT_MS,
-                bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS,
-            )
-        except KafkaTimeoutError:
-            fail(f"cannot reach the broker at {server}")
+        admin = kafka_python_admin(ctx, bootstrap)
         try:
             results = admin.describe_log_dirs(list(topic) if topic else None)
         finally:

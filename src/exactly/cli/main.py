@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from exactly import __version__
-from exactly.cli import bench, cluster, log_dirs, log_dump, topics, verify
+from exactly.cli import bench, cluster, log_dirs, log_dump, reassign, topics, verify
 from exactly.cli import consume as consume_cmd
 from exactly.cli import demo as demo_cmd
 from exactly.cli import produce as produce_cmd
@@ -47,6 +47,10 @@ Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} 
                                         kafka-topics --describe); every config with its source
   exactly topics alter NAME [--set key=value] [--delete key] [--partitions N]
   exactly topics delete NAME...
+  exactly topics elect-leaders (--topic T [--partition P] | --all-topic-partitions)
+                        [--election-type preferred|unclean]   (kafka-leader-election)
+  exactly topics reassign generate --topics-to-move-json-file F --broker-list 1,2,3
+  exactly topics reassign execute|verify --reassignment-json-file F   (kafka-reassign-partitions)
   exactly produce TOPIC                 stdin lines ([--key-separator SEP]) or --generate N --size BYTES
   exactly consume TOPIC [--from-beginning] [--isolation read_committed|read_uncommitted]
                         [--max-messages N] [--timeout SECONDS] [--exit-at-end] [--print-key]
@@ -154,6 +158,8 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+topics.app.command("elect-leaders")(reassign.elect_leaders)
+topics.app.add_typer(reassign.reassign_app, name="reassign")
 app.add_typer(topics.app, name="topics")
 app.add_typer(cluster.app, name="cluster")
 app.command("produce")(produce_cmd.produce)

@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from exactly.cli.common import (
+    KAFKA_PYTHON_TIMEOUT_MS,
     BootstrapOption,
     bootstrap_server,
     client_settings,
     fail,
+    kafka_python_admin,
     print_table,
     reported_errors,
 )
@@ -49,25 +51,11 @@ txn_app = typer.Typer(
     help="List and describe transactions, find hanging ones and abort them (kafka-transactions.sh).",
 )
 
-_TIMEOUT_MS = 15_000
-_BOOTSTRAP_TIMEOUT_MS = 5_000
 _ACTIVE = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 
 
 def _admin(ctx: typer.Context, bootstrap: str | None) -> KafkaAdminClient:
-    from kafka.admin import KafkaAdminClient
-    from kafka.errors import KafkaTimeoutError
-
-    server = bootstrap_server(ctx, bootstrap)
-    try:
-        return KafkaAdminClient(
-            bootstrap_servers=server,
-            client_id="exactly-cli",
-            request_timeout_ms=_TIMEOUT_MS,
-            bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS,
-        )
-    except KafkaTimeoutError:
-        fail(f"cannot reach the broker at {server}")
+    return kafka_python_admin(ctx, bootstrap)
 
 
 def _state(value: Any) -> str:
@@ -351,7 +339,9 @@ def abort(
 def _two_phase(server: str, settings: dict[str, str]) -> TwoPhaseClient:
     from exactly.client.twopc import TwoPhaseClient
 
-    client = TwoPhaseClient(server, timeout=_TIMEOUT_MS / 1000, client_id="exactly-cli", config=settings)
+    client = TwoPhaseClient(
+        server, timeout=KAFKA_PYTHON_TIMEOUT_MS / 1000, client_id="exactly-cli", config=settings
+    )
     try:
         supported = client.supported()
     except Exception:
@@ -368,7 +358,7 @@ def _prepared_ids(server: str, settings: dict[str, str]) -> set[str]:
     from exactly.client.twopc import TwoPhaseClient
 
     with TwoPhaseClient(
-        server, timeout=_TIMEOUT_MS / 1000, client_id="exactly-cli", config=settings
+        server, timeout=KAFKA_PYTHON_TIMEOUT_MS / 1000, client_id="exactly-cli", config=settings
     ) as client:
         if not client.supported():
             return set()
