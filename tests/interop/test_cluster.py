@@ -358,3 +358,25 @@ def test_the_cli_reassigns_partitions_and_elects_leaders(cluster: ClusterProcess
     )
     assert missing.returncode != 0
     assert missing.stderr.count("\n") == 1  # one readable line
+
+
+def test_a_topic_deleted_while_a_broker_was_down_leaves_nothing_on_it(cluster: ClusterProcesses) -> None:
+    _create(cluster, "doomed", 2)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(50):
+        producer.produce("doomed", f"{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    absent = cluster.brokers[3]
+    _until(lambda: (absent.data_dir / "doomed-0").exists(), 30, "broker 3's replica")
+    absent.stop()
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    admin.delete_topics(["doomed"])["doomed"].result(30)
+    _until(
+        lambda: not (cluster.brokers[1].data_dir / "doomed-0").exists(), 30, "broker 1 to delete its replica"
+    )
+    absent.start()
+    cluster.wait_for_brokers(3)
+    _until(
+        lambda: not (absent.data_dir / "doomed-0").exists(), 30, "the returning broker to drop its stray log"
+    )
+    assert "doomed" not in _admin(cluster).list_topics(timeout=10).topics

@@ -143,3 +143,40 @@ def test_periodic_work(tmp_path: Path) -> None:
     assert mgr.clean_logs() == 0
     mgr.take_snapshots()
     mgr.close()
+
+
+def test_a_cluster_replica_restarts_with_its_checkpointed_high_watermark(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    mgr = LogManager(tmp_path, LogConfig(), clock, keep_high_watermarks=True)
+    mgr.startup()
+    follower = mgr.get_or_create_log("orders", 0)
+    follower.append_as_follower(_leader_batches(tmp_path / "leader", 4))
+    follower.update_follower_high_watermark(2)  # the leader had committed two records
+    mgr.close()
+    assert read_checkpoint(tmp_path / files.HIGH_WATERMARK_CHECKPOINT) == {("orders", 0): 2}
+    again = LogManager(tmp_path, LogConfig(), clock, keep_high_watermarks=True)
+    again.startup()
+    restored = again.get_log("orders", 0)
+    assert restored is not None
+    assert (restored.log_end_offset, restored.high_watermark) == (4, 2)  # not its log end
+    again.close()
+    alone = LogManager(tmp_path, LogConfig(), clock)  # one broker alone: everything it has is committed
+    alone.startup()
+    single = alone.get_log("orders", 0)
+    assert single is not None
+    assert single.high_watermark == 4
+    alone.close()
+
+
+def _leader_batches(directory: Path, count: int) -> bytes:
+    from exactly.storage.log import Isolation
+
+    mgr = LogManager(directory, LogConfig(), ManualClock(T0))
+    mgr.startup()
+    leader = mgr.get_or_create_log("orders", 0)
+    for _ in range(count):
+        leader_append(leader, data_batch(1))
+    leader.update_high_watermark(leader.log_end_offset)
+    records = bytes(leader.read(0, 1 << 20, Isolation.LOG_END).records)
+    mgr.close()
+    return records

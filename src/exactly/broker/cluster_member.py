@@ -73,6 +73,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ClusterConfig", "ClusterMember"]
 
+_STOP_STEP_S = 5.0  # the most closing the fetchers, then the ZooKeeper session, may take at stop
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
@@ -171,8 +173,35 @@ class ClusterMember:
         self._watch_data(znodes.CONTROLLER, self._controller_changed)
         self._watch_children(znodes.TOPICS, self._topics_changed)
         self._watch_children(znodes.CONTROLLED_SHUTDOWN, self._draining_changed)
+        await self._remove_stray_logs()
         await self._claim_producer_ids()
         await self.controller.start()
+
+    async def _remove_stray_logs(self, timeout_s: float = 10.0) -> None:
+        """Once this broker's view holds every topic ZooKeeper has, delete the local logs of replicas the
+        cluster no longer assigns here (topics deleted or partitions moved while this broker was down)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            topics = await self.zk.get_children(znodes.TOPICS) or []
+            if all(t in self.cache.assignments for t in topics):
+                break
+            if time.monotonic() > deadline:
+                log.warning(
+                    "the topics' assignments did not all load in %.0f s; keeping every local log", timeout_s
+                )
+                return
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), 0.2)
+        me = self.config.broker_id
+        for topic, index in self.replicas.logs.partitions():
+            assignment = self.cache.assignments.get(topic)
+            replicas = assignment.partitions.get(index, ()) if assignment is not None else ()
+            if me not in replicas:
+                log.info(
+                    "removing the stray log %s-%d: the cluster does not place it on this broker", topic, index
+                )
+                self.replicas.stop_replica(topic, index)
 
     async def _ensure_cluster_id(self) -> None:
         with contextlib.suppress(NodeExistsError):
@@ -196,8 +225,15 @@ class ClusterMember:
                 watch.cancel()
         for task in list(self._tasks):
             task.cancel()
-        await self.fetchers.stop()
-        await self.zk.stop()
+        for what, stopping in (
+            ("the replica fetchers", self.fetchers.stop()),
+            ("the ZooKeeper session", self.zk.stop()),
+        ):
+            try:
+                async with asyncio.timeout(_STOP_STEP_S):
+                    await stopping
+            except TimeoutError:  # the session expires by itself; the process is going away anyway
+                log.warning("%s did not stop within %.0f s", what, _STOP_STEP_S)
 
     async def _controlled_shutdown(self) -> None:
         me = self.config.broker_id

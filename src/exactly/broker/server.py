@@ -96,6 +96,7 @@ class Broker:
                 name: topic_log_config(info.configs, self.config.log)
                 for name, info in self.metadata.topics.items()
             },
+            keep_high_watermarks=bool(config.zookeeper_connect),
         )
         self.configs.apply_to(logs)
         clustered = bool(config.zookeeper_connect)

@@ -68,6 +68,7 @@ DELETED_SUFFIX = ".deleted"
 CLEAN_SHUTDOWN_FILE = ".exactly_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"  # a cluster's replicas only (log_manager.py)
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"  # in each partition directory (leader_epoch.py)
 
 

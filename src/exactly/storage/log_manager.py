@@ -6,6 +6,8 @@ Layout::
       .exactly_cleanshutdown               present only between a clean shutdown and the next start
       recovery-point-offset-checkpoint     see checkpoint.py
       log-start-offset-checkpoint
+      replication-offset-checkpoint        high watermarks, in a cluster only (Kafka's HW checkpoint:
+                                           a replica restarts with the HW it had, not its log end)
       <topic>-<partition>/                 one PartitionLog each (see files.py)
 
 `startup()` finds every partition directory and removes the clean-shutdown marker, so a crash from then on
@@ -75,8 +77,13 @@ class LogManager:
         default_config: LogConfig,
         clock: Clock,
         topic_configs: Mapping[str, LogConfig] | None = None,
+        *,
+        keep_high_watermarks: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir)
+        # a cluster's replica restarts with its checkpointed HW (one broker alone: everything is committed)
+        self.keep_high_watermarks = keep_high_watermarks
+        self._high_watermarks: dict[TopicPartition, int] = {}
         self.default_config = default_config
         self.clock = clock
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
@@ -94,6 +101,8 @@ class LogManager:
         clean = marker.exists()
         recovery = read_checkpoint(self.data_dir / files.RECOVERY_POINT_CHECKPOINT)
         starts = read_checkpoint(self.data_dir / files.LOG_START_CHECKPOINT)
+        if self.keep_high_watermarks:
+            self._high_watermarks = read_checkpoint(self.data_dir / files.HIGH_WATERMARK_CHECKPOINT)
         for name in sorted(os.listdir(self.data_dir)):
             path = self.data_dir / name
             if name.endswith(".tmp-delete"):
@@ -144,7 +153,7 @@ class LogManager:
             self.load_pending(1000)
 
     def _load(self, tp: TopicPartition, found: _Unloaded) -> PartitionLog:
-        return load_log(
+        plog = load_log(
             found.path,
             tp[0],
             tp[1],
@@ -154,6 +163,9 @@ class LogManager:
             log_start_offset=found.log_start_offset,
             had_clean_shutdown=found.clean,
         )
+        if self.keep_high_watermarks:
+            plog.update_follower_high_watermark(self._high_watermarks.get(tp, 0))
+        return plog
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, checkpoint, write the clean-shutdown marker."""
@@ -298,6 +310,10 @@ class LogManager:
         ls.update((tp, plog.log_start_offset) for tp, plog in loaded)
         write_checkpoint(self.data_dir / files.RECOVERY_POINT_CHECKPOINT, rp)
         write_checkpoint(self.data_dir / files.LOG_START_CHECKPOINT, ls)
+        if self.keep_high_watermarks:
+            hw = {tp: v for tp, v in self._high_watermarks.items() if tp in self._unloaded}
+            hw.update((tp, plog.high_watermark) for tp, plog in loaded)
+            write_checkpoint(self.data_dir / files.HIGH_WATERMARK_CHECKPOINT, hw)
 
     def flush_dirty_logs(self) -> int:
         """flush.ms: flush logs whose interval elapsed; returns how many were flushed."""
