@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exactly.cluster.reconcile import decide, decide_preferred
+from exactly.cluster.reconcile import decide, decide_preferred, partitions_to_rebalance
 from exactly.cluster.znodes import NO_LEADER, PartitionState
 
 R = (1, 2, 3)
@@ -88,3 +88,13 @@ def test_decisions_raise_the_epoch_and_elect_only_live_in_sync_replicas(
         assert new.leader in live
         assert new.leader in isr
         assert new.leader in new.isr
+
+
+def test_auto_rebalance_picks_the_partitions_of_brokers_over_the_imbalance_limit() -> None:
+    assignments = {("t", p): ((1, 2, 3) if p < 5 else (2, 3, 1)) for p in range(10)}
+    leaders = {("t", p): (2 if p in (0, 1) else assignments[("t", p)][0]) for p in range(10)}
+    # broker 1 leads 3 of its 5 preferred partitions: 40 % imbalance; broker 2 leads all of its own
+    assert partitions_to_rebalance(assignments, leaders, 10) == [("t", 0), ("t", 1)]
+    assert partitions_to_rebalance(assignments, leaders, 50) == []  # under a 50 % limit
+    balanced = {key: replicas[0] for key, replicas in assignments.items()}
+    assert partitions_to_rebalance(assignments, balanced, 0) == []

@@ -36,8 +36,7 @@ from exactly.broker.zookeeper import (
     set_op,
 )
 from exactly.cluster import reassignment, znodes
-from exactly.cluster.election import imbalance
-from exactly.cluster.reconcile import Decision, decide, decide_preferred
+from exactly.cluster.reconcile import Decision, decide, decide_preferred, partitions_to_rebalance
 from exactly.cluster.znodes import ControllerRegistration, TopicAssignment
 from exactly.errors import ErrorCode, KafkaError
 
@@ -365,15 +364,11 @@ class Controller:
             (t, i): tuple(r) for t, a in cache.assignments.items() for i, r in a.partitions.items()
         }
         leaders = {key: state.leader for key, (state, _) in cache.states.items()}
-        ratios = imbalance(assignments, leaders)
-        limit = self.member.config.leader_imbalance_per_broker_percentage / 100
-        overloaded = {b for b, ratio in ratios.items() if ratio > limit}
-        if overloaded:
-            wanted = [key for key, replicas in assignments.items() if replicas and replicas[0] in overloaded]
+        percentage = self.member.config.leader_imbalance_per_broker_percentage
+        wanted = partitions_to_rebalance(assignments, leaders, percentage)
+        if wanted:
             log.info(
-                "leader imbalance above %d%% on brokers %s: preferred elections",
-                int(limit * 100),
-                sorted(overloaded),
+                "leader imbalance above %d%%: preferred elections for %d partitions", percentage, len(wanted)
             )
             await self._elect_preferred(wanted)
 

@@ -21,17 +21,18 @@ Every change the controller makes raises the leader epoch by one; leaders change
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from exactly.cluster.election import (
     controlled_shutdown_election,
+    imbalance,
     offline_election,
     preferred_election,
 )
 from exactly.cluster.znodes import NO_LEADER, PartitionState
 
-__all__ = ["Decision", "decide", "decide_preferred"]
+__all__ = ["Decision", "decide", "decide_preferred", "partitions_to_rebalance"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,4 +109,21 @@ def decide_preferred(
     return Decision(
         PartitionState(elected.leader, current.leader_epoch + 1, tuple(current.isr), controller_epoch),
         "preferred replica election",
+    )
+
+
+def partitions_to_rebalance(
+    assignments: Mapping[tuple[str, int], tuple[int, ...]],
+    leaders: Mapping[tuple[str, int], int],
+    percentage: int,
+) -> list[tuple[str, int]]:
+    """auto.leader.rebalance.enable (Kafka's `checkAndTriggerAutoLeaderRebalance`): the partitions whose
+    preferred replica is a broker that fails to lead more than `percentage` % of the partitions it is
+    preferred for, and that it does not lead now (each then gets a preferred election)."""
+    ratios = imbalance(assignments, leaders)
+    overloaded = {b for b, ratio in ratios.items() if ratio > percentage / 100}
+    return sorted(
+        key
+        for key, replicas in assignments.items()
+        if replicas and replicas[0] in overloaded and leaders.get(key) != replicas[0]
     )
