@@ -41,7 +41,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from exactly.broker.config import BrokerConfig
+from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.controller import Controller
 from exactly.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
 from exactly.broker.replica_manager import ReplicaManager
@@ -54,6 +54,7 @@ from exactly.broker.zookeeper import (
     ZnodeStat,
     ZooKeeper,
 )
+from exactly.client.security import ClientSecurity
 from exactly.cluster import znodes
 from exactly.cluster.assignment import BrokerMetadata, assign_new_partitions, assign_replicas
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
@@ -68,6 +69,7 @@ from exactly.cluster.znodes import (
 )
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.replication.partition import Partition
+from exactly.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
 
@@ -91,16 +93,25 @@ class ClusterConfig:
     unclean_leader_election_enable: bool = False
     cluster_id: str = "exactly-cluster"
     fetcher: FetcherConfig = field(default_factory=FetcherConfig)
+    # how to reach a peer's inter-broker listener (TLS, SASL: exactly.security.inter_broker); None: plain
+    inter_broker_security: ClientSecurity | None = None
 
 
 def cluster_config(config: BrokerConfig) -> ClusterConfig:
-    """The cluster settings of a broker's configuration (Kafka's names: see exactly.broker.config)."""
+    """The cluster settings of a broker's configuration (Kafka's names: see exactly.broker.config).
+    ConfigError when the inter-broker listener's client settings cannot be used."""
+    name = config.inter_broker_listener_name or config.listeners[0].name
+    listener = next(x for x in config.listeners if x.name == name)
+    try:
+        security = inter_broker_security(listener, config.properties)
+    except ValueError as e:  # InterBrokerConfigError, TlsConfigError
+        raise ConfigError(str(e)) from None
     return ClusterConfig(
         broker_id=config.node_id,
         zookeeper_connect=config.zookeeper_connect,
         session_timeout_ms=config.zookeeper_session_timeout_ms,
         rack=config.broker_rack,
-        inter_broker_listener=config.inter_broker_listener_name or config.listeners[0].name,
+        inter_broker_listener=name,
         replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         controlled_shutdown_enable=config.controlled_shutdown_enable,
         controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
@@ -118,6 +129,7 @@ def cluster_config(config: BrokerConfig) -> ClusterConfig:
             backoff_ms=config.replica_fetch_backoff_ms,
             socket_timeout_ms=config.replica_socket_timeout_ms,
         ),
+        inter_broker_security=security,
     )
 
 
@@ -143,6 +155,7 @@ class ClusterMember:
             lambda broker_id: self.cache.endpoint(broker_id, config.inter_broker_listener),
             replicas.wakeups.appended,
             config.fetcher,
+            config.inter_broker_security,
         )
         replicas.fetchers = self.fetchers
         replicas.isr_writer = self._write_isr
