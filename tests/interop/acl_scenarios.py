@@ -157,7 +157,9 @@ def follower_fetch(c: RawClient, n: Names) -> int:
     """A fetch as broker 7's replica fetcher sends it (replica id 7): CLUSTER_ACTION, not TOPIC READ."""
     request = FetchRequest(
         replica_id=7,
-        topics=[FetchTopic(n.topic, partitions=[FetchPartition(0, fetch_offset=0, partition_max_bytes=1024)])],
+        topics=[
+            FetchTopic(n.topic, partitions=[FetchPartition(0, fetch_offset=0, partition_max_bytes=1024)])
+        ],
     )
     return int(c.request(ApiKey.FETCH, 12, request).responses[0].partitions[0].error_code)
 

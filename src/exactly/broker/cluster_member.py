@@ -11,6 +11,10 @@ What it does, in the order of `start()`:
    to the replica manager (`become_leader_or_follower`), which starts or stops fetching;
 4. takes part in the controller election (exactly.broker.controller).
 
+ACLs and SCRAM credentials are the cluster's too: `security` (exactly.broker.security_store) loads them
+from ZooKeeper before the broker registers, keeps them current, and is what the ACL and SCRAM handlers
+write through. Replica fetchers connect to peers with `ClusterConfig.inter_broker_security`.
+
 Leaders change only the ISR, by a write of the state znode conditional on the partition epoch (its
 version): a leader that lost its session, or whose partition moved on, fails that write and can never
 shrink the ISR to itself (the direct ZooKeeper path Kafka used before AlterPartition).
@@ -45,6 +49,7 @@ from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.controller import Controller
 from exactly.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
 from exactly.broker.replica_manager import ReplicaManager
+from exactly.broker.security_store import ZkSecurityStore
 from exactly.broker.zookeeper import (
     BadVersionError,
     NodeExistsError,
@@ -161,6 +166,7 @@ class ClusterMember:
         replicas.isr_writer = self._write_isr
         replicas.broker_is_live = self.cache.is_live
         self.controller = Controller(self)
+        self.security = ZkSecurityStore(self.zk, metadata)  # ACLs and SCRAM credentials of the cluster
         self._watches: dict[str, Watch] = {}
         self._topic_watches: dict[str, list[Watch]] = {}
         self._pid_blocks: collections.deque[range] = collections.deque()
@@ -178,6 +184,7 @@ class ClusterMember:
         for path in znodes.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
         await self._ensure_cluster_id()
+        await self.security.start()
         self.zk.on_state(self._on_session_state)
         await self._register()
         self._watch_children(znodes.BROKER_IDS, self._brokers_changed)
@@ -209,6 +216,7 @@ class ClusterMember:
                 watch.cancel()
         for task in list(self._tasks):
             task.cancel()
+        self.security.stop()
         await self.fetchers.stop()
         await self.zk.stop()
 

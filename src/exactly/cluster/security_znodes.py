@@ -331,7 +331,9 @@ def scram_credentials(config: Mapping[str, str]) -> dict[str, ScramCredential]:
     return {m: decode_scram(config[m]) for m in SCRAM_MECHANISMS if m in config}
 
 
-def with_scram(config: Mapping[str, str], mechanism: str, credential: ScramCredential | None) -> dict[str, str]:
+def with_scram(
+    config: Mapping[str, str], mechanism: str, credential: ScramCredential | None
+) -> dict[str, str]:
     """`config` with `mechanism`'s credential set (None: removed); its other keys (quotas) kept."""
     out = dict(config)
     if credential is None:

@@ -56,13 +56,17 @@ class _Jaas:
 
 def _jaas(listener: Listener, mechanism: str, props: Mapping[str, str]) -> _Jaas:
     prefix = f"listener.name.{listener.name.lower()}."
-    for key in (f"{prefix}{mechanism.lower()}.sasl.jaas.config", f"{prefix}sasl.jaas.config", "sasl.jaas.config"):
+    for key in (
+        f"{prefix}{mechanism.lower()}.sasl.jaas.config",
+        f"{prefix}sasl.jaas.config",
+        "sasl.jaas.config",
+    ):
         if key in props:
             options = jaas_options(props[key])
             username, password = options.get("username"), options.get("password")
             if not username or password is None:
                 raise InterBrokerConfigError(
-                    f"{key} has no username=\"...\" password=\"...\": the broker's own credentials for "
+                    f'{key} has no username="..." password="...": the broker\'s own credentials for '
                     f"{mechanism} on the inter-broker listener {listener.name}"
                 )
             return _Jaas(username, password)
@@ -110,4 +114,3 @@ def inter_broker_security(listener: Listener, props: Mapping[str, str]) -> Clien
         check_hostname=check_hostname,
         tls_context=tls_context,
     )
-
