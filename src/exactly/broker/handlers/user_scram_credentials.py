@@ -1,8 +1,8 @@
 """AlterUserScramCredentials (key 51) and DescribeUserScramCredentials (key 50), as Kafka's
 ScramControlManager: credentials live in the cluster metadata log (exactly.cluster.metadata), salted and
 hashed; in a replicated cluster, in ZooKeeper's `/config/users/<user>` as Kafka keeps them there
-(exactly.broker.security_store), from where every broker's SASL listeners take them. The client sends the salt and the salted password
-(Hi(password, salt, i)); the broker keeps
+(exactly.broker.security_store), from where every broker's SASL listeners take them. The client sends
+the salt and the salted password (Hi(password, salt, i)); the broker keeps
 StoredKey = H(HMAC(salted, "Client Key")) and ServerKey = HMAC(salted, "Server Key") (RFC 5802).
 
 Mechanism numbers are Kafka's ScramMechanism: 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512.
