@@ -231,7 +231,9 @@ def _follower_fetch(connection: KafkaConnection) -> int:
 def _create_user(cluster: SecureCluster, broker_id: int, user: str, password: str) -> None:
     admin = cluster.admin(broker_id)
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
-    futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, info, password.encode())])
+    futures = admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(user, info, password.encode())]
+    )
     for future in futures.values():
         future.result(30)
 
@@ -242,7 +244,9 @@ def test_a_scram_user_created_through_one_broker_logs_in_on_another(cluster: Sec
     assert stored is not None
     config = EntityConfig.decode(stored).configs
     assert set(config) == {"SCRAM-SHA-256"}
-    assert config["SCRAM-SHA-256"].startswith("salt=") and config["SCRAM-SHA-256"].endswith(",iterations=4096")
+    assert config["SCRAM-SHA-256"].startswith("salt=") and config["SCRAM-SHA-256"].endswith(
+        ",iterations=4096"
+    )
 
     def logs_in() -> bool:
         cluster.connect_raw(3, "carol", "carol-pw", "SCRAM-SHA-256").close()
@@ -292,10 +296,14 @@ def test_an_acl_created_through_one_broker_applies_on_every_broker(cluster: Secu
     assert stored is not None
     assert json.loads(stored) == {
         "version": 1,
-        "acls": [{"principal": "User:carol", "permissionType": "Allow", "operation": "Describe", "host": "*"}],
+        "acls": [
+            {"principal": "User:carol", "permissionType": "Allow", "operation": "Describe", "host": "*"}
+        ],
     }
     for broker_id in (2, 3, 1):
-        until(lambda b=broker_id: _describe(cluster, b) == ErrorCode.NONE, 30, f"the ACL on broker {broker_id}")
+        until(
+            lambda b=broker_id: _describe(cluster, b) == ErrorCode.NONE, 30, f"the ACL on broker {broker_id}"
+        )
 
     prefixed = AclBinding(
         ResourceType.TOPIC,
