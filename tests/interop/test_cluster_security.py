@@ -244,9 +244,8 @@ def test_a_scram_user_created_through_one_broker_logs_in_on_another(cluster: Sec
     assert stored is not None
     config = EntityConfig.decode(stored).configs
     assert set(config) == {"SCRAM-SHA-256"}
-    assert config["SCRAM-SHA-256"].startswith("salt=") and config["SCRAM-SHA-256"].endswith(
-        ",iterations=4096"
-    )
+    assert config["SCRAM-SHA-256"].startswith("salt=")
+    assert config["SCRAM-SHA-256"].endswith(",iterations=4096")
 
     def logs_in() -> bool:
         cluster.connect_raw(3, "carol", "carol-pw", "SCRAM-SHA-256").close()
