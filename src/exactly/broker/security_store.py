@@ -5,7 +5,8 @@ every broker. The znodes and their bytes: exactly.cluster.security_znodes.
 Writes (from the CreateAcls, DeleteAcls and AlterUserScramCredentials handlers, through
 `ClusterMember.security`): a read-modify-write of the pattern's (or user's) znode conditional on its
 version, retried when another broker wrote it meanwhile; an ACL znode left without entries is deleted. Then
-a sequential change notification announces it, and the change is applied here at once.
+a sequential change notification announces it, and the znode's state is applied here at once (in
+order with the notifications, so the request's answer already holds on this broker).
 
 Every broker (this one included) watches the notifications and reads the announced znode again, applying
 what it holds to its in-memory `ClusterMetadata` exactly as the local metadata log's records would be
@@ -230,7 +231,8 @@ class ZkSecurityStore:
                         sz.encode_acl_change(pattern),
                         sequence=True,
                     )
-                self._apply_pattern(pattern, after)
+                async with self._lock:  # in order with the notifications: ZooKeeper's current state
+                    self._apply_pattern(pattern, await self._read_acls(pattern))
         except (ExactlyError, KazooException, OSError) as e:
             raise SecurityStoreError(f"cannot write the ACLs to ZooKeeper: {e}") from e
         return changed
@@ -283,6 +285,7 @@ class ZkSecurityStore:
                 ConfigChangeNotification(sz.user_entity_path(user)).encode(),
                 sequence=True,
             )
+            async with self._lock:  # in order with the notifications: ZooKeeper's current state
+                self._apply_user(user, await self._read_scram(user))
         except (ExactlyError, KazooException, OSError) as e:
             raise SecurityStoreError(f"cannot write the SCRAM credential to ZooKeeper: {e}") from e
-        self._apply_user(user, sz.scram_credentials(updated))
