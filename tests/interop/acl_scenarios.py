@@ -153,6 +153,17 @@ def produce_txn_id(c: RawClient, n: Names) -> int:
     return int(c.request(ApiKey.PRODUCE, 9, request).responses[0].partition_responses[0].error_code)
 
 
+def follower_fetch(c: RawClient, n: Names) -> int:
+    """A fetch as broker 7's replica fetcher sends it (replica id 7): CLUSTER_ACTION, not TOPIC READ."""
+    request = FetchRequest(
+        replica_id=7,
+        topics=[
+            FetchTopic(n.topic, partitions=[FetchPartition(0, fetch_offset=0, partition_max_bytes=1024)])
+        ],
+    )
+    return int(c.request(ApiKey.FETCH, 12, request).responses[0].partitions[0].error_code)
+
+
 def fetch(c: RawClient, n: Names) -> int:
     request = FetchRequest(
         topics=[FetchTopic(n.topic, partitions=[FetchPartition(0, fetch_offset=0, partition_max_bytes=1024)])]
@@ -496,6 +507,7 @@ SCENARIOS: dict[Row, Scenario] = {
     (_A.PRODUCE, "topic"): Scenario(produce),
     (_A.PRODUCE, "transactional_id"): Scenario(produce_txn_id, needs=((_A.PRODUCE, "topic"),)),
     (_A.FETCH, "topic"): Scenario(fetch),
+    (_A.FETCH, "follower"): Scenario(follower_fetch),
     (_A.METADATA, "topic"): Scenario(metadata),
     (_A.METADATA, "create_cluster"): Scenario(
         metadata_create,

@@ -11,6 +11,10 @@ What it does, in the order of `start()`:
    to the replica manager (`become_leader_or_follower`), which starts or stops fetching;
 4. takes part in the controller election (exactly.broker.controller).
 
+ACLs and SCRAM credentials are the cluster's too: `security` (exactly.broker.security_store) loads them
+from ZooKeeper before the broker registers, keeps them current, and is what the ACL and SCRAM handlers
+write through. Replica fetchers connect to peers with `ClusterConfig.inter_broker_security`.
+
 Leaders change only the ISR, by a write of the state znode conditional on the partition epoch (its
 version): a leader that lost its session, or whose partition moved on, fails that write and can never
 shrink the ISR to itself (the direct ZooKeeper path Kafka used before AlterPartition).
@@ -41,10 +45,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from exactly.broker.config import BrokerConfig
+from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.controller import Controller
 from exactly.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
 from exactly.broker.replica_manager import ReplicaManager
+from exactly.broker.security_store import ZkSecurityStore
 from exactly.broker.zookeeper import (
     BadVersionError,
     NodeExistsError,
@@ -54,6 +59,7 @@ from exactly.broker.zookeeper import (
     ZnodeStat,
     ZooKeeper,
 )
+from exactly.client.security import ClientSecurity
 from exactly.cluster import znodes
 from exactly.cluster.assignment import BrokerMetadata, assign_new_partitions, assign_replicas
 from exactly.cluster.metadata import ClusterMetadata, TopicInfo
@@ -68,6 +74,7 @@ from exactly.cluster.znodes import (
 )
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.replication.partition import Partition
+from exactly.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
 
@@ -93,16 +100,25 @@ class ClusterConfig:
     unclean_leader_election_enable: bool = False
     cluster_id: str = "exactly-cluster"
     fetcher: FetcherConfig = field(default_factory=FetcherConfig)
+    # how to reach a peer's inter-broker listener (TLS, SASL: exactly.security.inter_broker); None: plain
+    inter_broker_security: ClientSecurity | None = None
 
 
 def cluster_config(config: BrokerConfig) -> ClusterConfig:
-    """The cluster settings of a broker's configuration (Kafka's names: see exactly.broker.config)."""
+    """The cluster settings of a broker's configuration (Kafka's names: see exactly.broker.config).
+    ConfigError when the inter-broker listener's client settings cannot be used."""
+    name = config.inter_broker_listener_name or config.listeners[0].name
+    listener = next(x for x in config.listeners if x.name == name)
+    try:
+        security = inter_broker_security(listener, config.properties)
+    except ValueError as e:  # InterBrokerConfigError, TlsConfigError
+        raise ConfigError(str(e)) from None
     return ClusterConfig(
         broker_id=config.node_id,
         zookeeper_connect=config.zookeeper_connect,
         session_timeout_ms=config.zookeeper_session_timeout_ms,
         rack=config.broker_rack,
-        inter_broker_listener=config.inter_broker_listener_name or config.listeners[0].name,
+        inter_broker_listener=name,
         replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         controlled_shutdown_enable=config.controlled_shutdown_enable,
         controlled_shutdown_max_retries=config.controlled_shutdown_max_retries,
@@ -120,6 +136,7 @@ def cluster_config(config: BrokerConfig) -> ClusterConfig:
             backoff_ms=config.replica_fetch_backoff_ms,
             socket_timeout_ms=config.replica_socket_timeout_ms,
         ),
+        inter_broker_security=security,
     )
 
 
@@ -145,11 +162,13 @@ class ClusterMember:
             lambda broker_id: self.cache.endpoint(broker_id, config.inter_broker_listener),
             replicas.wakeups.appended,
             config.fetcher,
+            config.inter_broker_security,
         )
         replicas.fetchers = self.fetchers
         replicas.isr_writer = self._write_isr
         replicas.isr_eligible = self._isr_eligible
         self.controller = Controller(self)
+        self.security = ZkSecurityStore(self.zk, metadata)  # ACLs and SCRAM credentials of the cluster
         self._watches: dict[str, Watch] = {}
         self._topic_watches: dict[str, list[Watch]] = {}
         self._pid_blocks: collections.deque[range] = collections.deque()
@@ -167,6 +186,7 @@ class ClusterMember:
         for path in znodes.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
         await self._ensure_cluster_id()
+        await self.security.start()
         self.zk.on_state(self._on_session_state)
         await self._register()
         self._watch_children(znodes.BROKER_IDS, self._brokers_changed)
@@ -225,6 +245,7 @@ class ClusterMember:
                 watch.cancel()
         for task in list(self._tasks):
             task.cancel()
+        self.security.stop()
         for what, stopping in (
             ("the replica fetchers", self.fetchers.stop()),
             ("the ZooKeeper session", self.zk.stop()),

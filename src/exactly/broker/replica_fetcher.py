@@ -14,6 +14,14 @@ partitions followed from that leader, from each partition's log end offset. The 
 - NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION: the
   partition rests for `replica.fetch.backoff.ms`; the new state arrives from ZooKeeper meanwhile.
 
+- TOPIC_AUTHORIZATION_FAILED: the leader's authorizer refused our principal CLUSTER_ACTION (a WARNING);
+  the partition rests as above.
+
+Connections go to the leader's endpoint on `inter.broker.listener.name` with that listener's security
+(`ClusterConfig.inter_broker_security`, exactly.security.inter_broker: TLS with the broker's own trust
+and key stores, SASL PLAIN or SCRAM with its own credentials). A refused SASL login is a WARNING and a
+retry after the backoff, like any failed connection.
+
 A partition's answer is used only if it still follows the same leader in the same epoch from the same
 offset (its state may have changed while the fetch was out). A failed connection is retried after the
 backoff. Only this module and the ZooKeeper shell touch sockets for the cluster.
@@ -28,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from exactly.client.connection import AsyncKafkaConnection
+from exactly.client.security import ClientSecurity, SaslRefusedError
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.fetch import (
@@ -62,8 +71,10 @@ class ReplicaFetchers:
         endpoint_of: EndpointOf,
         appended: Callable[[], None],
         config: FetcherConfig | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.local_id = local_id
+        self.security = security  # the inter-broker listener's TLS / SASL (None: PLAINTEXT)
         self._endpoint_of = endpoint_of
         self._appended = appended
         self.config = config or FetcherConfig()
@@ -110,6 +121,7 @@ class _LeaderFetcher:
         self._resting: dict[tuple[str, int], float] = {}  # partition -> loop time it may fetch again
         self._changed = asyncio.Event()
         self._connection: AsyncKafkaConnection | None = None
+        self._refused = False  # a TOPIC_AUTHORIZATION_FAILED was logged
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader}")
 
     def add(self, partition: Partition) -> None:
@@ -150,6 +162,10 @@ class _LeaderFetcher:
                     await self._rest(config.backoff_ms / 1000)
             except asyncio.CancelledError:
                 raise
+            except SaslRefusedError as e:  # our credentials: a configuration error, said loudly
+                log.warning("broker %d refused this broker's inter-broker credentials: %s", self.leader, e)
+                self.reconnect()
+                await self._rest(config.backoff_ms / 1000)
             except (OSError, ConnectionError, TimeoutError, KafkaError) as e:
                 log.info("fetching from broker %d failed (%s); retrying", self.leader, e)
                 self.reconnect()
@@ -172,7 +188,10 @@ class _LeaderFetcher:
             host, port = endpoint
             self._connection = await asyncio.wait_for(
                 AsyncKafkaConnection.open(
-                    host, port, client_id=f"exactly-replica-fetcher-{self.owner.local_id}"
+                    host,
+                    port,
+                    client_id=f"exactly-replica-fetcher-{self.owner.local_id}",
+                    security=self.owner.security,
                 ),
                 self.owner.config.socket_timeout_ms / 1000,
             )
@@ -260,7 +279,17 @@ class _LeaderFetcher:
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._out_of_range(p, data)
             return False
-        log.debug("%s-%d: leader %d answered %s", p.topic, p.index, self.leader, code.name)
+        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED and not self._refused:
+            self._refused = True  # Kafka's answer to a fetch without CLUSTER_ACTION: said once per leader
+            log.warning(
+                "%s-%d: leader %d refused the replica fetch (TOPIC_AUTHORIZATION_FAILED): this broker's "
+                "inter-broker principal needs CLUSTER_ACTION on the cluster (super.users)",
+                p.topic,
+                p.index,
+                self.leader,
+            )
+        else:
+            log.debug("%s-%d: leader %d answered %s", p.topic, p.index, self.leader, code.name)
         self._rest_partition(key)
         return False
 

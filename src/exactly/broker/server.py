@@ -21,6 +21,7 @@ import itertools
 import logging
 import os
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from exactly.broker.broker_configs import BrokerConfigs
@@ -42,6 +43,7 @@ from exactly.cluster.znodes import RegisteredEndpoint
 from exactly.fetch.session import FetchSessionCache
 from exactly.quotas.entities import QuotaKey
 from exactly.quotas.manager import ClientQuotaManager
+from exactly.security.acls import AclBinding
 from exactly.security.authorizer import Authorizer
 from exactly.security.listeners import Listener
 from exactly.security.principal import ANONYMOUS, KafkaPrincipal
@@ -119,6 +121,7 @@ class Broker:
                 self._topic_config_changed,
             )
             self.topics.cluster = self.cluster
+            self.cluster.security.acls_changed = self._acls_changed
             self.next_producer_id = self.cluster.next_producer_id
         else:
             self.next_producer_id = ProducerIdManager(self.metadata).next_id
@@ -193,6 +196,13 @@ class Broker:
             RegisteredEndpoint(listener.name, *self.advertised_for(listener), listener.protocol.value)
             for listener in self.config.listeners
         )
+
+    def _acls_changed(self, added: Collection[AclBinding], removed: Collection[AclBinding]) -> None:
+        """The cluster's ACLs changed in ZooKeeper: the authorizer's index follows."""
+        for acl in removed:
+            self.acls.remove(acl)
+        for acl in added:
+            self.acls.add(acl)
 
     def _topic_config_changed(self, topic: str) -> None:
         """A topic's configs changed in ZooKeeper: its logs take the new config."""

@@ -16,14 +16,17 @@ connection raises `ConnectionClosedError`. Every blocking step waits up to the s
 `deadline` (a `time.monotonic()` instant) when one is given. Not thread-safe: one connection per thread.
 
 `AsyncKafkaConnection` is the pipeline on an asyncio stream, for benchmarks that drive many connections
-from one process: any number of coroutines may await `request` at once (the requests are pipelined), and a
-reader task hands each response to its request in order.
+from one process and for the brokers' replica fetchers: any number of coroutines may await `request` at
+once (the requests are pipelined), and a reader task hands each response to its request in order. `open`
+does TLS (asyncio's, with `security.ssl_context()`) and the same SASL exchange as the blocking connection
+when `security` asks for them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import socket
 import time
 from dataclasses import dataclass
@@ -205,7 +208,7 @@ def _remaining(deadline: float) -> float:
 
 
 class AsyncKafkaConnection:
-    """A connection to one broker on asyncio streams (see the module's docstring). No TLS or SASL."""
+    """A connection to one broker on asyncio streams (see the module's docstring)."""
 
     def __init__(
         self,
@@ -222,10 +225,35 @@ class AsyncKafkaConnection:
 
     @classmethod
     async def open(
-        cls, host: str, port: int, *, client_id: str | None = DEFAULT_CLIENT_ID
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = DEFAULT_CLIENT_ID,
+        security: ClientSecurity | None = None,
     ) -> AsyncKafkaConnection:
-        reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer, client_id)
+        """Connect (TCP_NODELAY), then TLS and SASL as `security` says (SaslRefusedError when the broker
+        refuses the credentials; ssl.SSLError when the handshake fails). Closed again on failure."""
+        tls = security is not None and security.protocol.tls
+        if security is not None and tls:
+            reader, writer = await asyncio.open_connection(
+                host, port, ssl=security.ssl_context(), server_hostname=host
+            )
+        else:
+            reader, writer = await asyncio.open_connection(host, port)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        connection = cls(reader, writer, client_id)
+        if security is None:
+            return connection
+        try:
+            await security.authenticate_async(connection.request)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
 
     async def request(self, api_key: int, api_version: int, body: Any) -> Any:
         """Send one request (without waiting for earlier ones) and wait for its response."""

@@ -1,5 +1,7 @@
-"""TLS and SASL for exactly's own blocking clients (the two-phase commit client), configured with the
-librdkafka settings the user already gives confluent-kafka, so one `kafka.*` option set serves both.
+"""TLS and SASL for exactly's own clients (the two-phase commit client's blocking connections, the
+replica fetchers' asyncio ones), configured with the librdkafka settings the user already gives
+confluent-kafka, so one `kafka.*` option set serves both (a broker builds its inter-broker one from its own
+Kafka settings instead: exactly.security.inter_broker).
 
 Settings read (names as librdkafka spells them; every other key is ignored, so a producer's whole config
 may be passed):
@@ -18,7 +20,9 @@ may be passed):
 SASL on the wire (KIP-152): SaslHandshake v1 naming the mechanism, then one SaslAuthenticate v2 per token:
 PLAIN sends `NUL user NUL password` once; SCRAM (RFC 5802, `scramp`) sends client-first and
 client-final and checks the server's signature in server-final; OAUTHBEARER (RFC 7628) sends its unsecured
-JWT, and after an error challenge the lone 0x01 that makes the broker say why.
+JWT, and after an error challenge the lone 0x01 that makes the broker say why. The exchange is sans-IO
+(`sasl_steps`, a generator of requests fed their responses), driven by `authenticate` on a blocking
+connection and by `authenticate_async` on an asyncio one.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import scramp
@@ -44,7 +48,10 @@ __all__ = ["ClientSecurity", "SaslRefusedError"]
 
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
+Step = tuple[ApiKey, int, Any]  # a request to send: (api key, version, body)
 Exchange = Callable[[ApiKey, int, Any], Any]  # (api key, version, request) -> response, on one connection
+AsyncExchange = Callable[[ApiKey, int, Any], Awaitable[Any]]
+SaslSteps = Generator[Step, Any, None]
 
 
 class SaslRefusedError(Exception):
@@ -73,6 +80,9 @@ class ClientSecurity:
     check_hostname: bool = True
     verify: bool = True
     oauthbearer: Mapping[str, str] | None = None  # sasl.oauthbearer.config's principal, scope, lifeSeconds
+    # builds the TLS context instead of the fields above (a broker's own ssl.* settings: exactly.security.
+    # inter_broker); not compared
+    tls_context: Callable[[], ssl.SSLContext] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_config(cls, config: Mapping[str, object]) -> ClientSecurity:
@@ -124,6 +134,8 @@ class ClientSecurity:
         )
 
     def ssl_context(self) -> ssl.SSLContext:
+        if self.tls_context is not None:
+            return self.tls_context()
         location = None if self.ca_location in (None, "probe") else self.ca_location
         directory = location is not None and os.path.isdir(location)
         context = ssl.create_default_context(  # the system's trust store when none is named
@@ -144,10 +156,34 @@ class ClientSecurity:
 
     def authenticate(self, exchange: Exchange) -> None:
         """The SASL exchange on a new connection (nothing without SASL); SaslRefusedError if refused."""
+        steps = self.sasl_steps()
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(exchange(*step))
+        except StopIteration:
+            return
+
+    async def authenticate_async(self, exchange: AsyncExchange) -> None:
+        """`authenticate` for an asyncio connection: the same steps, each request awaited."""
+        steps = self.sasl_steps()
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(await exchange(*step))
+        except StopIteration:
+            return
+
+    def sasl_steps(self) -> SaslSteps:
+        """The SASL exchange without I/O: a generator that yields each request to send as (api key,
+        version, body) and is sent the response; it returns when authenticated (at once without SASL) and
+        raises SaslRefusedError when refused. `authenticate` and `authenticate_async` drive it."""
         if not self.protocol.sasl:
             return
-        handshake: SaslHandshakeResponse = exchange(
-            ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(self.mechanism)
+        handshake: SaslHandshakeResponse = yield (
+            ApiKey.SASL_HANDSHAKE,
+            1,
+            SaslHandshakeRequest(self.mechanism),
         )
         if handshake.error_code:
             raise SaslRefusedError(
@@ -155,16 +191,8 @@ class ClientSecurity:
                 f"mechanism {self.mechanism} not enabled (the broker has {', '.join(handshake.mechanisms)})",
             )
 
-        def token(data: bytes) -> bytes:
-            answer: SaslAuthenticateResponse = exchange(
-                ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(data)
-            )
-            if answer.error_code:
-                raise SaslRefusedError(ErrorCode(answer.error_code), answer.error_message or "refused")
-            return bytes(answer.auth_bytes)
-
         if self.mechanism == "PLAIN":
-            token(f"\0{self.username}\0{self.password}".encode())
+            yield from _token(f"\0{self.username}\0{self.password}".encode())
             return
         if self.oauthbearer is not None:
             options = self.oauthbearer
@@ -174,13 +202,21 @@ class ClientSecurity:
                 float(options.get("lifeSeconds", "3600")),
                 tuple(x for x in options.get("scope", "").split(",") if x),
             )
-            if token(client_initial_response(jws)):  # an error challenge: 0x01 makes the broker say why
-                token(b"\x01")
+            if (yield from _token(client_initial_response(jws))):  # an error challenge: 0x01 makes the
+                yield from _token(b"\x01")  # broker say why
                 raise SaslRefusedError(ErrorCode.SASL_AUTHENTICATION_FAILED, "token refused")
             return
         scram = scramp.ScramClient([self.mechanism], self.username, self.password)
-        scram.set_server_first(token(scram.get_client_first().encode()).decode())
+        scram.set_server_first((yield from _token(scram.get_client_first().encode())).decode())
         try:
-            scram.set_server_final(token(scram.get_client_final().encode()).decode())
+            scram.set_server_final((yield from _token(scram.get_client_final().encode())).decode())
         except scramp.ScramException as e:
             raise SaslRefusedError(ErrorCode.SASL_AUTHENTICATION_FAILED, f"server signature: {e}") from None
+
+
+def _token(data: bytes) -> Generator[Step, Any, bytes]:
+    """One SaslAuthenticate v2 carrying `data`; the server's token (SaslRefusedError on an error)."""
+    answer: SaslAuthenticateResponse = yield (ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(data))
+    if answer.error_code:
+        raise SaslRefusedError(ErrorCode(answer.error_code), answer.error_message or "refused")
+    return bytes(answer.auth_bytes)

@@ -129,6 +129,14 @@ _SASL_DEFS = [
         "The SASL mechanisms a SASL listener offers (exactly has PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and, "
         "for development, OAUTHBEARER with unsecured tokens).",
     ),
+    _ro(
+        "sasl.mechanism.inter.broker.protocol",
+        STRING,
+        "GSSAPI",
+        "The SASL mechanism brokers authenticate to each other with on a SASL inter-broker listener "
+        "(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512: exactly has no GSSAPI, Kafka's default); the credentials "
+        "are the username and password of listener.name.<l>.<mechanism>.sasl.jaas.config.",
+    ),
     _secret(
         "sasl.jaas.config",
         'PlainLoginModule users (user_<name>="<password>"); without any, PLAIN checks SCRAM credentials.',

@@ -8,6 +8,9 @@ so adding an API here adds its rows there.
 Rules of more than one Need (Kafka's):
 - Produce: TOPIC WRITE per topic; transactional also TRANSACTIONAL_ID WRITE (the whole request refused).
   Idempotent producers need IDEMPOTENT_WRITE on the cluster or WRITE on any topic (InitProducerId).
+- Fetch: a consumer needs TOPIC READ per topic; a follower (replica id >= 0) needs CLUSTER_ACTION on the
+  cluster instead, and without it every partition is TOPIC_AUTHORIZATION_FAILED (Kafka's
+  handleFetchRequest). Brokers' principals are usually in `super.users`.
 - TxnOffsetCommit: TRANSACTIONAL_ID WRITE, GROUP READ, then TOPIC READ per partition.
 - OffsetCommit / OffsetFetch: GROUP READ, then TOPIC READ (OffsetCommit) / DESCRIBE (OffsetFetch) per topic.
 - Metadata: topics not DESCRIBE-able are answered TOPIC_AUTHORIZATION_FAILED when asked by name and
@@ -58,7 +61,7 @@ _A = ApiKey
 RULES: Mapping[ApiKey, Mapping[str, Need]] = MappingProxyType(
     {
         _A.PRODUCE: {"topic": _n(_T, _O.WRITE, TOPIC_FAIL), "transactional_id": _n(_X, _O.WRITE, TXN_FAIL)},
-        _A.FETCH: {"topic": _n(_T, _O.READ, TOPIC_FAIL)},  # (no followers: one broker)
+        _A.FETCH: {"topic": _n(_T, _O.READ, TOPIC_FAIL), "follower": _n(_C, _O.CLUSTER_ACTION, TOPIC_FAIL)},
         _A.LIST_OFFSETS: {"topic": _n(_T, _O.DESCRIBE, TOPIC_FAIL)},
         _A.METADATA: {
             "topic": _n(_T, _O.DESCRIBE, TOPIC_FAIL, filtered=True),

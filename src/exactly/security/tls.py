@@ -326,6 +326,28 @@ def build_context(s: TlsSettings) -> ssl.SSLContext:
     return ctx
 
 
+def build_client_context(s: TlsSettings, check_hostname: bool = True) -> ssl.SSLContext:
+    """The client-side SSLContext a broker connects to its peers with (exactly.security.inter_broker): the
+    same protocol bounds and suites as its listener, its trust store (else the system's CAs) to check the
+    peer, and its key store, when it has one, as its client certificate. TlsConfigError as above."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    enabled = sorted(_VERSIONS[p] for p in s.enabled_protocols)
+    if not enabled:
+        raise TlsConfigError(f"listener {s.listener}: ssl.enabled.protocols is empty")
+    ctx.minimum_version = enabled[0]
+    ctx.maximum_version = min(enabled[-1], ssl.TLSVersion.TLSv1_2 if s.protocol == "TLSv1.2" else enabled[-1])
+    _set_ciphers(ctx, s)
+    if s.keystore_location is not None or s.keystore_certificate_chain is not None:
+        _load_key_store(ctx, s)
+    if s.truststore_location is None and s.truststore_certificates is None:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    else:
+        _load_trust_store(ctx, s)
+    ctx.check_hostname = check_hostname
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
 def _stamp(paths: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
     out = []
     for path in paths:

@@ -1,4 +1,5 @@
-"""CreateAcls (key 30): add ACL bindings, durably (the cluster metadata log) and all in one record.
+"""CreateAcls (key 30): add ACL bindings, durably (the cluster metadata log) and all in one record; in a
+replicated cluster, in ZooKeeper (exactly.broker.security_store), where every broker takes them from.
 
 Needs CLUSTER ALTER (else every result is CLUSTER_AUTHORIZATION_FAILED). With no authorizer configured
 every result is SECURITY_DISABLED, as in Kafka. A binding Kafka refuses (ANY/UNKNOWN types, an empty
@@ -11,6 +12,7 @@ from __future__ import annotations
 from exactly.broker import guard
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.security_store import SecurityStoreError
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.create_acls import (
@@ -51,13 +53,19 @@ async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsR
             continue
         valid.append(acl)
         results.append(AclCreationResult(ErrorCode.NONE, None))
+    cluster = ctx.broker.cluster
     try:
+        if cluster is not None:  # the cluster's ACLs: ZooKeeper's (applied to the authorizer from there)
+            await cluster.security.create_acls(valid)
+            return CreateAclsResponse(0, results)
         added = ctx.broker.metadata.create_acls(valid)
-    except OSError as e:
+    except (OSError, SecurityStoreError) as e:
+        reason = e.strerror if isinstance(e, OSError) else str(e)
+        where = "the cluster metadata log" if cluster is None else "ZooKeeper"
         for result in results:
             if result.error_code == ErrorCode.NONE:
                 result.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
-                result.error_message = f"cannot write the cluster metadata log: {e.strerror}"
+                result.error_message = f"cannot write {where}: {reason}"
         return CreateAclsResponse(0, results)
     for acl in added:
         authorizer.add(acl)

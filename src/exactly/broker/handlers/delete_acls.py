@@ -1,4 +1,5 @@
-"""DeleteAcls (key 31): delete the ACL bindings each filter selects, durably and in one record.
+"""DeleteAcls (key 31): delete the ACL bindings each filter selects, durably and in one record (in a
+replicated cluster: from ZooKeeper, exactly.broker.security_store).
 
 Needs CLUSTER ALTER (else every filter result is CLUSTER_AUTHORIZATION_FAILED). No authorizer:
 SECURITY_DISABLED. A filter with an UNKNOWN field: INVALID_REQUEST for that filter. Each filter's result
@@ -10,6 +11,7 @@ from __future__ import annotations
 from exactly.broker import guard
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.security_store import SecurityStoreError
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.delete_acls import (
@@ -70,8 +72,14 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
                 ],
             )
         )
+    cluster = ctx.broker.cluster
     try:
+        if cluster is not None:  # the cluster's ACLs: ZooKeeper's (applied to the authorizer from there)
+            await cluster.security.delete_acls(doomed)
+            return DeleteAclsResponse(0, results)
         removed = ctx.broker.metadata.delete_acls(doomed)
+    except SecurityStoreError as e:
+        return all_fail(ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
     except OSError as e:
         return all_fail(
             ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot write the cluster metadata log: {e.strerror}"

@@ -14,6 +14,10 @@ returns) and v17 (replica directory id) only concern followers. A partition's `c
 -1: no check) other than the partition's leader epoch is UNKNOWN_LEADER_EPOCH (greater) or
 FENCED_LEADER_EPOCH (smaller), as Kafka's `Partition.localLogWithEpochOrThrow`.
 
+Authorization: a consumer needs TOPIC READ on each topic; a follower (replica id >= 0) needs CLUSTER_ACTION
+on the cluster instead, and a follower without it gets TOPIC_AUTHORIZATION_FAILED for every partition
+(Kafka's rule; brokers' principals are usually in `super.users`).
+
 A client with a `consumer_byte_rate` quota (Kafka's KafkaApis.handleFetchRequest): `max_bytes` is capped
 at what the quota allows in one quota window; the encoded response's size is recorded, and if that puts
 the client over its quota, the size is taken back, the answer is an empty response carrying
@@ -98,9 +102,14 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if quota_window is not None:
         max_bytes = min(max_bytes, int(quota_window))
     min_bytes = min(request.min_bytes, max_bytes)
+    # A follower needs CLUSTER_ACTION on the cluster (no TOPIC READ); without it every partition is
+    # TOPIC_AUTHORIZATION_FAILED, as Kafka answers.
+    follower_allowed = followers is not None and allowed(ctx, ApiKey.FETCH, "follower")
     while True:
         waiter = broker.replicas.wakeups.waiter()
-        partitions, total, errors = _read(ctx, context, isolation, max_bytes, replica_id, followers)
+        partitions, total, errors = _read(
+            ctx, context, isolation, max_bytes, replica_id, followers, follower_allowed
+        )
         remaining = deadline - broker.clock.monotonic_ms()
         if total >= min_bytes or errors or remaining <= 0 or not context.partitions:
             break
@@ -154,6 +163,7 @@ def _read(
     max_bytes: int,
     replica_id: int = -1,
     followers: dict[PartitionKey, int] | None = None,
+    follower_allowed: bool = False,
 ) -> tuple[dict[PartitionKey, PartitionData], int, bool]:
     broker = ctx.broker
     budget = max_bytes if max_bytes > 0 else 0x7FFFFFFF
@@ -172,7 +182,9 @@ def _read(
                 continue
             topic = info.name
         if topic not in permitted:
-            permitted[topic] = allowed(ctx, ApiKey.FETCH, "topic", topic)
+            permitted[topic] = (
+                follower_allowed if followers is not None else allowed(ctx, ApiKey.FETCH, "topic", topic)
+            )
         if not permitted[topic]:
             errors = True
             out[key] = PartitionData(

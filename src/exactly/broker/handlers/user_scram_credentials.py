@@ -1,6 +1,8 @@
 """AlterUserScramCredentials (key 51) and DescribeUserScramCredentials (key 50), as Kafka's
 ScramControlManager: credentials live in the cluster metadata log (exactly.cluster.metadata), salted and
-hashed. The client sends the salt and the salted password (Hi(password, salt, i)); the broker keeps
+hashed; in a replicated cluster, in ZooKeeper's `/config/users/<user>` as Kafka keeps them there
+(exactly.broker.security_store), from where every broker's SASL listeners take them. The client sends
+the salt and the salted password (Hi(password, salt, i)); the broker keeps
 StoredKey = H(HMAC(salted, "Client Key")) and ServerKey = HMAC(salted, "Server Key") (RFC 5802).
 
 Mechanism numbers are Kafka's ScramMechanism: 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512.
@@ -15,6 +17,7 @@ from collections import Counter
 from exactly.broker import guard
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.security_store import SecurityStoreError
 from exactly.cluster.metadata import ScramCredential
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
@@ -82,15 +85,28 @@ async def alter(
             problem = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
         if problem is not None:
             failed.setdefault(u.name, problem)
+    store = ctx.broker.cluster.security if ctx.broker.cluster is not None else None
     for d in request.deletions:
         if d.name not in failed:
-            metadata.delete_scram_credential(d.name, MECHANISMS[d.mechanism][0])
+            mechanism_name = MECHANISMS[d.mechanism][0]
+            if store is None:
+                metadata.delete_scram_credential(d.name, mechanism_name)
+                continue
+            try:
+                await store.delete_scram_credential(d.name, mechanism_name)
+            except SecurityStoreError as e:
+                failed[d.name] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
     for u in request.upsertions:
         if u.name not in failed:
             name, digest = MECHANISMS[u.mechanism]
-            metadata.set_scram_credential(
-                u.name, name, _credential(digest, u.salt, u.salted_password, u.iterations)
-            )
+            credential = _credential(digest, u.salt, u.salted_password, u.iterations)
+            if store is None:
+                metadata.set_scram_credential(u.name, name, credential)
+                continue
+            try:
+                await store.set_scram_credential(u.name, name, credential)
+            except SecurityStoreError as e:
+                failed[u.name] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
     results = [
         AlterUserScramCredentialsResult(user, *failed.get(user, (ErrorCode.NONE, None))) for user in users
     ]
