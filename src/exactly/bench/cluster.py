@@ -54,7 +54,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from queue import Empty
@@ -106,6 +106,7 @@ class Options:
     kills: int  # kill -9 failovers
     shutdowns: int  # controlled-shutdown failovers
     quick: bool = False
+    client: tuple[tuple[str, str], ...] = ()  # more settings of the failover producer (librdkafka)
 
     @property
     def argv(self) -> list[str]:
@@ -118,7 +119,8 @@ class Options:
             "--rounds",
             str(self.rounds),
         ]
-        return [*out, "--kills", str(self.kills), "--shutdowns", str(self.shutdowns)]
+        out += ["--kills", str(self.kills), "--shutdowns", str(self.shutdowns)]
+        return out + [item for k, v in self.client for item in ("--client-set", f"{k}={v}")]
 
 
 FULL = Options(records=100_000, producers=1, rounds=3, kills=10, shutdowns=5)
@@ -202,12 +204,14 @@ def _create_topics(bootstrap: str) -> None:
     from confluent_kafka.cimpl import NewTopic
 
     admin = _admin(bootstrap)
+    layout = (  # (topic, replicas of each partition, min.insync.replicas)
+        (RF3_TOPIC, [list(BROKERS)] * PARTITIONS, 2),
+        (RF1_TOPIC, [[LEADER]] * PARTITIONS, 1),
+        (FAILOVER_TOPIC, [list(BROKERS)], 2),
+    )
     topics = [
-        NewTopic(
-            RF3_TOPIC, replica_assignment=[list(BROKERS)] * PARTITIONS, config={"min.insync.replicas": "2"}
-        ),
-        NewTopic(RF1_TOPIC, replica_assignment=[[LEADER]] * PARTITIONS, config={"min.insync.replicas": "1"}),
-        NewTopic(FAILOVER_TOPIC, replica_assignment=[list(BROKERS)], config={"min.insync.replicas": "2"}),
+        NewTopic(name, len(replicas), replica_assignment=replicas, config={"min.insync.replicas": str(isr)})
+        for name, replicas, isr in layout
     ]
     for future in admin.create_topics(topics).values():
         future.result(60)
@@ -277,10 +281,16 @@ def _throughput_run(
 
 
 def _failover_producer(
-    bootstrap: str, ready: Any, stop: Any, signalled: Any, acked_since: Any, queue: Any
+    bootstrap: str,
+    client: tuple[tuple[str, str], ...],
+    ready: Any,
+    stop: Any,
+    signalled: Any,
+    acked_since: Any,
+    queue: Any,
 ) -> None:
     try:
-        queue.put(_failover_produce(bootstrap, ready, stop, signalled, acked_since))
+        queue.put(_failover_produce(bootstrap, client, ready, stop, signalled, acked_since))
     except Exception as e:
         queue.put(f"{type(e).__name__}: {e}")
         ready.set()
@@ -288,7 +298,12 @@ def _failover_producer(
 
 
 def _failover_produce(
-    bootstrap: str, ready: Any, stop: Any, signalled: Any, acked_since: Any
+    bootstrap: str,
+    client: tuple[tuple[str, str], ...],
+    ready: Any,
+    stop: Any,
+    signalled: Any,
+    acked_since: Any,
 ) -> tuple[list[float], list[tuple[int, float, int]], list[str]]:
     """(produce time of each record, (index, delivery time, offset) of each acknowledged record, errors).
     `signalled` (a shared double) is the time of the parent's last signal; `acked_since` is set to the
@@ -317,6 +332,7 @@ def _failover_produce(
             "linger.ms": 0,
             "message.timeout.ms": 120_000,
             "on_delivery": delivered,
+            **dict(client),
         }
     )
     padding = b"\0" * (FAILOVER_RECORD - 8)
@@ -501,7 +517,7 @@ def _failovers(
     ctx = mp.get_context("spawn")
     ready, stop, queue = ctx.Event(), ctx.Event(), ctx.Queue()
     signalled, acked_since = ctx.Value("d", math.inf), ctx.Value("d", 0.0)
-    args = (cluster.bootstrap, ready, stop, signalled, acked_since, queue)
+    args = (cluster.bootstrap, options.client, ready, stop, signalled, acked_since, queue)
     proc = ctx.Process(target=_failover_producer, args=args)
     proc.start()
     events: list[_Event] = []
@@ -559,6 +575,8 @@ def measure(options: Options, work: Path) -> ClusterBenchResult:
             cluster.start(WAIT_S)
             _create_topics(cluster.bootstrap)
             runs: list[ThroughputRun] = []
+            for rf in (1, 3):  # unmeasured: the first runs on a fresh cluster are not like the others
+                _throughput_run(cluster, zookeeper, replace(options, records=options.records // 4), rf, -1)
             with _LagSampler(cluster) as lag:
                 for r in range(options.rounds):
                     for rf in (1, 3) if r % 2 == 0 else (3, 1):
@@ -620,6 +638,7 @@ def fill_sheet(result: ClusterBenchResult, sheet: Sheet) -> None:
         sheet.add(f"{kind.value}_acked_s", (f.acked_s for f in chosen), "s")
         sheet.add(f"{kind.value}_elected_s", (f.elected_s for f in chosen), "s")
         sheet.add(f"{kind.value}_session_gone_s", (f.session_gone_s for f in chosen), "s")
+        sheet.add(f"{kind.value}_elected_to_acked_s", (f.acked_s - f.elected_s for f in chosen), "s")
     sheet.add("lag_bytes", result.lag_bytes, "bytes")
     sheet.add("lag_records", result.lag_records, "records")
     sheet.add("bytes_per_record", [result.bytes_per_record], "bytes")
@@ -686,12 +705,17 @@ def figures(result: ClusterBenchResult, sheet: Sheet) -> list[Figure]:
                     f"target <= {target:g} s",
                 )
             )
-        for part, label in (("session_gone", "registration deleted"), ("elected", "new leader in ZooKeeper")):
+        parts = (
+            ("session_gone", "signal -> registration deleted"),
+            ("elected", "signal -> new leader in ZooKeeper"),
+            ("elected_to_acked", "new leader in ZooKeeper -> first acked write"),
+        )
+        for part, label in parts:
             series = f"{kind.value}_{part}_s"
             out.append(
                 _f(
                     f"{kind.value}_{part}_p50_s",
-                    f"{name} -> {label}, p50",
+                    f"{name}: {label}, p50",
                     percentile(sheet.values(series), 0.5),
                     "s",
                     f"p50 of `{series}`",
@@ -763,7 +787,7 @@ def print_table(result: ClusterBenchResult) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=130)
     runs = {rf: result.runs(rf) for rf in (1, 3)}
     mb_s = {rf: _median([r.mb_s for r in runs[rf]]) for rf in (1, 3)}
     table = Table(title="produce throughput and CPU (medians of rounds)")
@@ -828,8 +852,15 @@ def _options(argv: list[str] | None) -> tuple[Options, Path]:
     parser.add_argument("--rounds", type=int, default=None, help="throughput rounds of each RF")
     parser.add_argument("--kills", type=int, default=None, help="kill -9 failovers")
     parser.add_argument("--shutdowns", type=int, default=None, help="controlled-shutdown failovers")
+    parser.add_argument(
+        "--client-set",
+        action="append",
+        default=[],
+        help="a librdkafka setting key=value of the failover producer",
+    )
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
+    client = tuple(tuple(item.split("=", 1)) for item in args.client_set)
     options = Options(
         records=args.records or base.records,
         producers=args.producers or base.producers,
@@ -837,6 +868,7 @@ def _options(argv: list[str] | None) -> tuple[Options, Path]:
         kills=base.kills if args.kills is None else args.kills,
         shutdowns=base.shutdowns if args.shutdowns is None else args.shutdowns,
         quick=args.quick,
+        client=tuple((k, v) for k, v in client),
     )
     return options, args.out
 
