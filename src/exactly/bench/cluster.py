@@ -76,10 +76,13 @@ __all__ = [
     "Options",
     "ThroughputRun",
     "figures",
+    "fill_sheet",
     "main",
     "markdown",
     "measure",
     "notes",
+    "parse_options",
+    "print_table",
 ]
 
 BROKERS = (1, 2, 3)
@@ -120,7 +123,8 @@ class Options:
             str(self.rounds),
         ]
         out += ["--kills", str(self.kills), "--shutdowns", str(self.shutdowns)]
-        return out + [item for k, v in self.client for item in ("--client-set", f"{k}={v}")]
+        out += [item for k, v in self.client for item in ("--client-set", f"{k}={v}")]
+        return ["--quick", *out] if self.quick else out
 
 
 FULL = Options(records=100_000, producers=1, rounds=3, kills=10, shutdowns=5)
@@ -841,7 +845,7 @@ def print_table(result: ClusterBenchResult) -> None:
     )
 
 
-def _options(argv: list[str] | None) -> tuple[Options, Path]:
+def parse_options(argv: list[str] | None) -> tuple[Options, Path]:
     parser = argparse.ArgumentParser(prog="exactly bench cluster", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, 2 kills, 2 shutdowns (for tests)")
     parser.add_argument(
@@ -874,7 +878,7 @@ def _options(argv: list[str] | None) -> tuple[Options, Path]:
 
 
 def main(argv: list[str] | None = None) -> ClusterBenchResult:
-    options, out = _options(argv)
+    options, out = parse_options(argv)
     print(f"exactly bench cluster {' '.join(options.argv)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="exactly-bench-cluster-") as tmp:
         result = measure(options, Path(tmp))

@@ -199,7 +199,7 @@ def report(
     out: Annotated[Path, typer.Option(help="directory of REPORT.md, raw/*.csv and the PNG plots")] = Path(
         "bench"
     ),
-    quick: Annotated[bool, typer.Option(help="tiny sizes (about 2 minutes), no Spark")] = False,
+    quick: Annotated[bool, typer.Option(help="tiny sizes (about 3 minutes), no Spark")] = False,
     peer_bootstrap: Annotated[
         str | None, typer.Option(help="also run the client benchmark against this running peer broker")
     ] = None,
