@@ -1,6 +1,6 @@
 """The sizes of `exactly bench report`'s two runs, and the helpers its figures are made with.
 
-`FULL` is `make bench` (about 12 minutes on 2 shared cores); `QUICK` is `--quick` (well under 2 minutes:
+`FULL` is `make bench` (about 17 minutes on 2 shared cores); `QUICK` is `--quick` (about 3 minutes:
 Spark skipped, every other benchmark tiny), which the test runs.
 """
 
@@ -42,6 +42,7 @@ class Plan:
     spark_size_mib: float
     spark_rounds: int
     spark_seconds: float
+    cluster_argv: tuple[str, ...]  # `exactly bench cluster` options ("--out" is the report's)
 
 
 FULL_TXN_ARGV = (
@@ -49,6 +50,9 @@ FULL_TXN_ARGV = (
     "--commits", "300", "--visibility-commits", "150", "--runs", "3", "--ids", "1000",
     "--ids-processes", "4", "--ids-seconds", "5",
 )  # fmt: skip
+
+FULL_CLUSTER_ARGV = ("--records", "50000", "--rounds", "3", "--kills", "10", "--shutdowns", "5")
+QUICK_CLUSTER_ARGV = ("--quick", "--records", "2000", "--kills", "1", "--shutdowns", "1")
 
 QUICK_TXN_ARGV = (
     "--seconds", "1", "--rounds", "1", "--producers", "1", "--warmup-seconds", "0",
@@ -83,6 +87,7 @@ FULL = Plan(
     spark_size_mib=256.0,
     spark_rounds=2,
     spark_seconds=10.0,
+    cluster_argv=FULL_CLUSTER_ARGV,
 )
 
 QUICK = Plan(
@@ -112,6 +117,7 @@ QUICK = Plan(
     spark_size_mib=0.0,
     spark_rounds=0,
     spark_seconds=0.0,
+    cluster_argv=QUICK_CLUSTER_ARGV,
 )
 
 

@@ -11,8 +11,10 @@ Writes, under --out:
     commit_cdf.png     transaction commit latency CDF against the fsync p50/p99
 
 Sections, in order (each timed; a failing benchmark is reported as FAILED and the command exits 1
-after writing the report): bounds, codec, storage, broker, txn, groups, spark, peers. The full run
-takes about 12 minutes on 2 shared cores, --quick about 2 (Spark skipped, every other benchmark tiny).
+after writing the report): bounds, codec, storage, broker, txn, groups, cluster, spark, peers. The full
+run takes about 17 minutes on 2 shared cores (the cluster section about 5: ten kill -9 failovers wait out a
+6 s ZooKeeper session each), --quick about 3 (Spark skipped, every other benchmark tiny, one failover of
+each kind).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from exactly.bench.figures import Figure, Section, SectionStatus, Sheet, fmt, pe
 from exactly.bench.machine import Machine, describe_machine, git_commit
 from exactly.bench.peers import KafkaPeer, find_peers
 
-SECTIONS = ("bounds", "codec", "storage", "broker", "txn", "groups", "spark", "peers")
+SECTIONS = ("bounds", "codec", "storage", "broker", "txn", "groups", "cluster", "spark", "peers")
 TITLES = {
     "bounds": "Machine bounds",
     "codec": "Protocol codec",
@@ -43,6 +45,7 @@ TITLES = {
     "broker": "Broker: produce and consume",
     "txn": "Transactions",
     "groups": "Consumer groups",
+    "cluster": "Cluster: replication and failover",
     "spark": "Spark",
     "peers": "Peer brokers",
 }
@@ -153,6 +156,12 @@ def run_all(run: Run) -> None:
         f"load_records={plan.group_load_records}, skip_clients={plan.group_skip_clients})",
         lambda sheet: (suite.run_groups(plan, sheet, run.bounds), []),
     )
+    cluster_command = "exactly bench cluster " + " ".join(plan.cluster_argv)
+    cluster_missing = suite.cluster_available()
+    if cluster_missing is not None:
+        run.skip("cluster", cluster_command, f"skipped: {cluster_missing}")
+    else:
+        run.section("cluster", cluster_command, lambda sheet: suite.run_cluster(plan, sheet))
     spark_command = (
         f"exactly bench spark --size-mib {plan.spark_size_mib:g} --rounds {plan.spark_rounds} "
         f"--seconds {plan.spark_seconds:g} --read-runs 1"
@@ -356,6 +365,9 @@ HEADLINE = {
     "groups.offset_commit_requests_s",
     "storage.append_1024k_fsync_on_mb_s",
     "spark.stream_exactly_once_records_s",
+    "cluster.rf3_over_rf1",
+    "cluster.kill_failover_p50_s",
+    "cluster.controlled_failover_p50_s",
 }
 
 
@@ -390,7 +402,7 @@ def report(options: Options) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="exactly bench report", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("bench"))
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (about 2 minutes), no Spark")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (about 3 minutes), no Spark")
     parser.add_argument("--peer-bootstrap", default=None, help="also benchmark a running peer broker")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections to run")
     args = parser.parse_args(argv)

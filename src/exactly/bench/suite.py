@@ -432,6 +432,29 @@ def run_groups(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
     return figures
 
 
+def cluster_available() -> str | None:
+    """None when the cluster benchmark can run (Java and Debian's ZooKeeper), else why not."""
+    from exactly.testing.zookeeper import ZooKeeperNotInstalled, java_executable, zookeeper_classpath
+
+    try:
+        java_executable()
+        zookeeper_classpath()
+    except ZooKeeperNotInstalled as e:
+        return str(e)
+    return None
+
+
+def run_cluster(plan: Plan, sheet: Sheet) -> tuple[list[Figure], list[str]]:
+    from exactly.bench import cluster
+
+    options, _out = cluster.parse_options(list(plan.cluster_argv))
+    with tempfile.TemporaryDirectory(prefix="exactly-bench-cluster-") as tmp:
+        result = cluster.measure(options, Path(tmp))
+    cluster.print_table(result)
+    cluster.fill_sheet(result, sheet)
+    return cluster.figures(result, sheet), cluster.notes(result)
+
+
 def spark_available() -> str | None:
     """None when the Spark benchmark can run, else why not."""
     if importlib.util.find_spec("pyspark") is None:

@@ -129,6 +129,32 @@ def txn(
 
 
 @app.command()
+def cluster(
+    quick: Annotated[
+        bool, typer.Option(help="tiny sizes, 2 kills, 2 controlled shutdowns (about 2 minutes)")
+    ] = False,
+    out: Annotated[Path, typer.Option(help="directory of raw/cluster.csv and cluster.md")] = Path("bench"),
+    records: Annotated[int | None, typer.Option(help="records per throughput run (1 KiB each)")] = None,
+    rounds: Annotated[int | None, typer.Option(help="throughput rounds of each replication factor")] = None,
+    kills: Annotated[int | None, typer.Option(help="kill -9 failovers")] = None,
+    shutdowns: Annotated[int | None, typer.Option(help="controlled-shutdown failovers")] = None,
+) -> None:
+    """3 brokers + ZooKeeper: RF 3 vs RF 1 produce and CPU, failover (kill -9, SIGTERM), replica lag."""
+    from exactly.bench import cluster as bench
+
+    argv = ["--out", str(out), *(["--quick"] if quick else [])]
+    for name, value in (
+        ("--records", records),
+        ("--rounds", rounds),
+        ("--kills", kills),
+        ("--shutdowns", shutdowns),
+    ):
+        if value is not None:
+            argv += [name, str(value)]
+    bench.main(argv)
+
+
+@app.command()
 def codec() -> None:
     """Protocol codec: Produce decode, Fetch encode, CRC throughput."""
     from exactly.bench import codec as bench
@@ -173,7 +199,7 @@ def report(
     out: Annotated[Path, typer.Option(help="directory of REPORT.md, raw/*.csv and the PNG plots")] = Path(
         "bench"
     ),
-    quick: Annotated[bool, typer.Option(help="tiny sizes (about 2 minutes), no Spark")] = False,
+    quick: Annotated[bool, typer.Option(help="tiny sizes (about 3 minutes), no Spark")] = False,
     peer_bootstrap: Annotated[
         str | None, typer.Option(help="also run the client benchmark against this running peer broker")
     ] = None,
