@@ -127,9 +127,9 @@ def test_installed_cli_serves_and_drives_a_broker(installed: Path, served: str, 
     run("produce", "smoke", stdin="one\ntwo\nthree\n")
     consumed = run("consume", "smoke", "--from-beginning", "--max-messages", "3", "--timeout", "60")
     assert sorted(consumed.split()) == ["one", "three", "two"]
-    described = run("topics", "describe", "smoke")
-    assert "smoke" in described
-    assert "cleanup.policy" in described
+    described = run("topics", "describe", "smoke", "--config-sources")
+    assert "PartitionCount: 2" in described
+    assert "cleanup.policy" in described  # every config with its source
     run("groups", "list")
     run("txn", "list")
 
