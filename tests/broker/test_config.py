@@ -49,6 +49,11 @@ def test_server_properties_file(tmp_path: Path) -> None:
             "Invalid value 3 for configuration log.segment.bytes: Value must be at least 14",
         ),
         (
+            "replica.selector.class",
+            "com.example.Nearest",
+            "invalid value for replica.selector.class: unknown replica selector 'com.example.Nearest'",
+        ),
+        (
             "log.cleanup.policy",
             "shred",
             "value shred for configuration log.cleanup.policy: String must be one of: compact, delete",
@@ -79,3 +84,10 @@ def test_max_request_partition_size_limit() -> None:
     assert config.max_request_partition_size_limit == 5
     with pytest.raises(ConfigError):
         BrokerConfig.from_properties({"max.request.partition.size.limit": "0"})
+
+
+def test_replica_selector_class_takes_kafkas_rack_aware_selector() -> None:
+    assert BrokerConfig().replica_selector_class is None  # Kafka's default: consumers read from the leader
+    name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    assert BrokerConfig.load(None, {"replica.selector.class": name}).replica_selector_class == name
+    assert BrokerConfig.load(None, {"replica.selector.class": " "}).replica_selector_class is None

@@ -98,6 +98,14 @@ def test_last_stable_offset_change_is_answered() -> None:
     assert cache.complete(context, {A0: result(lso=7)}, 0) == (session_id, [A0])
 
 
+def test_a_preferred_read_replica_is_always_answered() -> None:
+    cache = counter_ids()
+    session_id = open_session(cache, [A0, A1])
+    context = cache.new_context(session_id, 1, False, [], [], 0)
+    preferred = PartitionResult(ErrorCode.NONE, 10, 10, 0, 0, preferred_read_replica=2)  # nothing else new
+    assert cache.complete(context, {A0: preferred, A1: result()}, 0) == (session_id, [A0])
+
+
 def test_forgotten_partitions_leave_and_new_ones_join() -> None:
     cache = counter_ids()
     session_id = open_session(cache, [A0, A1])

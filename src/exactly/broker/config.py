@@ -22,6 +22,7 @@ from exactly.configs.broker import BROKER_CONFIGS, listener_config_base
 from exactly.configs.topic import TOPIC_CONFIGS, broker_default
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.protocol.messages import ApiKey
+from exactly.replication.replica_selector import REPLICA_SELECTOR_CLASSES
 from exactly.security.authorizer import AUTHORIZER_CLASS_NAMES, parse_super_users
 from exactly.security.listeners import (
     DEFAULT_PROTOCOL_MAP,
@@ -91,6 +92,14 @@ def _api_keys(raw: str) -> frozenset[int]:
     return frozenset(keys)
 
 
+def _replica_selector_class(raw: str) -> str | None:
+    name = raw.strip()
+    if name and name not in REPLICA_SELECTOR_CLASSES:
+        known = ", ".join(sorted(REPLICA_SELECTOR_CLASSES))
+        raise ValueError(f"unknown replica selector {name!r} (known: {known})")
+    return name or None
+
+
 def _authorizer_class(raw: str) -> str:
     name = raw.strip()
     if name and name not in AUTHORIZER_CLASS_NAMES:
@@ -114,6 +123,7 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "zookeeper.connect": ("zookeeper_connect", _str),
     "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _int(1, 2**31 - 1)),
     "broker.rack": ("broker_rack", lambda raw: raw.strip() or None),
+    "replica.selector.class": ("replica_selector_class", _replica_selector_class),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _int(1)),
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _int(0, 2**31 - 1)),
     "replica.fetch.min.bytes": ("replica_fetch_min_bytes", _int(1, 2**31 - 1)),
@@ -216,6 +226,7 @@ class BrokerConfig:
     zookeeper_connect: str = ""  # empty: one broker alone, no cluster
     zookeeper_session_timeout_ms: int = 18_000
     broker_rack: str | None = None
+    replica_selector_class: str | None = None  # KIP-392; None: consumers always read from the leader
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_min_bytes: int = 1

@@ -261,17 +261,21 @@ class _LeaderFetcher:
         return True
 
     def _process(self, key: tuple[str, int], p: Partition, data: PartitionData) -> bool:
+        """Apply one partition's answer; True when this replica appended or its high watermark moved
+        (consumers parked on this follower, KIP-392, may read further)."""
         code = ErrorCode(data.error_code)
         if code == ErrorCode.NONE:
             if data.diverging_epoch is not None:
                 self._truncate_on_divergence(p, data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
                 return False
             records = data.records
+            high_watermark = p.high_watermark
             try:
                 if records:
                     info = p.append_records_as_follower(records, data.high_watermark)
-                    return info.last_offset >= info.first_offset
+                    return info.last_offset >= info.first_offset or p.high_watermark != high_watermark
                 p.log.update_follower_high_watermark(data.high_watermark)
+                return p.high_watermark != high_watermark
             except KafkaError as e:
                 log.error("%s-%d: cannot store what leader %d sent: %s", p.topic, p.index, self.leader, e)
                 self._rest_partition(key)

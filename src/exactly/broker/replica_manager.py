@@ -167,9 +167,11 @@ class ReplicaManager:
 
     # --- the leader: follower fetches, ISR, acks=all -----------------------------------------------------
 
-    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+    def follower_fetched(
+        self, partition: Partition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> None:
         """A follower fetched `partition` from `fetch_offset` (Kafka's `updateFollowerFetchState`)."""
-        if partition.update_follower_fetch_state(replica_id, fetch_offset, self._now_ms()):
+        if partition.update_follower_fetch_state(replica_id, fetch_offset, self._now_ms(), log_start_offset):
             self._complete_replication_waiters(partition)
             self.wakeups.appended()  # consumers may read further
         expanded = partition.isr_to_expand(lambda broker_id: self.isr_eligible(partition, broker_id))

@@ -225,6 +225,14 @@ _DEFS = [
     ),
     _ro("broker.rack", STRING, None, "The rack of this broker (rack-aware replica assignment, KIP-392)."),
     _ro(
+        "replica.selector.class",
+        STRING,
+        None,
+        "How the leader picks a consumer's preferred read replica (KIP-392): "
+        "org.apache.kafka.common.replica.RackAwareReplicaSelector (the client's rack), "
+        "or unset (the leader).",
+    ),
+    _ro(
         "replica.lag.time.max.ms",
         LONG,
         "30000",

@@ -87,6 +87,7 @@ class PartitionResult:
     last_stable_offset: int
     log_start_offset: int
     record_bytes: int
+    preferred_read_replica: int = -1  # KIP-392: always sent when set
 
 
 class ContextKind(enum.Enum):
@@ -116,7 +117,11 @@ class _CachedPartition:
 
     def must_respond(self, result: PartitionResult) -> bool:
         """Whether `result` goes into an incremental response; remembers what it reported."""
-        respond = result.record_bytes > 0 or result.error_code != ErrorCode.NONE
+        respond = (
+            result.record_bytes > 0
+            or result.error_code != ErrorCode.NONE
+            or result.preferred_read_replica >= 0
+        )
         if self.high_watermark != result.high_watermark:
             respond = True
             self.high_watermark = result.high_watermark

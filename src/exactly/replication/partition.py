@@ -81,8 +81,12 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_log_end: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET  # the follower's, as its last fetch said (-1: not sent)
 
-    def caught_up(self, fetch_offset: int, leader_log_end: int, now_ms: int) -> None:
+    def caught_up(
+        self, fetch_offset: int, leader_log_end: int, now_ms: int, log_start_offset: int = UNKNOWN_OFFSET
+    ) -> None:
+        self.log_start_offset = log_start_offset
         if fetch_offset >= leader_log_end:
             self.last_caught_up_ms = now_ms
         elif fetch_offset >= self.last_fetch_leader_log_end:
@@ -146,11 +150,14 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
-    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
-        """Kafka's `localLogWithEpochOrThrow` for a request the leader must answer: the client's epoch
-        first, then whether this replica leads (NOT_LEADER_OR_FOLLOWER)."""
+    def check_leader_epoch(self, current_leader_epoch: int, *, require_leader: bool = True) -> ErrorCode:
+        """Kafka's `localLogWithEpochOrThrow`: the client's epoch first, then whether this replica may
+        answer (NOT_LEADER_OR_FOLLOWER). Only the leader answers a request that requires it; a consumer's
+        Fetch v11+ (KIP-392) may also be served by a follower, once this replica knows its leader."""
         if current_leader_epoch == NO_EPOCH_CHECK or current_leader_epoch == self.leader_epoch:
-            return ErrorCode.NONE if self.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if self.is_leader or (not require_leader and self.leader_id != NO_LEADER):
+                return ErrorCode.NONE
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if current_leader_epoch > self.leader_epoch:
             return ErrorCode.UNKNOWN_LEADER_EPOCH
         return ErrorCode.FENCED_LEADER_EPOCH
@@ -312,13 +319,16 @@ class Partition:
 
     # --- the leader: follower fetches, ISR changes, acks=all ---------------------------------------------
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """A follower fetched from `fetch_offset`: it has everything below it. True when the high
-        watermark moved (parked acks=all produces may now be answered)."""
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = UNKNOWN_OFFSET
+    ) -> bool:
+        """A follower fetched from `fetch_offset` (its log starting at `log_start_offset`): it has
+        everything below it. True when the high watermark moved (parked acks=all produces may now be
+        answered)."""
         follower = self.followers.get(replica_id)
         if follower is None:
             return False
-        follower.caught_up(fetch_offset, self.log.log_end_offset, now_ms)
+        follower.caught_up(fetch_offset, self.log.log_end_offset, now_ms, log_start_offset)
         return self.maybe_increment_high_watermark()
 
     def isr_to_expand(self, eligible: Callable[[int], bool]) -> tuple[int, ...] | None:

@@ -9,10 +9,25 @@ Fetch sessions (KIP-227, `exactly.fetch.session`): a request with epoch 0 opens 
 client then sends only what changed; the response to an incremental request holds only partitions with
 news. v13+ name topics by id: an id the broker does not know gets UNKNOWN_TOPIC_ID for each of its
 partitions (and does not end the long poll, as in Kafka, where such partitions never reach the log
-read). v15 (replica state), v16 (KIP-951 leader hints on NOT_LEADER errors, which one broker never
-returns) and v17 (replica directory id) only concern followers. A partition's `current_leader_epoch` (v9+,
--1: no check) other than the partition's leader epoch is UNKNOWN_LEADER_EPOCH (greater) or
-FENCED_LEADER_EPOCH (smaller), as Kafka's `Partition.localLogWithEpochOrThrow`.
+read). v15 (replica state) and v17 (replica directory id) only concern followers. A partition's
+`current_leader_epoch` (v9+, -1: no check) other than the partition's leader epoch is
+UNKNOWN_LEADER_EPOCH (greater) or FENCED_LEADER_EPOCH (smaller), as Kafka's
+`Partition.localLogWithEpochOrThrow`.
+
+In a cluster (Kafka's `FetchParams.fetchOnlyLeader`): a follower's replication fetch (replica id >= 0)
+and a consumer's fetch before v11 are answered by the leader only (NOT_LEADER_OR_FOLLOWER elsewhere); a
+consumer's fetch from v11 may be served by a follower too, up to the follower's own high watermark (or
+last stable offset), which trails the leader's by about one replication round. A partition this broker
+has no replica of is NOT_LEADER_OR_FOLLOWER when the cluster has it, else UNKNOWN_TOPIC_OR_PARTITION.
+
+KIP-392 (fetch from the closest replica): with `replica.selector.class` set to Kafka's
+RackAwareReplicaSelector, the leader answers a consumer's fetch (v11+, with the client's `rack_id`) with
+`preferred_read_replica` and no records when an in-sync follower in the client's rack covers the fetch
+offset (exactly.replication.replica_selector); the fetch returns at once, as with an error.
+
+v16 adds KIP-951 leader hints: a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH partition carries the
+`current_leader` (id and epoch), and the response's `node_endpoints` that leader's endpoint on the
+request's listener (exactly.broker.leader_hints; one broker alone never answers these errors).
 
 Authorization: a consumer needs TOPIC READ on each topic; a follower (replica id >= 0) needs CLUSTER_ACTION
 on the cluster instead, and a follower without it gets TOPIC_AUTHORIZATION_FAILED for every partition
@@ -33,6 +48,7 @@ from collections.abc import Iterable
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.guard import allowed
+from exactly.broker.leader_hints import current_leader, missing_partition_error, rack_on_listener
 from exactly.broker.throttling import throttle
 from exactly.errors import ErrorCode, KafkaError
 from exactly.fetch.session import ContextKind, FetchContext, FetchPosition, PartitionKey, PartitionResult
@@ -44,9 +60,12 @@ from exactly.protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
 )
 from exactly.replication.partition import Partition
+from exactly.replication.replica_selector import preferred_read_replica
 from exactly.storage.log import Isolation
 
 # An error partition carries an empty record set, never a null one: Kafka always sends one
@@ -55,6 +74,9 @@ from exactly.storage.log import Isolation
 NO_RECORDS = b""
 
 _TOPIC_IDS_VERSION = 13
+_CLIENT_RACK_VERSION = 11  # rack_id, preferred_read_replica; a consumer may fetch from a follower
+_LEADER_HINTS_VERSION = 16
+CONSUMER_REPLICA_ID = -1
 
 
 @handler(ApiKey.FETCH)
@@ -62,16 +84,25 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     broker = ctx.broker
     isolation = Isolation.READ_COMMITTED if request.isolation_level == 1 else Isolation.READ_UNCOMMITTED
     replica_id = request.replica_state.replica_id if request.replica_state is not None else request.replica_id
-    followers: dict[PartitionKey, int] | None = None  # a follower's fetch: last fetched epoch by partition
+    # a follower's fetch: (last fetched epoch, its log start offset) by partition
+    followers: dict[PartitionKey, tuple[int, int]] | None = None
     if replica_id >= 0:
         isolation = Isolation.LOG_END  # followers read to the log end; the isolation level is ignored
         followers = {
-            _key(
-                ctx.version >= _TOPIC_IDS_VERSION, topic.topic_id, topic.topic, p.partition
-            ): p.last_fetched_epoch
+            _key(ctx.version >= _TOPIC_IDS_VERSION, topic.topic_id, topic.topic, p.partition): (
+                p.last_fetched_epoch,
+                p.log_start_offset,
+            )
             for topic in request.topics
             for p in topic.partitions
         }
+    # Kafka's fetchOnlyLeader: followers, and consumers from before KIP-392, read from the leader only
+    only_leader = replica_id >= 0 or (
+        replica_id == CONSUMER_REPLICA_ID and ctx.version < _CLIENT_RACK_VERSION
+    )
+    client_rack = request.rack_id if ctx.version >= _CLIENT_RACK_VERSION and replica_id < 0 else None
+    if broker.config.replica_selector_class is None:
+        client_rack = None  # no selector: every consumer is served by the replica it asks
     uses_topic_ids = ctx.version >= _TOPIC_IDS_VERSION
     fetch = [
         (
@@ -108,7 +139,15 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     while True:
         waiter = broker.replicas.wakeups.waiter()
         partitions, total, errors = _read(
-            ctx, context, isolation, max_bytes, replica_id, followers, follower_allowed
+            ctx,
+            context,
+            isolation,
+            max_bytes,
+            replica_id,
+            followers,
+            follower_allowed,
+            only_leader,
+            client_rack,
         )
         remaining = deadline - broker.clock.monotonic_ms()
         if total >= min_bytes or errors or remaining <= 0 or not context.partitions:
@@ -120,6 +159,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     response = FetchResponse(
         session_id=session_id, responses=_group_by_topic((key, partitions[key]) for key in keys)
     )
+    if ctx.version >= _LEADER_HINTS_VERSION:
+        _add_leader_hints(ctx, response, [partitions[key] for key in keys])
     if quota_window is None:
         return response
     return await _within_quota(ctx, response)
@@ -133,6 +174,7 @@ def _results(partitions: dict[PartitionKey, PartitionData]) -> dict[PartitionKey
             data.last_stable_offset,
             data.log_start_offset,
             len(data.records) if data.records is not None else 0,
+            data.preferred_read_replica,
         )
         for key, data in partitions.items()
     }
@@ -162,9 +204,13 @@ def _read(
     isolation: Isolation,
     max_bytes: int,
     replica_id: int = -1,
-    followers: dict[PartitionKey, int] | None = None,
+    followers: dict[PartitionKey, tuple[int, int]] | None = None,
     follower_allowed: bool = False,
+    only_leader: bool = True,
+    client_rack: str | None = None,
 ) -> tuple[dict[PartitionKey, PartitionData], int, bool]:
+    """Read every partition of the fetch; the flag says the fetch must be answered now (an error, a
+    diverging epoch, a preferred read replica)."""
     broker = ctx.broker
     budget = max_bytes if max_bytes > 0 else 0x7FFFFFFF
     total = 0
@@ -194,17 +240,39 @@ def _read(
         partition = broker.replicas.partition(topic, key.partition)
         if partition is None:
             errors = True
-            out[key] = PartitionData(
-                key.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, records=NO_RECORDS
-            )
+            code = missing_partition_error(ctx, topic, key.partition)
+            out[key] = PartitionData(key.partition, code, -1, -1, -1, records=NO_RECORDS)
             continue
-        epoch_error = partition.check_leader_epoch(position.current_leader_epoch)
+        epoch_error = partition.check_leader_epoch(position.current_leader_epoch, require_leader=only_leader)
         if epoch_error != ErrorCode.NONE:  # Kafka: -1 offsets with these errors (createLogReadResult)
             errors = True
             out[key] = PartitionData(key.partition, epoch_error, -1, -1, -1, records=NO_RECORDS)
             continue
+        if client_rack:
+            preferred = preferred_read_replica(
+                partition,
+                client_rack,
+                position.fetch_offset,
+                broker.clock.monotonic_ms(),
+                lambda broker_id: rack_on_listener(ctx, broker_id),
+            )
+            if preferred is not None:  # Kafka skips the read and answers at once
+                errors = True
+                out[key] = PartitionData(
+                    key.partition,
+                    ErrorCode.NONE,
+                    partition.high_watermark,
+                    partition.last_stable_offset,
+                    partition.log_start_offset,
+                    preferred_read_replica=preferred,
+                    records=NO_RECORDS,
+                )
+                continue
         if followers is not None:
-            diverging = _follower_position(ctx, partition, replica_id, position.fetch_offset, followers[key])
+            last_fetched_epoch, follower_log_start = followers[key]
+            diverging = _follower_position(
+                ctx, partition, replica_id, position.fetch_offset, last_fetched_epoch, follower_log_start
+            )
             if diverging is not None:
                 errors = True
                 out[key] = diverging
@@ -240,7 +308,12 @@ def _read(
 
 
 def _follower_position(
-    ctx: RequestContext, partition: Partition, replica_id: int, fetch_offset: int, last_fetched_epoch: int
+    ctx: RequestContext,
+    partition: Partition,
+    replica_id: int,
+    fetch_offset: int,
+    last_fetched_epoch: int,
+    log_start_offset: int = -1,
 ) -> PartitionData | None:
     """A follower's fetch (Kafka's `Partition.fetchRecords` for a replica): a fetch whose last fetched
     epoch ends before `fetch_offset` on this leader answers the diverging epoch, so the follower
@@ -266,8 +339,34 @@ def _follower_position(
                 diverging_epoch=EpochEndOffset(epoch, end),
                 records=NO_RECORDS,
             )
-    ctx.broker.replicas.follower_fetched(partition, replica_id, fetch_offset)
+    ctx.broker.replicas.follower_fetched(partition, replica_id, fetch_offset, log_start_offset)
     return None
+
+
+def _add_leader_hints(ctx: RequestContext, response: FetchResponse, answered: list[PartitionData]) -> None:
+    """KIP-951: the current leader of each NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH partition, and
+    its endpoint."""
+    if not any(data.error_code in _LEADER_HINT_ERRORS for data in answered):
+        return
+    endpoints: dict[int, NodeEndpoint] = {}
+    for topic in response.responses:
+        name = topic.topic
+        if not name:
+            info = ctx.broker.metadata.by_id(topic.topic_id)
+            if info is None:
+                continue
+            name = info.name
+        for data in topic.partitions:
+            if data.error_code not in _LEADER_HINT_ERRORS:
+                continue
+            hint = current_leader(ctx, name, data.partition_index)
+            data.current_leader = LeaderIdAndEpoch(hint.leader_id, hint.leader_epoch)
+            if hint.endpoint is not None:
+                endpoints[hint.endpoint[0]] = NodeEndpoint(*hint.endpoint)
+    response.node_endpoints = list(endpoints.values())
+
+
+_LEADER_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 def _group_by_topic(partitions: Iterable[tuple[PartitionKey, PartitionData]]) -> list[FetchableTopicResponse]:

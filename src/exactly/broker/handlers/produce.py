@@ -15,7 +15,13 @@ A client with a `producer_byte_rate` quota has the request's size recorded once 
 durable); over the quota it gets throttle_time_ms and its connection is muted (broker/throttling.py),
 acks=0 included.
 
-Versions: v10 adds KIP-951 leader hints to NOT_LEADER_OR_FOLLOWER, which one broker never returns. From
+In a cluster only the leader appends: a partition this broker follows is NOT_LEADER_OR_FOLLOWER, and so
+is one it has no replica of while the cluster has it (UNKNOWN_TOPIC_OR_PARTITION is for partitions the
+cluster does not have), as Kafka's `ReplicaManager.getPartitionOrError`.
+
+Versions: v10 adds KIP-951 leader hints: each NOT_LEADER_OR_FOLLOWER partition carries the
+`current_leader` (id and epoch) and the response's `node_endpoints` that leader's endpoint on the
+request's listener (exactly.broker.leader_hints; one broker alone never answers the error). From
 v11 a transactional batch that fails KIP-890 verification because its partition is not in the
 transaction gets TRANSACTION_ABORTABLE instead of INVALID_TXN_STATE (Kafka's
 `AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation`). v12 differs only for
@@ -31,12 +37,15 @@ import struct
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.guard import allowed
+from exactly.broker.leader_hints import current_leader, missing_partition_error
 from exactly.broker.replica_manager import DurableTarget
 from exactly.broker.throttling import throttle
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError, RecordValidationError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.produce import (
     BatchIndexAndErrorMessage,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
@@ -59,6 +68,7 @@ _PREPARED = "the transaction is prepared (two-phase commit): nothing may be adde
 _LEGACY_MIN_RECORD_SIZE = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: smaller is corrupt in any format
 _TRANSACTION_ABORTABLE_VERSION = 11
 _TOPIC_IDS_VERSION = 13
+_LEADER_HINTS_VERSION = 10
 
 
 @handler(ApiKey.PRODUCE)
@@ -72,6 +82,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     replicated: list[DurableTarget] = []  # acks=all on a replicated partition: wait for the ISR
     replicated_at: list[tuple[list[PartitionProduceResponse], int]] = []
     topics: list[TopicProduceResponse] = []
+    names: list[str] = []  # each entry of `topics`' topic name (v13+ responses name topics by id)
     if txn_id is not None and not allowed(ctx, ApiKey.PRODUCE, "transactional_id", txn_id):
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         for topic in request.topic_data:
@@ -86,6 +97,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             if info is None:
                 partitions = [_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID) for data in topic.partition_data]
                 topics.append(TopicProduceResponse(name, topic.topic_id, partitions))
+                names.append(name)
                 continue
             name = info.name
         else:
@@ -95,6 +107,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 _error(data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for data in topic.partition_data
             ]
             topics.append(TopicProduceResponse(topic.name, topic.topic_id, partitions))
+            names.append(name)
             continue
         for data in topic.partition_data:
             if acks not in (0, 1, -1):
@@ -105,7 +118,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 continue
             partition = replicas.partition(name, data.index)
             if partition is None:
-                partitions.append(_error(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                partitions.append(_error(data.index, missing_partition_error(ctx, name, data.index)))
                 continue
             invalid = check_records(data.records, ctx.version)
             if invalid is not None or data.records is None:
@@ -152,6 +165,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 )
             )
         topics.append(TopicProduceResponse(topic.name, topic.topic_id, partitions))
+        names.append(name)
     if durable:
         failures = await replicas.wait_durable_each(durable)
         for (answers, i), failure in zip(durable_at, failures, strict=True):
@@ -169,7 +183,24 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         await throttle(ctx, throttle_ms, response=acks != 0)
     if acks == 0:
         return None
-    return ProduceResponse(topics, throttle_time_ms=throttle_ms)
+    response = ProduceResponse(topics, throttle_time_ms=throttle_ms)
+    if ctx.version >= _LEADER_HINTS_VERSION:
+        _add_leader_hints(ctx, response, names)
+    return response
+
+
+def _add_leader_hints(ctx: RequestContext, response: ProduceResponse, names: list[str]) -> None:
+    """KIP-951: the current leader of each NOT_LEADER_OR_FOLLOWER partition, and its endpoint."""
+    endpoints: dict[int, NodeEndpoint] = {}
+    for topic, name in zip(response.responses, names, strict=True):
+        for answer in topic.partition_responses:
+            if answer.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                continue
+            hint = current_leader(ctx, name, answer.index)
+            answer.current_leader = LeaderIdAndEpoch(hint.leader_id, hint.leader_epoch)
+            if hint.endpoint is not None:
+                endpoints[hint.endpoint[0]] = NodeEndpoint(*hint.endpoint)
+    response.node_endpoints = list(endpoints.values())
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionProduceResponse:
