@@ -279,14 +279,15 @@ class ClusterMember:
         )
 
     def led_replicated_partitions(self) -> list[tuple[str, int]]:
+        """The partitions this broker leads that the controller can move elsewhere: another in-sync
+        replica is live and not being drained (with none, waiting would not help: the last broker of a
+        cluster that stops does not wait)."""
         me = self.config.broker_id
-        led = []
-        for (topic, index), (state, _) in self.cache.states.items():
-            assignment = self.cache.assignments.get(topic)
-            replicas = assignment.partitions.get(index, ()) if assignment is not None else ()
-            if state.leader == me and len(replicas) > 1:
-                led.append((topic, index))
-        return led
+        return [
+            key
+            for key, (state, _) in self.cache.states.items()
+            if state.leader == me and any(b != me and self.cache.is_live(b) for b in state.isr)
+        ]
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

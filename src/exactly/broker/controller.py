@@ -29,6 +29,7 @@ from exactly.broker.zookeeper import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
+    Op,
     Watch,
     ZnodeStat,
     check,
@@ -58,6 +59,7 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._watches: list[Watch] = []
         self._deletions: list[str] = []
+        self._deleted: set[str] = set()  # deleted topics still in this broker's view (watches lag)
         self._preferred: list[tuple[str, int]] | None = None
         self._campaigning = False
         self._next_rebalance = 0.0
@@ -169,8 +171,9 @@ class Controller:
         unclean = member.config.unclean_leader_election_enable
         for topic in list(self._deletions):
             await self._delete_topic(topic)
+        self._deleted &= set(cache.assignments)
         for topic, assignment in list(cache.assignments.items()):
-            if topic in self._deletions:
+            if topic in self._deletions or topic in self._deleted:
                 continue
             for index, replicas in assignment.partitions.items():
                 found = cache.states.get((topic, index))
@@ -380,9 +383,13 @@ class Controller:
         path = znodes.partition_state_path(topic, index)
         guard = check(znodes.CONTROLLER_EPOCH, self._epoch_version)
         try:
-            if version < 0:
-                await zk.ensure_path(znodes.partitions_path(topic) + f"/{index}")
-                await zk.commit([guard, create_op(path, decision.state.encode())])
+            if version < 0:  # a new partition: its parents too, and only while its topic exists
+                ops: list[Op] = [guard, check(znodes.topic_path(topic), -1)]
+                if await zk.exists(znodes.partitions_path(topic)) is None:
+                    ops.append(create_op(znodes.partitions_path(topic)))
+                if await zk.exists(znodes.partition_path(topic, index)) is None:
+                    ops.append(create_op(znodes.partition_path(topic, index)))
+                await zk.commit([*ops, create_op(path, decision.state.encode())])
             else:
                 await zk.commit([guard, set_op(path, decision.state.encode(), version)])
         except (BadVersionError, NodeExistsError, NoNodeError):
@@ -417,6 +424,7 @@ class Controller:
             await zk.delete(znodes.delete_topic_path(topic))
         if topic in self._deletions:
             self._deletions.remove(topic)
+        self._deleted.add(topic)
         log.info("deleted topic %s", topic)
 
 
