@@ -174,6 +174,7 @@ class ClusterMember:
         self._pid_blocks: collections.deque[range] = collections.deque()
         self._pid_next = 0
         self._pending_configs: dict[str, dict[str, str]] = {}
+        self._states_seen: set[tuple[str, int]] = set()  # partitions whose state watch has delivered
         self._pid_refill: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -193,17 +194,23 @@ class ClusterMember:
         self._watch_data(znodes.CONTROLLER, self._controller_changed)
         self._watch_children(znodes.TOPICS, self._topics_changed)
         self._watch_children(znodes.CONTROLLED_SHUTDOWN, self._draining_changed)
-        await self._remove_stray_logs()
+        await self._load_view()
         await self._claim_producer_ids()
         await self.controller.start()
 
-    async def _remove_stray_logs(self, timeout_s: float = 10.0) -> None:
-        """Once this broker's view holds every topic ZooKeeper has, delete the local logs of replicas the
-        cluster no longer assigns here (topics deleted or partitions moved while this broker was down)."""
+    async def _load_view(self, timeout_s: float = 10.0) -> None:
+        """Wait until this broker's view holds every topic ZooKeeper has and the state of each of their
+        partitions (the broker answers no request before: Metadata would leave topics out), then delete
+        the local logs of replicas the cluster no longer assigns here (topics deleted or partitions moved
+        while this broker was down)."""
         deadline = time.monotonic() + timeout_s
         while True:
             topics = await self.zk.get_children(znodes.TOPICS) or []
-            if all(t in self.cache.assignments for t in topics):
+            if all(
+                t in self.cache.assignments
+                and all((t, p) in self._states_seen for p in self.cache.assignments[t].partitions)
+                for t in topics
+            ):
                 break
             if time.monotonic() > deadline:
                 log.warning(
@@ -495,6 +502,7 @@ class ClusterMember:
         return dict(self._pending_configs.get(topic, {}))
 
     def _state_changed(self, topic: str, index: int, data: bytes | None, stat: ZnodeStat | None) -> None:
+        self._states_seen.add((topic, index))
         if data is None:
             self.cache.states.pop((topic, index), None)
             self._notify()

@@ -153,6 +153,9 @@ class Broker:
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._ids = itertools.count(1)
         self._stopped = asyncio.Event()
+        # requests are served once start-up is done (a cluster's broker: once its view of ZooKeeper is
+        # loaded; Kafka's `enableRequestProcessing`); connections accepted before wait for it
+        self._serving = asyncio.Event()
         self._stopping = False
 
     @property
@@ -265,6 +268,7 @@ class Broker:
             await self.cluster.start()
             lag = config.replica_lag_time_max_ms
             every(max(1, lag // 2), lambda: self.replicas.shrink_isrs(lag))
+        self._serving.set()
 
     async def _listen(self, listener: Listener) -> ListenerServer:
         """A listener's server accepts within the connection slots; a TLS listener's also does the
@@ -321,6 +325,7 @@ class Broker:
         self._stopped.set()
 
     async def stop(self) -> None:
+        self._serving.set()  # connections still waiting for start-up see `_stopping` and go
         if self.cluster is not None:
             await self.cluster.stop()  # a controlled shutdown first: leadership moves while we still serve
         self._stopping = True
@@ -356,6 +361,8 @@ class Broker:
         principal: KafkaPrincipal = ANONYMOUS,
     ) -> None:
         """The stream callback of one client socket: serve it, then log one line saying why it ended."""
+        if not self._serving.is_set():
+            await self._serving.wait()
         if self._stopping:
             writer.transport.abort()
             return
