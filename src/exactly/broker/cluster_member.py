@@ -43,7 +43,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.controller import Controller
@@ -52,8 +52,10 @@ from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.security_store import ZkSecurityStore
 from exactly.broker.zookeeper import (
     BadVersionError,
+    ConnectionLoss,
     NodeExistsError,
     NoNodeError,
+    SessionExpiredError,
     SessionState,
     Watch,
     ZnodeStat,
@@ -81,6 +83,8 @@ log = logging.getLogger(__name__)
 __all__ = ["ClusterConfig", "ClusterMember"]
 
 _STOP_STEP_S = 5.0  # the most closing the fetchers, then the ZooKeeper session, may take at stop
+T = TypeVar("T")
+RECONNECT_POLL_S = 0.1  # how often a request waiting for the ZooKeeper session looks again
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +181,7 @@ class ClusterMember:
         self._states_seen: set[tuple[str, int]] = set()  # partitions whose state watch has delivered
         self._pid_refill: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
+        self._session_up = asyncio.Event()  # set on each CONNECTED (requests waiting for ZooKeeper)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
 
@@ -310,6 +315,10 @@ class ClusterMember:
 
     def _on_session_state(self, state: SessionState) -> None:
         log.info("ZooKeeper session %s", state.name)
+        if state is SessionState.CONNECTED:
+            self._session_up.set()
+        else:
+            self._session_up.clear()
         if state is SessionState.LOST:
             self.controller.resign("the ZooKeeper session expired")
         elif state is SessionState.CONNECTED and not self._stopping:
@@ -630,6 +639,25 @@ class ClusterMember:
             self._pid_blocks.append(range(block.start, block.end + 1))
             return
 
+    async def _until_connected(self, request: Callable[[], Coroutine[Any, Any, T]], deadline: float) -> T:
+        """`request()`, made again while ZooKeeper is out of reach (the connection lost, the session
+        expired and not yet replaced) until `deadline` (Kafka's `retryRequestsUntilConnected`); then
+        REQUEST_TIMED_OUT, which clients retry, rather than an unknown server error."""
+        while True:
+            try:
+                return await request()
+            except (ConnectionLoss, SessionExpiredError) as e:
+                if time.monotonic() >= deadline or self._stopping:
+                    raise KafkaError(
+                        ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper is out of reach ({type(e).__name__})"
+                    ) from None
+                log.info("ZooKeeper is out of reach (%s); the request waits for it", type(e).__name__)
+                await asyncio.sleep(RECONNECT_POLL_S)  # the session's state arrives through the loop
+                if not self.zk.connected:
+                    self._session_up.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._session_up.wait(), max(0.0, deadline - time.monotonic()))
+
     async def _set_or_create(self, path: str, data: bytes) -> None:
         try:
             await self.zk.set(path, data)
@@ -660,12 +688,20 @@ class ClusterMember:
         if assignment is None:
             assignment = assign_replicas(self.broker_metadata(), partitions, replication_factor)
         topic_id = uuid.uuid4()
-        await self._set_or_create(znodes.config_path("topics", name), EntityConfig(configs).encode())
+        deadline = time.monotonic() + timeout_s
+        config_path, topic_path = znodes.config_path("topics", name), znodes.topic_path(name)
+        encoded = EntityConfig(configs).encode()
+        await self._until_connected(lambda: self._set_or_create(config_path, encoded), deadline)
         try:
-            await self.zk.create(znodes.topic_path(name), TopicAssignment(topic_id, assignment).encode())
+            await self._until_connected(
+                lambda: self.zk.create(topic_path, TopicAssignment(topic_id, assignment).encode()), deadline
+            )
         except NodeExistsError:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists") from None
-        await self.wait_for_leaders(name, range(len(assignment)), timeout_s)
+            # ours when a retry follows a create that landed before its connection dropped
+            found = await self._until_connected(lambda: self.zk.get(topic_path), deadline)
+            if found is None or TopicAssignment.decode(found[0]).topic_id != topic_id:
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists") from None
+        await self.wait_for_leaders(name, range(len(assignment)), max(0.0, deadline - time.monotonic()))
         info = self.metadata.topics.get(name)
         if info is None:
             return TopicInfo(name, topic_id, len(assignment), configs)

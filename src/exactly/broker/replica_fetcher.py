@@ -122,6 +122,7 @@ class _LeaderFetcher:
         self._changed = asyncio.Event()
         self._connection: AsyncKafkaConnection | None = None
         self._refused = False  # a TOPIC_AUTHORIZATION_FAILED was logged
+        self._stopped = False
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader}")
 
     def add(self, partition: Partition) -> None:
@@ -145,6 +146,11 @@ class _LeaderFetcher:
         self._changed.set()
 
     def stop(self) -> None:
+        # the flag as well as the cancellation: asyncio.wait_for (Python 3.11) returns the inner result
+        # instead of raising when the cancellation comes as the inner await completes, and a loop that
+        # went on after a swallowed cancellation kept fetching forever (the broker never stopped)
+        self._stopped = True
+        self._changed.set()
         self._task.cancel()
         if self._connection is not None:
             self._connection.close()
@@ -156,24 +162,31 @@ class _LeaderFetcher:
 
     async def _run(self) -> None:
         config = self.owner.config
-        while self.partitions:
-            try:
-                if not await self._fetch_once():
+        try:
+            while self.partitions and not self._stopped:
+                try:
+                    if not await self._fetch_once():
+                        await self._rest(config.backoff_ms / 1000)
+                except asyncio.CancelledError:
+                    raise
+                except SaslRefusedError as e:  # our credentials: a configuration error, said loudly
+                    log.warning(
+                        "broker %d refused this broker's inter-broker credentials: %s", self.leader, e
+                    )
+                    self.reconnect()
                     await self._rest(config.backoff_ms / 1000)
-            except asyncio.CancelledError:
-                raise
-            except SaslRefusedError as e:  # our credentials: a configuration error, said loudly
-                log.warning("broker %d refused this broker's inter-broker credentials: %s", self.leader, e)
-                self.reconnect()
-                await self._rest(config.backoff_ms / 1000)
-            except (OSError, ConnectionError, TimeoutError, KafkaError) as e:
-                log.info("fetching from broker %d failed (%s); retrying", self.leader, e)
-                self.reconnect()
-                await self._rest(config.backoff_ms / 1000)
-            except Exception:
-                log.exception("the replica fetcher for broker %d failed; retrying", self.leader)
-                self.reconnect()
-                await self._rest(config.backoff_ms / 1000)
+                except (OSError, ConnectionError, TimeoutError, KafkaError) as e:
+                    log.info("fetching from broker %d failed (%s); retrying", self.leader, e)
+                    self.reconnect()
+                    await self._rest(config.backoff_ms / 1000)
+                except Exception:
+                    log.exception("the replica fetcher for broker %d failed; retrying", self.leader)
+                    self.reconnect()
+                    await self._rest(config.backoff_ms / 1000)
+        finally:
+            if self._connection is not None:  # one opened after stop() closed the last
+                self._connection.close()
+                self._connection = None
 
     async def _rest(self, seconds: float) -> None:
         self._changed.clear()
