@@ -6,8 +6,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exactly.cluster.reconcile import decide, decide_preferred, partitions_to_rebalance
+from exactly.cluster.reconcile import (
+    Decision,
+    decide,
+    decide_election,
+    decide_preferred,
+    partitions_to_rebalance,
+)
 from exactly.cluster.znodes import NO_LEADER, PartitionState
+from exactly.errors import ErrorCode
 
 R = (1, 2, 3)
 
@@ -98,3 +105,31 @@ def test_auto_rebalance_picks_the_partitions_of_brokers_over_the_imbalance_limit
     assert partitions_to_rebalance(assignments, leaders, 50) == []  # under a 50 % limit
     balanced = {key: replicas[0] for key, replicas in assignments.items()}
     assert partitions_to_rebalance(assignments, balanced, 0) == []
+
+
+def test_elect_leaders_preferred_and_unclean() -> None:
+    here = PartitionState(1, 3, R, 0)
+    assert (
+        decide_election(R, here, {1, 2, 3}, 0, unclean=False, name="t-0")[0] == ErrorCode.ELECTION_NOT_NEEDED
+    )
+    away = PartitionState(2, 3, R, 0)
+    moved = decide_election(R, away, {1, 2, 3}, 0, unclean=False, name="t-0")
+    assert isinstance(moved, Decision)
+    assert moved.state.leader == 1
+    not_in_sync = PartitionState(2, 3, (2, 3), 0)
+    refused = decide_election(R, not_in_sync, {1, 2, 3}, 0, unclean=False, name="t-0")
+    assert refused == (
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        "Failed to elect leader for partition t-0 under strategy "
+        "PreferredReplicaPartitionLeaderElectionStrategy",
+    )
+    assert (
+        decide_election(R, away, {1, 2, 3}, 0, unclean=True, name="t-0")[0] == ErrorCode.ELECTION_NOT_NEEDED
+    )
+    leaderless = PartitionState(NO_LEADER, 5, (1,), 0)
+    unclean = decide_election(R, leaderless, {2, 3}, 0, unclean=True, name="t-0")
+    assert isinstance(unclean, Decision)
+    assert unclean.state.leader == 2
+    nobody = decide_election(R, leaderless, set(), 0, unclean=True, name="t-0")
+    assert not isinstance(nobody, Decision)
+    assert nobody[0] == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE

@@ -37,7 +37,7 @@ from exactly.broker.zookeeper import (
     set_op,
 )
 from exactly.cluster import reassignment, znodes
-from exactly.cluster.reconcile import Decision, decide, decide_preferred, partitions_to_rebalance
+from exactly.cluster.reconcile import Decision, decide, decide_election, partitions_to_rebalance
 from exactly.cluster.znodes import ControllerRegistration, TopicAssignment
 from exactly.errors import ErrorCode, KafkaError
 
@@ -192,7 +192,7 @@ class Controller:
         await self._complete_reassignments()
         if self._preferred is not None:
             wanted, self._preferred = self._preferred, None
-            await self._elect_preferred(wanted)
+            await self.elect_leaders(wanted, unclean=False)
             with contextlib.suppress(NoNodeError):
                 await member.zk.delete(znodes.PREFERRED_ELECTION)
         if member.config.auto_leader_rebalance_enable and time.monotonic() >= self._next_rebalance:
@@ -207,13 +207,6 @@ class Controller:
         ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION."""
         if not self.active:
             return dict.fromkeys(partitions, (ErrorCode.NOT_CONTROLLER, "this broker is not the controller"))
-        if unclean:
-            return await self._elect_unclean(partitions)
-        return await self._elect_preferred(partitions)
-
-    async def _elect_preferred(
-        self, partitions: list[tuple[str, int]]
-    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
         cache = self.member.cache
         live = {b for b in cache.brokers if b not in cache.shutting_down}
         outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
@@ -221,54 +214,23 @@ class Controller:
             assignment = cache.assignments.get(topic)
             found = cache.states.get((topic, index))
             if assignment is None or found is None or index not in assignment.partitions:
-                outcome[(topic, index)] = _unknown(topic, index)
-                continue
-            replicas = assignment.partitions[index]
-            if replicas and found[0].leader == replicas[0]:
                 outcome[(topic, index)] = (
-                    ErrorCode.ELECTION_NOT_NEEDED,
-                    "Leader election not needed for topic partition.",
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"No such partition as {topic}-{index}",
                 )
                 continue
-            decision = decide_preferred(replicas, found[0], live, self.epoch)
-            if decision is None:
-                outcome[(topic, index)] = (
-                    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                    f"Failed to elect leader for partition {topic}-{index} under strategy "
-                    "PreferredReplicaPartitionLeaderElectionStrategy",
-                )
-                continue
-            outcome[(topic, index)] = await self._write(topic, index, decision, found[1])
-        return outcome
-
-    async def _elect_unclean(
-        self, partitions: list[tuple[str, int]]
-    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
-        cache = self.member.cache
-        live = {b for b in cache.brokers if b not in cache.shutting_down}
-        outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
-        for topic, index in partitions:
-            assignment = cache.assignments.get(topic)
-            found = cache.states.get((topic, index))
-            if assignment is None or found is None or index not in assignment.partitions:
-                outcome[(topic, index)] = _unknown(topic, index)
-                continue
-            state, version = found
-            if state.leader in live:
-                outcome[(topic, index)] = (
-                    ErrorCode.ELECTION_NOT_NEEDED,
-                    "Leader election not needed for topic partition.",
-                )
-                continue
-            decision = decide(assignment.partitions[index], state, live, set(), self.epoch, unclean=True)
-            if decision is None or decision.state.leader < 0:
-                outcome[(topic, index)] = (
-                    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                    f"Failed to elect leader for partition {topic}-{index} under strategy "
-                    "OfflinePartitionLeaderElectionStrategy",
-                )
-                continue
-            outcome[(topic, index)] = await self._write(topic, index, decision, version)
+            decided = decide_election(
+                assignment.partitions[index],
+                found[0],
+                live,
+                self.epoch,
+                unclean=unclean,
+                name=f"{topic}-{index}",
+            )
+            if isinstance(decided, Decision):
+                outcome[(topic, index)] = await self._write(topic, index, decided, found[1])
+            else:
+                outcome[(topic, index)] = decided
         return outcome
 
     # --- reassignments (KIP-455; exactly.cluster.reassignment) --------------------------------------------
@@ -373,7 +335,7 @@ class Controller:
             log.info(
                 "leader imbalance above %d%%: preferred elections for %d partitions", percentage, len(wanted)
             )
-            await self._elect_preferred(wanted)
+            await self.elect_leaders(wanted, unclean=False)
 
     async def _write(
         self, topic: str, index: int, decision: Decision, version: int
@@ -426,10 +388,6 @@ class Controller:
             self._deletions.remove(topic)
         self._deleted.add(topic)
         log.info("deleted topic %s", topic)
-
-
-def _unknown(topic: str, index: int) -> tuple[ErrorCode, str | None]:
-    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{index}"
 
 
 class _Deposed(Exception):

@@ -31,8 +31,9 @@ from exactly.cluster.election import (
     preferred_election,
 )
 from exactly.cluster.znodes import NO_LEADER, PartitionState
+from exactly.errors import ErrorCode
 
-__all__ = ["Decision", "decide", "decide_preferred", "partitions_to_rebalance"]
+__all__ = ["Decision", "decide", "decide_election", "decide_preferred", "partitions_to_rebalance"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,43 @@ def decide_preferred(
         PartitionState(elected.leader, current.leader_epoch + 1, tuple(current.isr), controller_epoch),
         "preferred replica election",
     )
+
+
+def decide_election(
+    assignment: Sequence[int],
+    current: PartitionState,
+    live: Set[int],
+    controller_epoch: int,
+    *,
+    unclean: bool,
+    name: str,
+) -> Decision | tuple[ErrorCode, str]:
+    """ElectLeaders for one partition (Kafka's `KafkaController.electLeaders`): the decision to write, or
+    why there is none (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    with Kafka's messages). PREFERRED moves leadership to the first assigned replica; UNCLEAN gives a
+    partition whose leader is gone any live replica."""
+    not_needed = (ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+    if unclean:
+        if current.leader in live:
+            return not_needed
+        decision = decide(assignment, current, live, set(), controller_epoch, unclean=True)
+        if decision is None or decision.state.leader == NO_LEADER:
+            return (
+                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                f"Failed to elect leader for partition {name} under strategy "
+                "OfflinePartitionLeaderElectionStrategy",
+            )
+        return decision
+    if assignment and current.leader == assignment[0]:
+        return not_needed
+    preferred = decide_preferred(assignment, current, live, controller_epoch)
+    if preferred is None:
+        return (
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+            f"Failed to elect leader for partition {name} under strategy "
+            "PreferredReplicaPartitionLeaderElectionStrategy",
+        )
+    return preferred
 
 
 def partitions_to_rebalance(
