@@ -181,7 +181,7 @@ def with_quotas(config: Mapping[str, str], changes: Mapping[str, float | None]) 
 
 def broker_entity_path(resource: str) -> str:
     """`brokers/<id>`, or `brokers/<default>` for the cluster-wide default (resource "")."""
-    if resource != "" and not resource.isdigit():
+    if resource != "" and not (resource.isascii() and resource.isdigit()):
         raise ValueError(f"not a broker resource: {resource!r}")
     return f"brokers/{resource or DEFAULT}"
 
