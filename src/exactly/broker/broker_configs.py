@@ -3,7 +3,9 @@ broker configs, stored in the cluster metadata) layered over them.
 
 `current` is what every service reads (a property of the broker's assembly hands it on); `alter` replaces
 the run-time configs of a resource ("" = the cluster default, or this broker's id), persists them and
-applies them at once to every topic without its own override.
+applies them at once to every topic without its own override. In a cluster the run-time configs are
+ZooKeeper's (exactly.broker.config_store writes them and puts them into the metadata's `broker_configs`);
+`reload` then applies what the metadata holds.
 """
 
 from __future__ import annotations
@@ -59,6 +61,25 @@ class BrokerConfigs:
         if validate_only:
             return
         self._metadata.set_broker_configs(resource, configs)
+        self._install(config, topic_configs)
+
+    def reload(self) -> None:
+        """Apply the run-time configs the metadata holds now (changed in memory: a cluster's, from
+        ZooKeeper); a set this version does not accept is logged and the previous configs kept."""
+        try:
+            config = self.static.with_dynamic(self.dynamic())
+            topic_configs = {
+                name: LogConfig.from_properties(
+                    {k: v for k, v in info.configs.items() if k in TOPIC_CONFIGS}, base=config.log
+                )
+                for name, info in self._metadata.topics.items()
+            }
+        except KafkaError as e:
+            log.warning("ignoring the run-time broker configs %s: %s", self.dynamic(), e.message)
+            return
+        self._install(config, topic_configs)
+
+    def _install(self, config: BrokerConfig, topic_configs: dict[str, LogConfig]) -> None:
         self.current = config
         if self._logs is not None:
             self._logs.default_config = config.log

@@ -13,7 +13,13 @@ What it does, in the order of `start()`:
 
 ACLs and SCRAM credentials are the cluster's too: `security` (exactly.broker.security_store) loads them
 from ZooKeeper before the broker registers, keeps them current, and is what the ACL and SCRAM handlers
-write through. Replica fetchers connect to peers with `ClusterConfig.inter_broker_security`.
+write through. Client quotas and dynamic broker configs likewise: `dynamic_configs`
+(exactly.broker.config_store), written through `alter_client_quotas` and `set_broker_configs`. Replica
+fetchers connect to peers with `ClusterConfig.inter_broker_security`.
+
+Admin writes (topic create, add partitions, delete, topic configs, quotas, broker configs) wait for
+ZooKeeper while it is out of reach, until the request's deadline, then answer REQUEST_TIMED_OUT
+(`_until_connected`, Kafka's `retryRequestsUntilConnected`).
 
 Leaders change only the ISR, by a write of the state znode conditional on the partition epoch (its
 version): a leader that lost its session, or whose partition moved on, fails that write and can never
@@ -45,7 +51,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from kazoo.exceptions import KazooException
+
 from exactly.broker.config import BrokerConfig, ConfigError
+from exactly.broker.config_store import ZkConfigStore
 from exactly.broker.controller import Controller
 from exactly.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
 from exactly.broker.replica_manager import ReplicaManager
@@ -75,6 +84,7 @@ from exactly.cluster.znodes import (
     TopicAssignment,
 )
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
+from exactly.quotas.entities import QuotaEntity
 from exactly.replication.partition import Partition
 from exactly.security.inter_broker import inter_broker_security
 
@@ -173,6 +183,8 @@ class ClusterMember:
         replicas.isr_eligible = self._isr_eligible
         self.controller = Controller(self)
         self.security = ZkSecurityStore(self.zk, metadata)  # ACLs and SCRAM credentials of the cluster
+        # client quotas and dynamic broker configs of the cluster
+        self.dynamic_configs = ZkConfigStore(self.zk, metadata, config.broker_id)
         self._watches: dict[str, Watch] = {}
         self._topic_watches: dict[str, list[Watch]] = {}
         self._pid_blocks: collections.deque[range] = collections.deque()
@@ -193,6 +205,7 @@ class ClusterMember:
             await self.zk.ensure_path(path)
         await self._ensure_cluster_id()
         await self.security.start()
+        await self.dynamic_configs.start()
         self.zk.on_state(self._on_session_state)
         await self._register()
         self._watch_children(znodes.BROKER_IDS, self._brokers_changed)
@@ -258,6 +271,7 @@ class ClusterMember:
         for task in list(self._tasks):
             task.cancel()
         self.security.stop()
+        self.dynamic_configs.stop()
         for what, stopping in (
             ("the replica fetchers", self.fetchers.stop()),
             ("the ZooKeeper session", self.zk.stop()),
@@ -720,29 +734,68 @@ class ClusterMember:
         new = assign_new_partitions(current.partitions, self.broker_metadata(), total)
         merged = {**current.partitions, **new}
         path = znodes.topic_path(name)
-        found = await self.zk.get(path)
+        deadline = time.monotonic() + timeout_s
+        found = await self._until_connected(lambda: self.zk.get(path), deadline)
         if found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        updated = TopicAssignment(current.topic_id, merged, current.adding, current.removing)
+        updated = TopicAssignment(current.topic_id, merged, current.adding, current.removing).encode()
+        version = found[1].version
         try:
-            await self.zk.set(path, updated.encode(), version=found[1].version)
+            await self._until_connected(lambda: self.zk.set(path, updated, version=version), deadline)
         except BadVersionError:
-            raise KafkaError(
-                ErrorCode.REASSIGNMENT_IN_PROGRESS, f"topic {name!r} changed meanwhile"
-            ) from None
-        await self.wait_for_leaders(name, range(len(current.partitions), total), timeout_s)
+            # ours when a retry follows a write that landed before its connection dropped
+            again = await self._until_connected(lambda: self.zk.get(path), deadline)
+            if again is None or again[0] != updated:
+                raise KafkaError(
+                    ErrorCode.REASSIGNMENT_IN_PROGRESS, f"topic {name!r} changed meanwhile"
+                ) from None
+        await self.wait_for_leaders(
+            name, range(len(current.partitions), total), max(0.0, deadline - time.monotonic())
+        )
         return self.metadata.topics[name]
 
-    async def delete_topic(self, name: str) -> TopicInfo:
+    async def delete_topic(self, name: str, timeout_s: float = 30.0) -> TopicInfo:
         info = self.metadata.topics.get(name)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        with contextlib.suppress(NodeExistsError):
-            await self.zk.create(znodes.delete_topic_path(name), b"")
+        deadline = time.monotonic() + timeout_s
+        with contextlib.suppress(NodeExistsError):  # also: a retried create that had landed
+            await self._until_connected(lambda: self.zk.create(znodes.delete_topic_path(name), b""), deadline)
         return info
 
-    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        await self._set_or_create(znodes.config_path("topics", name), EntityConfig(configs).encode())
+    async def set_topic_configs(self, name: str, configs: dict[str, str], timeout_s: float = 30.0) -> None:
+        path, data = znodes.config_path("topics", name), EntityConfig(configs).encode()
+        await self._until_connected(lambda: self._set_or_create(path, data), time.monotonic() + timeout_s)
+
+    # --- client quotas and dynamic broker configs (any broker) -------------------------------------------
+
+    async def alter_client_quotas(
+        self, entity: QuotaEntity, changes: dict[str, float | None], timeout_s: float = 30.0
+    ) -> None:
+        """Set `entity`'s quotas in ZooKeeper for the whole cluster (None removes one)."""
+        await self._admin_write(
+            lambda: self.dynamic_configs.alter_client_quotas(entity, changes), timeout_s, "the client quotas"
+        )
+
+    async def set_broker_configs(
+        self, resource: str, configs: dict[str, str], timeout_s: float = 30.0
+    ) -> None:
+        """Replace the run-time configs of `resource` ("" = the cluster default, or a broker id)."""
+        await self._admin_write(
+            lambda: self.dynamic_configs.set_broker_configs(resource, configs),
+            timeout_s,
+            "the broker configs",
+        )
+
+    async def _admin_write(
+        self, write: Callable[[], Coroutine[Any, Any, None]], timeout_s: float, what: str
+    ) -> None:
+        try:
+            await self._until_connected(write, time.monotonic() + timeout_s)
+        except KafkaError:
+            raise
+        except (ExactlyError, KazooException, OSError) as e:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot write {what} to ZooKeeper: {e}") from e
 
     async def wait_for_leaders(self, topic: str, partitions: range, timeout_s: float) -> None:
         """Until this broker's view has a leader for each of `partitions` (Kafka's CreateTopics waits the

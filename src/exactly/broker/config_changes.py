@@ -5,7 +5,9 @@ cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG) or this broker's id (DYNAMI
 change computes the resource's complete new set, validates all of it, and only then persists it, so a
 request with one bad value changes nothing. Kafka's errors: INVALID_CONFIG for an unknown name, a bad
 value, or a broker config Kafka cannot change at run time ("Cannot update these configs dynamically");
-INVALID_REQUEST for a duplicate key or a broker id that is not this broker.
+INVALID_REQUEST for a duplicate key or a broker id that is not this broker. In a cluster a broker
+resource's set goes to ZooKeeper (`ClusterMember.set_broker_configs`), which every broker applies: its own
+id's and the default's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+CLUSTER_WRITE_TIMEOUT_S = 30.0  # how long a cluster's broker config write waits for ZooKeeper
 
 
 class AlterOp(IntEnum):
@@ -150,4 +153,9 @@ async def commit(
             ErrorCode.INVALID_CONFIG, f"Cannot update these configs dynamically: Set({', '.join(static)})"
         )
     canonical = {key: BROKER_CONFIGS[key].canonical(value) for key, value in configs.items()}
-    broker.configs.alter(resource, canonical, validate_only=validate_only)
+    if broker.cluster is None:
+        broker.configs.alter(resource, canonical, validate_only=validate_only)
+        return
+    broker.configs.alter(resource, canonical, validate_only=True)  # the cluster's are ZooKeeper's
+    if not validate_only:
+        await broker.cluster.set_broker_configs(resource, canonical, CLUSTER_WRITE_TIMEOUT_S)

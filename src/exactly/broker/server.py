@@ -122,6 +122,7 @@ class Broker:
             )
             self.topics.cluster = self.cluster
             self.cluster.security.acls_changed = self._acls_changed
+            self.cluster.dynamic_configs.broker_configs_changed = self.configs.reload
             self.next_producer_id = self.cluster.next_producer_id
         else:
             self.next_producer_id = ProducerIdManager(self.metadata).next_id

@@ -108,18 +108,18 @@ class TopicManager:
         info = self._metadata.topics.get(topic)
         return info is not None and 0 <= partition < info.partitions
 
-    async def delete_topic(self, name: str) -> TopicInfo:
+    async def delete_topic(self, name: str, timeout_s: float = CREATE_TIMEOUT_S) -> TopicInfo:
         if self.cluster is not None:
-            return await self.cluster.delete_topic(name)
+            return await self.cluster.delete_topic(name, timeout_s)
         info = self._metadata.delete_topic(name)
         for partition in range(info.partitions):
             self._replicas.stop_replica(name, partition)
         return info
 
-    async def add_partitions(self, name: str, total: int) -> TopicInfo:
+    async def add_partitions(self, name: str, total: int, timeout_s: float = CREATE_TIMEOUT_S) -> TopicInfo:
         """All or nothing, in the order `create_topic` uses: the new partitions' logs, then the record."""
         if self.cluster is not None:
-            return await self.cluster.add_partitions(name, total, CREATE_TIMEOUT_S)
+            return await self.cluster.add_partitions(name, total, timeout_s)
         current = self._metadata.check_add_partitions(name, total)
         return self._logs_then_record(
             name,
@@ -185,7 +185,7 @@ class TopicManager:
     async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         config = self.validate_topic_configs(configs)
         if self.cluster is not None:
-            await self.cluster.set_topic_configs(name, validate_topic_overrides(configs))
+            await self.cluster.set_topic_configs(name, validate_topic_overrides(configs), CREATE_TIMEOUT_S)
             return self._metadata.topics[name]
         info = self._metadata.set_configs(name, validate_topic_overrides(configs))
         self._logs.set_topic_config(name, config)

@@ -1,4 +1,6 @@
-"""AlterClientQuotas (key 49): set or remove client quotas, stored in the cluster metadata log.
+"""AlterClientQuotas (key 49): set or remove client quotas, stored in the cluster metadata log (in a
+cluster: in ZooKeeper, `ClusterMember.alter_client_quotas`, which every broker applies; ZooKeeper out of
+reach past the write's deadline is that entry's REQUEST_TIMED_OUT).
 
 Each entry is validated as Kafka's ClientQuotaControlManager does (quotas/entities.py) and gets its own
 error code and message; a valid entry's changes are appended as one record (nothing when validate_only
@@ -12,6 +14,7 @@ controller_mutation_rate, connection_creation_rate) are stored and described but
 from __future__ import annotations
 
 from exactly.broker import guard as authz
+from exactly.broker.config_changes import CLUSTER_WRITE_TIMEOUT_S
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.errors import ErrorCode, KafkaError
@@ -48,7 +51,11 @@ async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> Alte
             changes = validate_alteration(
                 pairs, [(op.key, None if op.remove else op.value) for op in entry.ops]
             )
-            if not request.validate_only:
+            if request.validate_only:
+                pass
+            elif ctx.broker.cluster is not None:
+                await ctx.broker.cluster.alter_client_quotas(entity, changes, CLUSTER_WRITE_TIMEOUT_S)
+            else:
                 metadata.alter_client_quotas(entity, changes)
         except KafkaError as e:
             results.append(ResponseEntryData(e.code, e.message, entity_data))
