@@ -189,7 +189,7 @@ class ClusterMember:
         self._topic_watches: dict[str, list[Watch]] = {}
         self._pid_blocks: collections.deque[range] = collections.deque()
         self._pid_next = 0
-        self._pending_configs: dict[str, dict[str, str]] = {}
+        self._configs_seen: dict[str, dict[str, str]] = {}
         self._states_seen: set[tuple[str, int]] = set()  # partitions whose state watch has delivered
         self._pid_refill: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
@@ -473,6 +473,7 @@ class ClusterMember:
             if self.replicas.partition(name, index) is not None:
                 self.replicas.stop_replica(name, index)
         self.metadata.forget_topic(name)
+        self._configs_seen.pop(name, None)
         log.info("topic %s deleted", name)
 
     def _assignment_changed(self, topic: str, data: bytes | None, stat: ZnodeStat | None) -> None:
@@ -485,8 +486,11 @@ class ClusterMember:
             return
         old = self.cache.assignments.get(topic)
         self.cache.assignments[topic] = assignment
-        configs = dict(self.metadata.topics[topic].configs) if topic in self.metadata.topics else {}
+        # the topic's configs: its config znode's watch may have delivered them before this one
+        configs = self.topic_configs(topic)
         self.metadata.mirror_topic(TopicInfo(topic, assignment.topic_id, len(assignment.partitions), configs))
+        if old is None:
+            self._topic_configs_changed(topic)  # its logs take them before any replica is made
         watches = self._topic_watches.setdefault(topic, [])
         known = set(old.partitions) if old is not None else set()
         for index in assignment.partitions:
@@ -514,15 +518,17 @@ class ClusterMember:
         info = self.metadata.topics.get(topic)
         if info is not None:
             self.metadata.mirror_topic(TopicInfo(topic, info.topic_id, info.partitions, dict(configs)))
-        self._pending_configs[topic] = dict(configs)
+        self._configs_seen[topic] = dict(configs)
         self._topic_configs_changed(topic)
         self._notify()
 
     def topic_configs(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides as its config znode last said (the watches of a new topic's
+        assignment and configs deliver in either order)."""
+        if topic in self._configs_seen:
+            return dict(self._configs_seen[topic])
         info = self.metadata.topics.get(topic)
-        if info is not None:
-            return dict(info.configs)
-        return dict(self._pending_configs.get(topic, {}))
+        return dict(info.configs) if info is not None else {}
 
     def _state_changed(self, topic: str, index: int, data: bytes | None, stat: ZnodeStat | None) -> None:
         self._states_seen.add((topic, index))
