@@ -11,8 +11,10 @@ partitions followed from that leader, from each partition's log end offset. The 
   fetch again (it may take several rounds after back-to-back failovers);
 - OFFSET_OUT_OF_RANGE: our log end is below the leader's log start (start over empty at its log start),
   or above what the leader has (truncate to its high watermark, which every ISR member has);
-- NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION: the
-  partition rests for `replica.fetch.backoff.ms`; the new state arrives from ZooKeeper meanwhile.
+- UNKNOWN_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER (the leader has not applied the new partition state
+  yet: both learn it from ZooKeeper at about the same time): the partition tries again after 50 ms;
+  FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION and the rest: it rests for `replica.fetch.backoff.ms`,
+  and the new state arrives from ZooKeeper meanwhile.
 
 - TOPIC_AUTHORIZATION_FAILED: the leader's authorizer refused our principal CLUSTER_ACTION (a WARNING);
   the partition rests as above.
@@ -50,6 +52,7 @@ from exactly.replication.partition import Partition
 
 log = logging.getLogger(__name__)
 
+_LEADER_CATCH_UP_S = 0.05  # the wait after a leader that is behind on the partition's state
 FETCH_VERSION = 12  # replica id in the body, last fetched epoch and diverging epochs, topics by name
 EndpointOf = Callable[[int], tuple[str, int] | None]  # broker id -> its inter-broker (host, port)
 
@@ -166,7 +169,7 @@ class _LeaderFetcher:
             while self.partitions and not self._stopped:
                 try:
                     if not await self._fetch_once():
-                        await self._rest(config.backoff_ms / 1000)
+                        await self._rest(self._until_next_fetchable(config.backoff_ms / 1000))
                 except asyncio.CancelledError:
                     raise
                 except SaslRefusedError as e:  # our credentials: a configuration error, said loudly
@@ -209,6 +212,12 @@ class _LeaderFetcher:
                 self.owner.config.socket_timeout_ms / 1000,
             )
         return self._connection
+
+    def _until_next_fetchable(self, longest: float) -> float:
+        """How long until a resting partition may fetch again (at most `longest`)."""
+        now = asyncio.get_running_loop().time()
+        waits = [until - now for key, until in self._resting.items() if key in self.partitions]
+        return max(0.0, min([longest, *waits]))
 
     def _fetchable(self) -> dict[tuple[str, int], Partition]:
         now = asyncio.get_running_loop().time()
@@ -307,11 +316,20 @@ class _LeaderFetcher:
             )
         else:
             log.debug("%s-%d: leader %d answered %s", p.topic, p.index, self.leader, code.name)
-        self._rest_partition(key)
+        # the leader has not applied the new partition state yet (both learn it from ZooKeeper at about
+        # the same time): try again soon, not after the full backoff, which would hold the new leader's
+        # high watermark (and every acks=all write) back for a second after a failover
+        behind = code in (ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._rest_partition(key, _LEADER_CATCH_UP_S if behind else None)
         return False
 
-    def _rest_partition(self, key: tuple[str, int]) -> None:
-        self._resting[key] = asyncio.get_running_loop().time() + self.owner.config.backoff_ms / 1000
+    def _rest_partition(self, key: tuple[str, int], seconds: float | None = None) -> None:
+        rest = (
+            self.owner.config.backoff_ms / 1000
+            if seconds is None
+            else min(seconds, self.owner.config.backoff_ms / 1000)
+        )
+        self._resting[key] = asyncio.get_running_loop().time() + rest
 
     @staticmethod
     def _truncate_on_divergence(p: Partition, leader_epoch: int, leader_end: int) -> None:
