@@ -53,7 +53,7 @@ def test_an_isr_change_lands_only_on_the_partition_epoch_it_was_read_at(
         assert (partition.is_leader, partition.leader_epoch, partition.partition_epoch) == (True, 5, 0)
 
         # the leader's own shrink at the version it knows: written, and its partition epoch follows
-        await member._write_isr(partition, (1, 2))
+        await replicas.write_isr(partition, (1, 2))
         found = await member.zk.get(znodes.partition_state_path("t", 0))
         assert found is not None
         assert PartitionState.decode(found[0]).isr == (1, 2)
@@ -63,8 +63,7 @@ def test_an_isr_change_lands_only_on_the_partition_epoch_it_was_read_at(
         await member.zk.set(
             znodes.partition_state_path("t", 0), PartitionState(2, 6, (2, 3), 2).encode(), version=1
         )
-        partition.pending_isr = (1,)
-        await member._write_isr(partition, (1,))  # shrinking the ISR to itself fails the version check
+        await replicas.write_isr(partition, (1,))  # shrinking the ISR to itself fails the version check
         found = await member.zk.get(znodes.partition_state_path("t", 0))
         assert found is not None
         assert PartitionState.decode(found[0]) == PartitionState(2, 6, (2, 3), 2)

@@ -14,18 +14,27 @@ from exactly.testing.cluster import ClusterProcesses
 Partitions = dict[int, tuple[int, list[int], list[int]]]  # partition -> (leader, replicas, ISR)
 
 
-def until(condition: Callable[[], object], timeout: float, what: str) -> None:
-    """Poll `condition` until it is true; a LookupError counts as not yet (a broker's view may not show
-    a topic just created elsewhere)."""
+def until(
+    condition: Callable[[], object],
+    timeout: float,
+    what: str,
+    *,
+    retry_on: tuple[type[BaseException], ...] = (LookupError,),
+) -> None:
+    """Poll `condition` until it is true. An exception of `retry_on` counts as not yet (by default a
+    LookupError: a broker's view may not show a topic just created elsewhere); the last one is named if
+    time runs out."""
     deadline = time.monotonic() + timeout
+    last: BaseException | None = None
     while time.monotonic() < deadline:
         try:
             if condition():
                 return
-        except LookupError:
-            pass
+        except retry_on as e:
+            last = e
         time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    suffix = f" (last error: {last!r})" if last is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{suffix}")
 
 
 def bootstrap(cluster: ClusterProcesses, via: Sequence[int] | None = None) -> str:

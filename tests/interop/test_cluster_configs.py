@@ -46,6 +46,7 @@ from exactly.protocol.messages.produce import PartitionProduceData, ProduceReque
 from exactly.records.builder import BatchBuilder
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.zookeeper import ZooKeeperProcess
+from tests.interop import cluster_support as cs
 from tests.interop.client import RawClient
 
 pytestmark = pytest.mark.slow
@@ -80,16 +81,8 @@ def zk(cluster: ClusterProcesses) -> Iterator[KazooClient]:
 
 
 def until(condition: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except Exception as e:  # noqa: BLE001 (not yet)
-            last = e
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last error: {last!r})")
+    """Any error while waiting counts as not yet (a view that does not show the change yet)."""
+    cs.until(condition, timeout, what, retry_on=(Exception,))
 
 
 def request(cluster: ClusterProcesses, broker_id: int, api: ApiKey, version: int, body: Any) -> Any:

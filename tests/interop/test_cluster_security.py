@@ -11,10 +11,11 @@ SCRAM-SHA-512=[password=...]` does for a Kafka cluster.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,7 @@ from exactly.security.sasl import make_scram_credential
 from exactly.testing.cluster import cluster_settings
 from exactly.testing.processes import BrokerProcess, free_port
 from exactly.testing.zookeeper import ZooKeeperProcess
+from tests.interop import cluster_support as cs
 
 pytestmark = pytest.mark.slow
 
@@ -109,17 +111,8 @@ class SecureCluster:
         until(ready, timeout, "three brokers and a controller")
 
 
-def until(condition: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except Exception as e:  # noqa: BLE001 (not yet)
-            last = e
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last error: {last})")
+# any error while waiting counts as not yet (a broker still starting, a SASL login not yet possible)
+until = functools.partial(cs.until, retry_on=(Exception,))
 
 
 def seed_users(hosts: str, chroot: str, users: dict[str, tuple[str, str]]) -> None:

@@ -292,7 +292,7 @@ class ClusterMember:
             / 1000
         )
         while time.monotonic() < deadline:
-            remaining = self.led_replicated_partitions()
+            remaining = self.movable_led_partitions()
             if not remaining:
                 log.info("controlled shutdown: broker %d leads no replicated partition", me)
                 return
@@ -301,10 +301,10 @@ class ClusterMember:
                 await asyncio.wait_for(self._changed.wait(), 0.5)
         log.warning(
             "controlled shutdown: still leading %d partitions; stopping anyway",
-            len(self.led_replicated_partitions()),
+            len(self.movable_led_partitions()),
         )
 
-    def led_replicated_partitions(self) -> list[tuple[str, int]]:
+    def movable_led_partitions(self) -> list[tuple[str, int]]:
         """The partitions this broker leads that the controller can move elsewhere: another in-sync
         replica is live and not being drained (with none, waiting would not help: the last broker of a
         cluster that stops does not wait)."""
@@ -588,8 +588,9 @@ class ClusterMember:
 
     # --- the leader's ISR changes ------------------------------------------------------------------------
 
-    async def _write_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        """Write the ISR conditionally on the partition epoch (Kafka's direct ZooKeeper path)."""
+    async def _write_isr(self, partition: Partition, isr: tuple[int, ...]) -> int | None:
+        """The replica manager's `isr_writer`: write the ISR conditionally on the partition epoch (Kafka's
+        direct ZooKeeper path); the new partition epoch, or None when a newer state won."""
         key = (partition.topic, partition.index)
         found = self.cache.states.get(key)
         controller_epoch = found[0].controller_epoch if found is not None else 0
@@ -599,20 +600,15 @@ class ClusterMember:
             stat = await self.zk.set(path, state.encode(), version=partition.partition_epoch)
         except BadVersionError:
             current = await self.zk.get(path)
-            if current is not None:
-                data, stat = current
-                if data == state.encode():  # our write landed before the connection dropped
-                    self.replicas.isr_updated(partition, isr, stat.version)
-                    return
+            if current is not None and current[0] == state.encode():
+                return current[1].version  # our write landed before the connection dropped
             log.info("%s-%d: the ISR change lost to a newer partition state", *key)
-            partition.pending_isr = None
-            return
+            return None
         except NoNodeError:
-            partition.pending_isr = None
-            return
+            return None
         log.info("%s-%d: ISR is now %s (partition epoch %d)", key[0], key[1], list(isr), stat.version)
         self.cache.states[key] = (state, stat.version)
-        self.replicas.isr_updated(partition, isr, stat.version)
+        return stat.version
 
     # --- producer ids ------------------------------------------------------------------------------------
 

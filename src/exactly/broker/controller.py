@@ -175,18 +175,12 @@ class Controller:
         for topic, assignment in list(cache.assignments.items()):
             if topic in self._deletions or topic in self._deleted:
                 continue
+            topic_unclean = member.topic_configs(topic).get("unclean.leader.election.enable")
+            topic_allows_unclean = unclean if topic_unclean is None else topic_unclean == "true"
             for index, replicas in assignment.partitions.items():
                 found = cache.states.get((topic, index))
                 state, version = found if found is not None else (None, -1)
-                topic_unclean = member.topic_configs(topic).get("unclean.leader.election.enable")
-                decision = decide(
-                    replicas,
-                    state,
-                    live,
-                    draining,
-                    self.epoch,
-                    unclean=unclean if topic_unclean is None else topic_unclean == "true",
-                )
+                decision = decide(replicas, state, live, draining, self.epoch, unclean=topic_allows_unclean)
                 if decision is not None:
                     await self._write(topic, index, decision, version)
         await self._complete_reassignments()

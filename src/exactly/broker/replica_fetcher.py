@@ -324,11 +324,8 @@ class _LeaderFetcher:
         return False
 
     def _rest_partition(self, key: tuple[str, int], seconds: float | None = None) -> None:
-        rest = (
-            self.owner.config.backoff_ms / 1000
-            if seconds is None
-            else min(seconds, self.owner.config.backoff_ms / 1000)
-        )
+        backoff = self.owner.config.backoff_ms / 1000
+        rest = backoff if seconds is None else min(seconds, backoff)
         self._resting[key] = asyncio.get_running_loop().time() + rest
 
     @staticmethod

@@ -36,7 +36,8 @@ __all__ = ["DurableTarget", "ReplicaManager"]
 log = logging.getLogger(__name__)
 
 DurableTarget = tuple[Partition, int]  # the partition must be fsynced below this offset
-IsrWriter = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
+# writes a proposed ISR conditionally on the partition epoch: the new partition epoch, or None (refused)
+IsrWriter = Callable[[Partition, tuple[int, ...]], Awaitable[int | None]]
 LeadershipListener = Callable[[Partition], None]  # called after a partition became leader or follower
 
 
@@ -188,10 +189,9 @@ class ReplicaManager:
                     self._change_isr(partition, shrunk)
 
     def _change_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        writer = self.isr_writer
-        if writer is None:
+        if self.isr_writer is None:
             return
-        partition.pending_isr = isr
+        partition.pending_isr = isr  # at once: no second proposal while this one is written
         log.info(
             "%s-%d: proposing ISR %s (was %s)",
             partition.topic,
@@ -199,23 +199,34 @@ class ReplicaManager:
             list(isr),
             list(partition.isr),
         )
-        task = asyncio.get_running_loop().create_task(self._write_isr(writer, partition, isr))
+        task = asyncio.get_running_loop().create_task(self.write_isr(partition, isr))
         self._isr_tasks.add(task)
         task.add_done_callback(self._isr_tasks.discard)
 
-    async def _write_isr(self, writer: IsrWriter, partition: Partition, isr: tuple[int, ...]) -> None:
+    async def write_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        """Propose `isr` for a partition this broker leads: pending until `isr_writer` has it committed
+        (the partition takes it with its new partition epoch) or refused (it stays as it was)."""
+        writer = self.isr_writer
+        if writer is None:
+            return
+        partition.pending_isr = isr
         try:
-            await writer(partition, isr)
+            partition_epoch = await writer(partition, isr)
         except Exception:
             log.exception("writing the ISR of %s-%d failed", partition.topic, partition.index)
+            partition_epoch = None
+        if partition_epoch is not None:
+            partition.update_isr(isr, partition_epoch)
+        else:
             if partition.pending_isr == isr:
                 partition.pending_isr = None
-        partition.maybe_increment_high_watermark()
+            partition.maybe_increment_high_watermark()  # a pending expansion no longer counts
         self._complete_replication_waiters(partition)
         self.wakeups.appended()
 
     def isr_updated(self, partition: Partition, isr: Sequence[int], partition_epoch: int) -> None:
-        """The ISR this leader proposed is committed (or ZooKeeper holds a newer one)."""
+        """ZooKeeper holds a newer ISR for a partition this broker leads in the same leader epoch (the
+        controller's change, or our own seen through the watch)."""
         partition.update_isr(isr, partition_epoch)
         self._complete_replication_waiters(partition)
         self.wakeups.appended()

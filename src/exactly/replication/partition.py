@@ -295,9 +295,7 @@ class Partition:
     ) -> bool:
         """Follow `leader_id` in `leader_epoch` (Kafka's `makeFollower`). True when the leader or the
         epoch changed (the fetcher must restart this partition, truncating first)."""
-        changed = not (
-            not self.is_leader and self.leader_id == leader_id and self.leader_epoch == leader_epoch
-        )
+        changed = self.is_leader or self.leader_id != leader_id or self.leader_epoch != leader_epoch
         self.is_leader = False
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
