@@ -208,3 +208,20 @@ def test_snapshot_roundtrip_restores_state(tmp_path: Path) -> None:
     (tmp_path / "00000000000000000004.snapshot").write_bytes(b"\x00\x02garbage")
     assert psm(tmp_path).truncate_and_reload(0, 10, 2000) is None
     assert not (tmp_path / "00000000000000000004.snapshot").exists()
+
+
+def test_open_transactions_wholly_below_the_log_start_are_dropped() -> None:
+    m = psm()
+    append(m, 1, 0, 0, 1, 10, txn=True)  # offsets 10-11, open (its marker lost in a crash)
+    append(m, 2, 0, 0, 0, 12, txn=True)  # offset 12, open
+    assert m.drop_transactions_below(12) == [10]
+    assert [t.first_offset for t in m.ongoing_transactions()] == [12]
+    assert m.first_unstable_offset == 12
+    entry = m.last_entry(1)
+    assert entry is not None
+    assert entry.current_txn_first_offset is None
+    assert (entry.producer_epoch, entry.last_seq) == (0, 1)  # the producer itself is still known
+    # One that reaches the log start keeps holding the LSO: its records there are still readable.
+    assert m.drop_transactions_below(12) == []
+    assert m.drop_transactions_below(13) == [12]
+    assert m.first_unstable_offset is None

@@ -109,6 +109,17 @@ class PartitionMachine(RuleBasedStateMachine):
                 status[b] = "open"
         return status
 
+    def forget_transactions_below_log_start(self) -> None:
+        """As the loader does: an open transaction whose batches all lie below the log start (a crash
+        lost its marker after DeleteRecords passed it) is dropped; the model records an ABORT that is
+        not in the log (below the log start, so never read)."""
+        start = self.plog.log_start_offset
+        for pid in TXN_PIDS:
+            if self.open_txn(pid) is None:
+                continue
+            if max(s.last for s in self.model if s.pid == pid and s.marker is None) < start:
+                self.model.append(Stored(-1, -1, b"", pid, -1, -1, True, ControlRecordType.ABORT))
+
     def append(self, raw: bytes, pid: int, first_seq: int, n: int, txn: bool) -> None:
         entry = self.plog.producer_state.last_entry(pid) if pid >= 0 else None
         if entry is not None and entry.is_empty and entry.producer_epoch == 0 and first_seq != 0:
@@ -159,6 +170,7 @@ class PartitionMachine(RuleBasedStateMachine):
         assert info.duplicate
         assert (info.first_offset, info.last_offset) == (s.base, s.last)
         assert self.plog.log_end_offset == leo
+        self.forget_transactions_below_log_start()
 
     @rule(gap=st.integers(2, 5))
     def append_out_of_order(self, gap: int) -> None:
@@ -294,6 +306,7 @@ class PartitionMachine(RuleBasedStateMachine):
         leo = self.plog.log_end_offset
         assert leo >= flushed, f"flushed data lost: log end {leo} < recovery point {flushed}"
         self.model = [s for s in self.model if s.last < leo]
+        self.forget_transactions_below_log_start()
 
     @rule()
     def clean_restart(self) -> None:
@@ -358,3 +371,31 @@ PartitionMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestPartitionMachine = PartitionMachine.TestCase
+
+
+def test_a_marker_lost_after_delete_records_passed_its_transaction() -> None:
+    """Found by this machine: an abort marker unflushed at a crash while DeleteRecords had moved the log
+    start past its transaction. The transaction must not come back open after later restarts (it did
+    after the second one, once the snapshot that still held it was cleaned up)."""
+    m = PartitionMachine()
+    try:
+        steps = [
+            lambda: m.append_transactional(n=1, pid=3),
+            m.roll,
+            lambda: m.end_transaction(commit=False, pid=3),
+            lambda: m.delete_records(frac=0.5),
+            lambda: m.crash(damage="truncate_log", seed=0),
+            lambda: m.append_plain(n=1, size=0),
+            m.clean_restart,
+            lambda: m.crash(damage="none", seed=0),
+        ]
+        for step in steps:
+            step()
+            m.offsets_are_ordered()
+            m.every_batch_is_readable_with_same_bytes()
+            m.read_committed_sees_exactly_the_committed_records()
+        assert m.plog.log_start_offset == 1
+        assert m.plog.ongoing_transactions() == []
+        assert m.plog.last_stable_offset == m.plog.log_end_offset == 2
+    finally:
+        m.teardown()

@@ -24,6 +24,8 @@ Steps (`load_log`):
    batches then assign their epochs as they are checked (an epoch above the latest starts an entry), and
    the cache is truncated to the log end and from the log start. A cache that changed is written after a
    recovery (with the recovered data), otherwise by the log's next flush or close.
+8. An open transaction whose records all lie below the log start is dropped (see
+   `ProducerStateManager.drop_transactions_below`): only a crash that lost its marker leaves one.
 
 Nothing flushed is lost: a flushed batch is below the recovery point (never truncated) or, if a
 clean-shutdown marker vouches for it, in a fully written segment. Nothing partial is served: every byte
@@ -237,6 +239,7 @@ def load_log(
             _scan_leader_epochs(segments, epochs)
         epochs.truncate_from_end(leo)
         epochs.truncate_from_start(log_start)
+    psm.drop_transactions_below(log_start)
     return PartitionLog(
         directory,
         topic,

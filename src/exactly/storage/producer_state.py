@@ -441,6 +441,31 @@ class ProducerStateManager:
             for first in [f for f, t in self._unreplicated.items() if t.last_offset < high_watermark]:
                 del self._unreplicated[first]
 
+    def drop_transactions_below(self, log_start_offset: int) -> list[int]:
+        """Forget open transactions whose every batch lies below the log start; returns their first offsets.
+
+        A live log never has one: the log start cannot pass the LSO. After a crash it can: the marker was
+        not flushed while the new log start was checkpointed. Kafka drops such a producer at load (its
+        last data offset is below the log start); its records cannot be read any more, and keeping the
+        transaction open would pin the LSO at the log start until a marker that may never come.
+        """
+        dropped = []
+        for first, txn in list(self._ongoing.items()):
+            entry = self._producers.get(txn.producer_id)
+            if first < log_start_offset and (entry is None or entry.last_data_offset < log_start_offset):
+                del self._ongoing[first]
+                if entry is not None:
+                    entry.current_txn_first_offset = None
+                dropped.append(first)
+        if dropped:
+            log.warning(
+                "%sdropped open transactions at %s: their records are all below the log start %d",
+                self._log_prefix,
+                dropped,
+                log_start_offset,
+            )
+        return dropped
+
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
 
