@@ -134,7 +134,6 @@ class Broker:
             self.clock,
             self.scheduler,
             self.next_producer_id,
-            self.groups.complete_transaction,
         )
         window_ms = config.quota_window_size_seconds * 1000
         self.produce_quotas = ClientQuotaManager(

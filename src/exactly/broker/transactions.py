@@ -48,7 +48,6 @@ from typing import Any, TypeVar
 
 from exactly.broker.config import BrokerConfig
 from exactly.broker.coordinator_runtime import CoordinatorRuntime
-from exactly.broker.groups import OFFSETS_TOPIC
 from exactly.broker.replica_manager import DurableTarget, ReplicaManager
 from exactly.broker.scheduler import Scheduler
 from exactly.broker.topic_manager import TopicManager
@@ -94,8 +93,8 @@ class _Turn:
 
 class TransactionService:
     """Built from what it uses: the broker's configs (a value), the replica manager and topic manager
-    (through its `CoordinatorRuntime`, and for markers), the clock, the scheduler, the producer-id
-    source, and what to tell the group coordinator when a marker lands on `__consumer_offsets`."""
+    (through its `CoordinatorRuntime`, and for markers), the clock, the scheduler and the producer-id
+    source. (The group coordinator hears of markers on `__consumer_offsets` from the replica manager.)"""
 
     def __init__(
         self,
@@ -105,14 +104,12 @@ class TransactionService:
         clock: Clock,
         scheduler: Scheduler,
         next_producer_id: Callable[[], int],
-        offsets_marker_written: Callable[[int, int, bool], None],
     ) -> None:
         self._config = config
         self._replicas = replicas
         self._topics = topics
         self._clock = clock
         self._scheduler = scheduler
-        self._offsets_marker_written = offsets_marker_written  # (partition, producer id, committed)
         partitions = topics.partitions(TRANSACTION_TOPIC) or config.transaction_state_log_num_partitions
         self.coordinator = TransactionCoordinator(
             TxnConfig(
@@ -343,10 +340,7 @@ class TransactionService:
         marker = EndTxnMarker(
             ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch
         )
-        written = self._replicas.append_end_txn_marker(topic, partition, producer_id, producer_epoch, marker)
-        if topic == OFFSETS_TOPIC:
-            self._offsets_marker_written(partition, producer_id, commit)
-        return written
+        return self._replicas.append_end_txn_marker(topic, partition, producer_id, producer_epoch, marker)
 
     def _start_markers(self, job: MarkerJob) -> None:
         self._spawn(self._write_markers(job))
