@@ -465,7 +465,10 @@ class TransactionService:
             if not self._coordinating(job):
                 log.info("no longer the coordinator of %r: its markers stop", job.transactional_id)
                 return
-            codes = await self.markers.send(markers, remaining)
+            sending = remaining
+            if first and self._config.debug_end_txn_pause == "first-marker-written":
+                sending = remaining[:1]  # one marker, then park (the others are never written)
+            codes = await self.markers.send(markers, sending)
             retry: list[TopicPartition] = []
             for (topic, partition), code in sorted(codes.items()):
                 outcome = marker_outcome(code)
@@ -491,10 +494,10 @@ class TransactionService:
                         code.name,
                     )
                     retry.append((topic, partition))
-            if first and len(retry) < len(remaining):
+            if first and len(retry) < len(sending):
                 first = False
                 await self._debug_pause("first-marker-written", job)
-            remaining = retry
+            remaining = retry + [tp for tp in remaining if tp not in codes]
             if remaining:
                 await asyncio.sleep(_RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)])
                 attempt += 1
