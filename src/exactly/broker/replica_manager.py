@@ -298,9 +298,11 @@ class ReplicaManager:
     def append_end_txn_marker(
         self, topic: str, index: int, producer_id: int, producer_epoch: int, marker: EndTxnMarker
     ) -> AppendResult:
-        """One COMMIT/ABORT marker (the WriteTxnMarkers path). KafkaError: the marker's code. The
+        """One COMMIT/ABORT marker (the WriteTxnMarkers path, acks=all). KafkaError: the marker's code. The
         `marker_listeners` hear of it once it is in the log."""
         partition = self.online_partition(topic, index)
+        if partition.followers:  # as any acks=all append: refused while the ISR is below its minimum
+            partition.check_enough_replicas(-1)
         try:
             result = partition.append_end_txn_marker(producer_id, producer_epoch, marker)
         except OSError as e:
