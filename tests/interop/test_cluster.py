@@ -25,6 +25,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.zookeeper import ZooKeeperProcess
+from tests.interop import cluster_support as cs
 
 pytestmark = pytest.mark.slow
 
@@ -42,38 +43,13 @@ def cluster(
         yield c
 
 
-def _admin(cluster: ClusterProcesses) -> AdminClient:
-    return AdminClient({"bootstrap.servers": cluster.bootstrap})
-
-
 def _create(cluster: ClusterProcesses, name: str, partitions: int, rf: int = 3, **configs: str) -> None:
-    admin = _admin(cluster)  # kept until the futures resolve (a collected client cancels them)
+    admin = cs.admin(cluster)  # kept until the futures resolve (a collected client cancels them)
     futures = admin.create_topics(
         [NewTopic(name, partitions, rf, config={k.replace("_", "."): v for k, v in configs.items()})]
     )
     for future in futures.values():
         future.result(60)
-
-
-def _partitions(cluster: ClusterProcesses, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
-    metadata = _admin(cluster).list_topics(topic, timeout=10)
-    return {
-        p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.topics[topic].partitions.values()
-    }
-
-
-def _segments(cluster: ClusterProcesses, broker_id: int, topic: str, partition: int) -> bytes:
-    directory = cluster.brokers[broker_id].data_dir / f"{topic}-{partition}"
-    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
-
-
-def _until(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def _consume_all(
@@ -106,10 +82,10 @@ def _consume_all(
 
 def test_metadata_lists_every_broker_and_three_replicas_in_sync(cluster: ClusterProcesses) -> None:
     _create(cluster, "described", 6)
-    metadata = _admin(cluster).list_topics("described", timeout=10)
+    metadata = cs.admin(cluster).list_topics("described", timeout=10)
     assert sorted(metadata.brokers) == [1, 2, 3]
     assert metadata.controller_id in (1, 2, 3)
-    partitions = _partitions(cluster, "described")
+    partitions = cs.partitions(cluster, "described")
     assert len(partitions) == 6
     leaders = [leader for leader, _, _ in partitions.values()]
     assert sorted(set(leaders)) == [1, 2, 3]  # leadership spread over the brokers
@@ -137,21 +113,21 @@ def test_acks_all_writes_reach_every_replica_byte_for_byte(cluster: ClusterProce
     assert got[1] == [f"value-{i}".encode() for i in range(1, 2000, 2)]
 
     for partition in (0, 1):
-        _until(
-            lambda p=partition: len({_segments(cluster, b, "copied", p) for b in (1, 2, 3)}) == 1,
+        cs.until(
+            lambda p=partition: len({cs.segments(cluster, b, "copied", p) for b in (1, 2, 3)}) == 1,
             30,
             f"the replicas of copied-{partition} to be identical",
         )
-        assert len(_segments(cluster, 1, "copied", partition)) > 1000 * len(b"value-0")
+        assert len(cs.segments(cluster, 1, "copied", partition)) > 1000 * len(b"value-0")
 
 
 def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(cluster: ClusterProcesses) -> None:
     _create(cluster, "strict", 1, min_insync_replicas="3")
-    leader, replicas, _ = _partitions(cluster, "strict")[0]
+    leader, replicas, _ = cs.partitions(cluster, "strict")[0]
     victim = next(b for b in replicas if b != leader)
     cluster.brokers[victim].kill()
     try:
-        _until(lambda: len(_partitions(cluster, "strict")[0][2]) == 2, 30, "the ISR to shrink to two")
+        cs.until(lambda: len(cs.partitions(cluster, "strict")[0][2]) == 2, 30, "the ISR to shrink to two")
         producer = Producer(
             {"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 4000, "retries": 0}
         )
@@ -164,8 +140,10 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(cluster:
     finally:
         cluster.brokers[victim].start()
         cluster.wait_for_brokers(3)
-    _until(
-        lambda: len(_partitions(cluster, "strict")[0][2]) == 3, 60, "the restarted follower to rejoin the ISR"
+    cs.until(
+        lambda: len(cs.partitions(cluster, "strict")[0][2]) == 3,
+        60,
+        "the restarted follower to rejoin the ISR",
     )
 
 
@@ -205,15 +183,17 @@ def test_killing_the_leader_again_and_again_loses_and_duplicates_nothing(cluster
     writer.start()
     try:
         for _ in range(3):
-            _until(lambda: len(acked) > 200 + len(acked) // 2, 60, "acknowledged writes")
-            leader = _partitions(cluster, "failover")[0][0]
+            cs.until(lambda: len(acked) > 200 + len(acked) // 2, 60, "acknowledged writes")
+            leader = cs.partitions(cluster, "failover")[0][0]
             cluster.brokers[leader].kill()
             before = len(acked)
-            _until(lambda b=before: len(acked) > b + 100, 60, "writes acknowledged by a new leader")
+            cs.until(lambda b=before: len(acked) > b + 100, 60, "writes acknowledged by a new leader")
             cluster.brokers[leader].start()
             cluster.wait_for_brokers(3)
-            _until(
-                lambda: len(_partitions(cluster, "failover")[0][2]) == 3, 60, "the old leader back in the ISR"
+            cs.until(
+                lambda: len(cs.partitions(cluster, "failover")[0][2]) == 3,
+                60,
+                "the old leader back in the ISR",
             )
     finally:
         stop.set()
@@ -228,7 +208,7 @@ def test_killing_the_leader_again_and_again_loses_and_duplicates_nothing(cluster
 
 def test_a_stopped_follower_catches_up_and_rejoins_the_isr(cluster: ClusterProcesses) -> None:
     _create(cluster, "catchup", 1)
-    leader, replicas, _ = _partitions(cluster, "catchup")[0]
+    leader, replicas, _ = cs.partitions(cluster, "catchup")[0]
     follower = next(b for b in replicas if b != leader)
     cluster.brokers[follower].stop()
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
@@ -237,9 +217,9 @@ def test_a_stopped_follower_catches_up_and_rejoins_the_isr(cluster: ClusterProce
     assert producer.flush(60) == 0
     cluster.brokers[follower].start()
     cluster.wait_for_brokers(3)
-    _until(lambda: len(_partitions(cluster, "catchup")[0][2]) == 3, 60, "the follower back in the ISR")
-    _until(
-        lambda: _segments(cluster, follower, "catchup", 0) == _segments(cluster, leader, "catchup", 0),
+    cs.until(lambda: len(cs.partitions(cluster, "catchup")[0][2]) == 3, 60, "the follower back in the ISR")
+    cs.until(
+        lambda: cs.segments(cluster, follower, "catchup", 0) == cs.segments(cluster, leader, "catchup", 0),
         30,
         "the follower's log to equal the leader's",
     )
@@ -251,24 +231,26 @@ def test_controlled_shutdown_moves_leadership_and_preferred_election_moves_it_ba
     cluster: ClusterProcesses,
 ) -> None:
     _create(cluster, "preferred", 1)
-    leader, replicas, _ = _partitions(cluster, "preferred")[0]
+    leader, replicas, _ = cs.partitions(cluster, "preferred")[0]
     assert leader == replicas[0]
     started = time.monotonic()
     assert cluster.brokers[leader].stop() == 0  # SIGTERM: a controlled shutdown first
     stopped_in = time.monotonic() - started
-    moved_to, _, isr = _partitions(cluster, "preferred")[0]
+    moved_to, _, isr = cs.partitions(cluster, "preferred")[0]
     assert moved_to in replicas
     assert moved_to != leader
     assert leader not in isr
     assert stopped_in < 10, f"the controlled shutdown took {stopped_in:.1f} s"
     cluster.brokers[leader].start()
     cluster.wait_for_brokers(3)
-    _until(lambda: len(_partitions(cluster, "preferred")[0][2]) == 3, 60, "the preferred replica in the ISR")
-    assert _partitions(cluster, "preferred")[0][0] == moved_to  # nothing moves it back by itself (yet)
-    admin = _admin(cluster)
+    cs.until(
+        lambda: len(cs.partitions(cluster, "preferred")[0][2]) == 3, 60, "the preferred replica in the ISR"
+    )
+    assert cs.partitions(cluster, "preferred")[0][0] == moved_to  # nothing moves it back by itself (yet)
+    admin = cs.admin(cluster)
     outcome = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("preferred", 0)]).result(30)
     assert outcome == {TopicPartition("preferred", 0): None}
-    _until(lambda: _partitions(cluster, "preferred")[0][0] == leader, 30, "the preferred replica to lead")
+    cs.until(lambda: cs.partitions(cluster, "preferred")[0][0] == leader, 30, "the preferred replica to lead")
     again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("preferred", 0)]).result(30)
     error = again[TopicPartition("preferred", 0)]
     assert error is not None
@@ -276,7 +258,7 @@ def test_controlled_shutdown_moves_leadership_and_preferred_election_moves_it_ba
 
 
 def test_a_reassignment_moves_a_partition_to_other_brokers(cluster: ClusterProcesses) -> None:
-    admin = _admin(cluster)
+    admin = cs.admin(cluster)
     futures = admin.create_topics([NewTopic("moved", num_partitions=1, replica_assignment=[[1, 2]])])
     futures["moved"].result(60)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
@@ -286,18 +268,20 @@ def test_a_reassignment_moves_a_partition_to_other_brokers(cluster: ClusterProce
     with KafkaAdminClient(bootstrap_servers=cluster.bootstrap) as kafka_admin:
         answer = kafka_admin.alter_partition_reassignments({KafkaTopicPartition("moved", 0): [2, 3]})
         assert answer == {KafkaTopicPartition("moved", 0): None}
-        _until(lambda: sorted(_partitions(cluster, "moved")[0][1]) == [2, 3], 60, "the reassignment to end")
+        cs.until(
+            lambda: sorted(cs.partitions(cluster, "moved")[0][1]) == [2, 3], 60, "the reassignment to end"
+        )
         assert kafka_admin.list_partition_reassignments() == {}
-    leader, replicas, isr = _partitions(cluster, "moved")[0]
+    leader, replicas, isr = cs.partitions(cluster, "moved")[0]
     assert replicas == [2, 3]
     assert sorted(isr) == [2, 3]
     assert leader in (2, 3)
-    _until(
+    cs.until(
         lambda: not (cluster.brokers[1].data_dir / "moved-0").exists(),
         30,
         "broker 1 to delete its replica",
     )
-    assert _segments(cluster, 3, "moved", 0) == _segments(cluster, 2, "moved", 0)
+    assert cs.segments(cluster, 3, "moved", 0) == cs.segments(cluster, 2, "moved", 0)
     assert _consume_all(cluster, "moved", 300)[0] == [f"{i}".encode() for i in range(300)]
 
 
@@ -312,7 +296,7 @@ def _cli(cluster: ClusterProcesses, *args: str) -> subprocess.CompletedProcess[s
 
 
 def test_the_cli_reassigns_partitions_and_elects_leaders(cluster: ClusterProcesses, tmp_path: Path) -> None:
-    admin = _admin(cluster)
+    admin = cs.admin(cluster)
     admin.create_topics([NewTopic("cli-moved", num_partitions=2, replica_assignment=[[1, 2], [2, 1]])])[
         "cli-moved"
     ].result(60)
@@ -343,8 +327,8 @@ def test_the_cli_reassigns_partitions_and_elects_leaders(cluster: ClusterProcess
         result = _cli(cluster, "topics", "reassign", "verify", "--reassignment-json-file", str(plan))
         return result.returncode == 0 and result.stdout.count("is completed.") == 2
 
-    _until(verified, 60, "`reassign verify` to report both partitions completed")
-    partitions = _partitions(cluster, "cli-moved")
+    cs.until(verified, 60, "`reassign verify` to report both partitions completed")
+    partitions = cs.partitions(cluster, "cli-moved")
     for p in proposal["partitions"]:
         assert partitions[p["partition"]][1] == p["replicas"]
     elected = _cli(cluster, "topics", "elect-leaders", "--topic", "cli-moved")
@@ -367,16 +351,16 @@ def test_a_topic_deleted_while_a_broker_was_down_leaves_nothing_on_it(cluster: C
         producer.produce("doomed", f"{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
     absent = cluster.brokers[3]
-    _until(lambda: (absent.data_dir / "doomed-0").exists(), 30, "broker 3's replica")
+    cs.until(lambda: (absent.data_dir / "doomed-0").exists(), 30, "broker 3's replica")
     absent.stop()
     admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
     admin.delete_topics(["doomed"])["doomed"].result(30)
-    _until(
+    cs.until(
         lambda: not (cluster.brokers[1].data_dir / "doomed-0").exists(), 30, "broker 1 to delete its replica"
     )
     absent.start()
     cluster.wait_for_brokers(3)
-    _until(
+    cs.until(
         lambda: not (absent.data_dir / "doomed-0").exists(), 30, "the returning broker to drop its stray log"
     )
-    assert "doomed" not in _admin(cluster).list_topics(timeout=10).topics
+    assert "doomed" not in cs.admin(cluster).list_topics(timeout=10).topics

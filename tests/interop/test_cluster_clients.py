@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,6 +29,7 @@ from exactly.protocol.messages.produce import PartitionProduceData, ProduceReque
 from exactly.replication.replica_selector import RACK_AWARE_REPLICA_SELECTOR
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.zookeeper import ZooKeeperProcess
+from tests.interop import cluster_support as cs
 from tests.storage.helpers import data_batch
 
 pytestmark = pytest.mark.slow
@@ -51,15 +52,6 @@ def cluster(
         yield c
 
 
-def _until(condition: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 def _create(cluster: ClusterProcesses, name: str, assignment: list[int]) -> None:
     """A one-partition topic on `assignment` (its first broker leads), once every replica is in sync."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -74,7 +66,7 @@ def _create(cluster: ClusterProcesses, name: str, assignment: list[int]) -> None
             and sorted(partition.isrs) == sorted(assignment)
         )
 
-    _until(ready, 60, f"{name} led by {assignment[0]} with every replica in sync")
+    cs.until(ready, 60, f"{name} led by {assignment[0]} with every replica in sync")
 
 
 def _connect(cluster: ClusterProcesses, broker_id: int) -> KafkaConnection:
@@ -96,7 +88,7 @@ def _partition_metadata(cluster: ClusterProcesses, topic: str) -> tuple[uuid.UUI
             found.append((answer.topic_id, answer.partitions[0].leader_id, answer.partitions[0].leader_epoch))
         return bool(found)
 
-    _until(known, 30, f"a leader of {topic}-0")
+    cs.until(known, 30, f"a leader of {topic}-0")
     return found[0]
 
 
@@ -142,7 +134,7 @@ def test_a_consumer_reads_from_the_replica_in_its_rack(cluster: ClusterProcesses
             if message is not None and message.error() is None:
                 keys.append(message.key())
         seen = len(stats)
-        _until(lambda: consumer.poll(0.1) is None and len(stats) > seen, 10, "fresh statistics")
+        cs.until(lambda: consumer.poll(0.1) is None and len(stats) > seen, 10, "fresh statistics")
     finally:
         consumer.close()
     assert keys == [str(i).encode() for i in range(count)]
@@ -174,7 +166,7 @@ def test_a_consumer_without_a_rack_match_reads_from_the_leader(cluster: ClusterP
             if message is not None and message.error() is None:
                 got += 1
         seen = len(stats)
-        _until(lambda: consumer.poll(0.1) is None and len(stats) > seen, 10, "fresh statistics")
+        cs.until(lambda: consumer.poll(0.1) is None and len(stats) > seen, 10, "fresh statistics")
     finally:
         consumer.close()
     assert got == 500

@@ -21,7 +21,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +47,7 @@ from exactly.testing.processes import free_port
 from exactly.testing.tcp_proxy import BlackholeProxy
 from exactly.testing.zookeeper import ZooKeeperProcess
 from exactly.verify.disk import power_loss
+from tests.interop import cluster_support as cs
 
 pytestmark = pytest.mark.slow
 
@@ -103,54 +104,26 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faults]:
 # --- helpers ----------------------------------------------------------------------------------------------
 
 
-def _until(condition: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-def _bootstrap(cluster: ClusterProcesses, via: Sequence[int] | None = None) -> str:
-    ids = via if via is not None else [b for b, p in cluster.brokers.items() if p.running]
-    return ",".join(cluster.brokers[b].bootstrap for b in ids)
-
-
 def _create(cluster: ClusterProcesses, topic: NewTopic) -> None:
-    admin = AdminClient({"bootstrap.servers": _bootstrap(cluster)})
+    admin = AdminClient({"bootstrap.servers": cs.bootstrap(cluster)})
     for future in admin.create_topics([topic]).values():
         future.result(60)
 
 
-def _partitions(
-    cluster: ClusterProcesses, topic: str, via: Sequence[int] | None = None
-) -> dict[int, tuple[int, list[int], list[int]]]:
-    """partition -> (leader, replicas, ISR) as the brokers `via` (default: the running ones) see it."""
-    try:
-        metadata = AdminClient({"bootstrap.servers": _bootstrap(cluster, via)}).list_topics(topic, timeout=5)
-    except KafkaException:
-        return {}
-    found = metadata.topics.get(topic)
-    if found is None or found.error is not None:
-        return {}
-    return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in found.partitions.values()}
-
-
 def _controller(cluster: ClusterProcesses) -> int:
-    metadata = AdminClient({"bootstrap.servers": _bootstrap(cluster)}).list_topics(timeout=10)
+    metadata = AdminClient({"bootstrap.servers": cs.bootstrap(cluster)}).list_topics(timeout=10)
     return int(metadata.controller_id)
 
 
 def _isr_full(cluster: ClusterProcesses, topic: str, via: Sequence[int] | None = None) -> bool:
-    parts = _partitions(cluster, topic, via)
+    parts = cs.view(cluster, topic, via)
     return bool(parts) and all(sorted(isr) == sorted(replicas) for _, replicas, isr in parts.values())
 
 
 def _every_isr_full(cluster: ClusterProcesses) -> bool:
     """Every partition of every topic (the internal ones too) has all its replicas in sync."""
     try:
-        metadata = AdminClient({"bootstrap.servers": _bootstrap(cluster)}).list_topics(timeout=5)
+        metadata = AdminClient({"bootstrap.servers": cs.bootstrap(cluster)}).list_topics(timeout=5)
     except KafkaException:
         return False
     return all(
@@ -160,15 +133,10 @@ def _every_isr_full(cluster: ClusterProcesses) -> bool:
     )
 
 
-def _segments(cluster: ClusterProcesses, broker_id: int, topic: str, partition: int) -> bytes:
-    directory = cluster.brokers[broker_id].data_dir / f"{topic}-{partition}"
-    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
-
-
 def _wait_identical(cluster: ClusterProcesses, topic: str, partitions: Sequence[int]) -> None:
     for partition in partitions:
-        _until(
-            lambda p=partition: len({_segments(cluster, b, topic, p) for b in cluster.brokers}) == 1,  # type: ignore[misc]
+        cs.until(
+            lambda p=partition: len({cs.segments(cluster, b, topic, p) for b in cluster.brokers}) == 1,  # type: ignore[misc]
             30,
             f"the replicas of {topic}-{partition} to be byte-identical",
         )
@@ -208,7 +176,7 @@ class Writer:
 
     def wait_progress(self, more: int, timeout: float = 60, partition: int | None = None) -> None:
         target = self.count(partition) + more
-        _until(lambda: self.count(partition) >= target, timeout, f"{more} more acks for writer {self.name}")
+        cs.until(lambda: self.count(partition) >= target, timeout, f"{more} more acks for writer {self.name}")
 
     def stop(self, timeout: float = 150) -> None:
         self._stop.set()
@@ -244,10 +212,10 @@ class Writer:
 
 def _read_all(cluster: ClusterProcesses, topic: str) -> dict[int, list[tuple[int, bytes]]]:
     """Every record of every partition up to its high watermark: partition -> [(offset, value)]."""
-    partitions = sorted(_partitions(cluster, topic))
+    partitions = sorted(cs.view(cluster, topic))
     consumer = Consumer(
         {
-            "bootstrap.servers": _bootstrap(cluster),
+            "bootstrap.servers": cs.bootstrap(cluster),
             "group.id": f"read-{uuid.uuid4().hex[:6]}",
             "enable.auto.commit": False,
         }
@@ -324,7 +292,7 @@ def _produce_to_leader(
     cluster: ClusterProcesses, topic: str, partition: int, via: Sequence[int], acked: list[bytes]
 ) -> None:
     """One acks=all produce to the leader the brokers `via` name, which must be acknowledged."""
-    leader = _partitions(cluster, topic, via)[partition][0]
+    leader = cs.view(cluster, topic, via)[partition][0]
     host, port = cluster.brokers[leader].bootstrap.split(":")
     values = [f"raw-{leader}-{uuid.uuid4().hex[:8]}-{i:08d}".encode() for i in range(2)]
     with KafkaConnection.open(host, int(port), timeout=30) as connection:
@@ -344,21 +312,21 @@ def test_killing_the_controller_and_then_a_leader_elects_a_new_leader(faults: Fa
         writer.wait_progress(300)
         controller = _controller(cluster)
         partition, leader = next(
-            (p, s[0]) for p, s in sorted(_partitions(cluster, "ctl").items()) if s[0] != controller
+            (p, s[0]) for p, s in sorted(cs.view(cluster, "ctl").items()) if s[0] != controller
         )
         cluster.brokers[controller].kill()
         cluster.brokers[leader].kill()  # while no new controller is there yet
         survivor = next(b for b in cluster.brokers if b not in (controller, leader))
         cluster.brokers[controller].start(timeout=30)  # back, but its old session must expire first
-        _until(
-            lambda: _partitions(cluster, "ctl", [survivor]).get(partition, (-1,))[0] not in (-1, leader),
+        cs.until(
+            lambda: cs.view(cluster, "ctl", [survivor]).get(partition, (-1,))[0] not in (-1, leader),
             60,
             f"a new leader of ctl-{partition} (not {leader})",
         )
         writer.wait_progress(300, partition=partition)  # writes go on there (the ISR is 2 again)
         cluster.brokers[leader].start(timeout=30)
         cluster.wait_for_brokers(3)
-        _until(lambda: _isr_full(cluster, "ctl"), 60, "every replica of ctl back in sync")
+        cs.until(lambda: _isr_full(cluster, "ctl"), 60, "every replica of ctl back in sync")
         assert _controller(cluster) in (1, 2, 3)
     finally:
         writer.stop()
@@ -372,7 +340,7 @@ def test_a_leader_paused_past_its_session_acknowledges_nothing_and_rejoins(fault
     _create(cluster, NewTopic("paused", 2, 3))
     controller = _controller(cluster)
     partition, leader = next(
-        (p, s[0]) for p, s in sorted(_partitions(cluster, "paused").items()) if s[0] != controller
+        (p, s[0]) for p, s in sorted(cs.view(cluster, "paused").items()) if s[0] != controller
     )
     others = [b for b in cluster.brokers if b != leader]
     writer = Writer("all", cluster.bootstrap, "paused", [0, 1]).start()
@@ -388,8 +356,8 @@ def test_a_leader_paused_past_its_session_acknowledges_nothing_and_rejoins(fault
         try:
             for values in raw_values:  # they wait in the socket until the leader runs again
                 _raw_send(raw, "paused", partition, values, timeout_ms=20_000)
-            _until(
-                lambda: _partitions(cluster, "paused", others).get(partition, (-1,))[0] in others,
+            cs.until(
+                lambda: cs.view(cluster, "paused", others).get(partition, (-1,))[0] in others,
                 60,
                 f"a new leader of paused-{partition}",
             )
@@ -402,8 +370,8 @@ def test_a_leader_paused_past_its_session_acknowledges_nothing_and_rejoins(fault
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
             ErrorCode.REQUEST_TIMED_OUT,
         }, answers
-        _until(
-            lambda: _partitions(cluster, "paused", [leader]).get(partition, (leader,))[0] not in (-1, leader),
+        cs.until(
+            lambda: cs.view(cluster, "paused", [leader]).get(partition, (leader,))[0] not in (-1, leader),
             60,
             f"broker {leader} to step down (its own metadata naming the new leader)",
         )
@@ -413,7 +381,7 @@ def test_a_leader_paused_past_its_session_acknowledges_nothing_and_rejoins(fault
             if code == ErrorCode.NONE
             for v in values
         ]
-        _until(lambda: _isr_full(cluster, "paused"), 60, "the paused leader back in the ISR")
+        cs.until(lambda: _isr_full(cluster, "paused"), 60, "the paused leader back in the ISR")
         pinned.wait_progress(50)  # the pinned producer found the new leader
     finally:
         raw.close()
@@ -438,8 +406,8 @@ def test_a_leader_cut_off_from_zookeeper_and_its_followers_steps_down_and_rejoin
         faults.zk_proxy.blackhole(True)
         faults.inter_proxy.blackhole(True)
         try:
-            _until(
-                lambda: _partitions(cluster, "cut", others).get(0, (-1,))[0] in others,
+            cs.until(
+                lambda: cs.view(cluster, "cut", others).get(0, (-1,))[0] in others,
                 60,
                 "a new leader of cut-0 on the majority side",
             )
@@ -452,8 +420,8 @@ def test_a_leader_cut_off_from_zookeeper_and_its_followers_steps_down_and_rejoin
             faults.zk_proxy.blackhole(False)
             faults.inter_proxy.blackhole(False)
             raw.close()
-        _until(lambda: _isr_full(cluster, "cut"), 90, "the cut-off leader back in the ISR")
-        assert _partitions(cluster, "cut", [VICTIM])[0][0] in others  # it stepped down
+        cs.until(lambda: _isr_full(cluster, "cut"), 90, "the cut-off leader back in the ISR")
+        assert cs.view(cluster, "cut", [VICTIM])[0][0] in others  # it stepped down
         writer.wait_progress(200)
     finally:
         writer.stop()
@@ -471,7 +439,7 @@ def test_power_loss_of_a_follower_and_then_of_a_leader_keeps_every_acknowledged_
     writer = Writer("all", cluster.bootstrap, "power", [0, 1]).start()
     try:
         writer.wait_progress(300)
-        leader, replicas, _ = _partitions(cluster, "power")[0]
+        leader, replicas, _ = cs.view(cluster, "power")[0]
         follower = next(b for b in replicas if b != leader)
         for victim in (follower, leader):
             cluster.brokers[victim].kill()
@@ -479,7 +447,7 @@ def test_power_loss_of_a_follower_and_then_of_a_leader_keeps_every_acknowledged_
             writer.wait_progress(200, partition=0)  # the others go on (a new leader when it led)
             cluster.brokers[victim].start(timeout=30)
             cluster.wait_for_brokers(3)
-            _until(
+            cs.until(
                 lambda: _isr_full(cluster, "power"), 60, f"broker {victim} back in the ISR after power loss"
             )
             writer.wait_progress(200)
@@ -498,7 +466,7 @@ def test_a_zookeeper_restart_under_load_loses_nothing(faults: Faults) -> None:
         writer.wait_progress(300)
         faults.zookeeper.restart()
         writer.wait_progress(500)
-        _until(lambda: _every_isr_full(cluster), 60, "every ISR full after the ZooKeeper restart")
+        cs.until(lambda: _every_isr_full(cluster), 60, "every ISR full after the ZooKeeper restart")
         _create(cluster, NewTopic("after-zk", 1, 3))  # the cluster still changes state
         writer.wait_progress(200)
     finally:
@@ -591,7 +559,7 @@ def test_a_rolling_restart_under_load_fails_no_produce_and_consumers_resume(faul
             writer.wait_progress(100, timeout=60)  # the others take the writes meanwhile
             broker.start(timeout=30)
             cluster.wait_for_brokers(3)
-            _until(
+            cs.until(
                 lambda: _every_isr_full(cluster), 90, f"every ISR full after restarting broker {broker_id}"
             )
         writer.wait_progress(300)

@@ -16,7 +16,7 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -26,6 +26,7 @@ from kafka import KafkaConsumer
 
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.zookeeper import ZooKeeperProcess
+from tests.interop import cluster_support as cs
 
 pytestmark = pytest.mark.slow
 
@@ -42,15 +43,6 @@ def cluster(
         tmp_path_factory.mktemp("cluster"), connect, 3, session_timeout_ms=SESSION_TIMEOUT_MS
     ) as c:
         yield c
-
-
-def _until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def _create(cluster: ClusterProcesses, name: str) -> None:
@@ -239,9 +231,11 @@ def _run_failover(cluster: ClusterProcesses, how: str) -> tuple[Workload, dict[i
     work = Workload(cluster, topic, group)
     work.start()
     try:
-        _until(lambda: len(work.consumed.commits) > 30, 90, "the group to commit")
-        _until(lambda: len(_committed(cluster, group, topic)) == PARTITIONS, 60, "commits on every partition")
-        _until(lambda: len(work.consumed.commits) > 60, 60, "the group to keep committing")
+        cs.until(lambda: len(work.consumed.commits) > 30, 90, "the group to commit")
+        cs.until(
+            lambda: len(_committed(cluster, group, topic)) == PARTITIONS, 60, "commits on every partition"
+        )
+        cs.until(lambda: len(work.consumed.commits) > 60, 60, "the group to keep committing")
         coordinator = _coordinator(cluster, group)
         before = _committed(cluster, group, topic)
         gone_at = time.monotonic()
@@ -250,11 +244,13 @@ def _run_failover(cluster: ClusterProcesses, how: str) -> tuple[Workload, dict[i
         else:
             assert cluster.brokers[coordinator].stop() == 0
         stopping = time.monotonic() - gone_at
-        _until(lambda: _coordinator(cluster, group) not in (coordinator, -1), 60, "a new coordinator")
+        cs.until(lambda: _coordinator(cluster, group) not in (coordinator, -1), 60, "a new coordinator")
         after_failover = len(work.consumed.commits)
-        _until(lambda: len(work.consumed.commits) > after_failover + 20, 90, "commits on the new coordinator")
+        cs.until(
+            lambda: len(work.consumed.commits) > after_failover + 20, 90, "commits on the new coordinator"
+        )
         work.stop_producing()
-        _until(work.caught_up, 120, "the group to consume everything produced")
+        cs.until(work.caught_up, 120, "the group to consume everything produced")
         cluster.brokers[coordinator].start()
         cluster.wait_for_brokers(3)
     finally:

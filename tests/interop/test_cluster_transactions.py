@@ -16,15 +16,16 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from exactly.group.partitioning import partition_for
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.zookeeper import ZooKeeperProcess
+from tests.interop import cluster_support as cs
 
 pytestmark = pytest.mark.slow
 
@@ -41,34 +42,14 @@ def cluster(
         yield c
 
 
-def _admin(cluster: ClusterProcesses) -> AdminClient:
-    return AdminClient({"bootstrap.servers": cluster.bootstrap})
-
-
-def _until(condition: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-def _partitions(cluster: ClusterProcesses, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
-    metadata = _admin(cluster).list_topics(topic, timeout=10)
-    return {
-        p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.topics[topic].partitions.values()
-    }
-
-
 def _create(cluster: ClusterProcesses, name: str, partitions: int) -> None:
-    admin = _admin(cluster)
+    admin = cs.admin(cluster)
     for future in admin.create_topics([NewTopic(name, partitions, 3)]).values():
         future.result(60)
-    _until(
+    cs.until(
         lambda: (
-            len(_partitions(cluster, name)) == partitions
-            and all(leader >= 0 and len(isr) == 3 for leader, _, isr in _partitions(cluster, name).values())
+            len(cs.partitions(cluster, name)) == partitions
+            and all(leader >= 0 and len(isr) == 3 for leader, _, isr in cs.partitions(cluster, name).values())
         ),
         60,
         f"{name} led and in sync",
@@ -93,7 +74,7 @@ def _producer(cluster: ClusterProcesses, txn_id: str) -> Producer:
 def _coordinated_by(cluster: ClusterProcesses, broker: int | None = None, preferred: bool = False) -> str:
     """A fresh transactional id whose `__transaction_state` partition `broker` leads (or, `preferred`,
     whose preferred replica it is; None: any broker)."""
-    partitions = _partitions(cluster, TXN_TOPIC)
+    partitions = cs.partitions(cluster, TXN_TOPIC)
     for n in itertools.count():
         txn_id = f"txn-{uuid.uuid4().hex[:6]}-{n}"
         leader, replicas, _ = partitions[partition_for(txn_id, len(partitions))]
@@ -104,7 +85,7 @@ def _coordinated_by(cluster: ClusterProcesses, broker: int | None = None, prefer
 
 
 def _coordinator(cluster: ClusterProcesses, txn_id: str) -> int:
-    partitions = _partitions(cluster, TXN_TOPIC)
+    partitions = cs.partitions(cluster, TXN_TOPIC)
     return partitions[partition_for(txn_id, len(partitions))][0]
 
 
@@ -121,7 +102,7 @@ def _read_committed(cluster: ClusterProcesses, topic: str, timeout: float = 60) 
         }
     )
     try:
-        count = len(_partitions(cluster, topic))
+        count = len(cs.partitions(cluster, topic))
         ends = {
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(count)
         }
@@ -149,8 +130,10 @@ def _transaction(producer: Producer, topic: str, partitions: int, tag: str) -> l
 
 
 def _wait_in_sync(cluster: ClusterProcesses, topic: str) -> None:
-    _until(
-        lambda: all(len(isr) == 3 and leader >= 0 for leader, _, isr in _partitions(cluster, topic).values()),
+    cs.until(
+        lambda: all(
+            len(isr) == 3 and leader >= 0 for leader, _, isr in cs.partitions(cluster, topic).values()
+        ),
         90,
         f"every replica of {topic} back in sync",
     )
@@ -160,7 +143,7 @@ def test_commit_and_abort_span_partitions_led_by_every_broker(cluster: ClusterPr
     _create(cluster, "span", 6)
     warmup = _producer(cluster, f"warmup-{uuid.uuid4().hex[:6]}")  # creates __transaction_state
     _wait_in_sync(cluster, TXN_TOPIC)
-    assert {leader for leader, _, _ in _partitions(cluster, "span").values()} == {1, 2, 3}
+    assert {leader for leader, _, _ in cs.partitions(cluster, "span").values()} == {1, 2, 3}
     committed: list[bytes] = []
     for coordinator in (1, 2, 3):
         txn_id = _coordinated_by(cluster, coordinator)
@@ -184,7 +167,7 @@ def test_coordinator_killed_between_transactions(cluster: ClusterProcesses) -> N
     committed = _transaction(producer, "between", 6, "before")
     producer.commit_transaction(30)
     cluster.brokers[victim].kill()
-    _until(lambda: _coordinator(cluster, txn_id) not in (victim, -1), 60, "a new transaction coordinator")
+    cs.until(lambda: _coordinator(cluster, txn_id) not in (victim, -1), 60, "a new transaction coordinator")
     committed += _transaction(producer, "between", 6, "after")
     producer.commit_transaction(60)
     _transaction(producer, "between", 6, "aborted")
@@ -245,10 +228,10 @@ def test_coordinator_killed_during_a_stream_of_commits(cluster: ClusterProcesses
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    _until(lambda: len(committed) >= 3 or errors, 60, "commits before the kill")
+    cs.until(lambda: len(committed) >= 3 or errors, 60, "commits before the kill")
     cluster.brokers[victim].kill()
     before = len(committed)
-    _until(lambda: len(committed) >= before + 3 or errors, 120, "commits after the kill")
+    cs.until(lambda: len(committed) >= before + 3 or errors, 120, "commits after the kill")
     stop.set()
     thread.join(120)
     assert not errors, errors
@@ -280,7 +263,7 @@ def test_new_coordinator_completes_a_commit_decided_before_the_kill(cluster: Clu
     _create(cluster, "decided", 6)
     _wait_in_sync(cluster, TXN_TOPIC)
     txn_id = _coordinated_by(cluster, preferred=True)
-    partitions = _partitions(cluster, TXN_TOPIC)
+    partitions = cs.partitions(cluster, TXN_TOPIC)
     txn_partition = partition_for(txn_id, len(partitions))
     victim = partitions[txn_partition][1][0]
     broker = cluster.brokers[victim]
@@ -289,23 +272,23 @@ def test_new_coordinator_completes_a_commit_decided_before_the_kill(cluster: Clu
     broker.start()
     cluster.wait_for_brokers(3)
     _wait_in_sync(cluster, TXN_TOPIC)
-    admin = _admin(cluster)
+    admin = cs.admin(cluster)
 
     def elected() -> bool:
-        if _partitions(cluster, TXN_TOPIC)[txn_partition][0] == victim:
+        if cs.partitions(cluster, TXN_TOPIC)[txn_partition][0] == victim:
             return True
         with contextlib.suppress(KafkaException):
             admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TXN_TOPIC, txn_partition)]).result(30)
-        return _partitions(cluster, TXN_TOPIC)[txn_partition][0] == victim
+        return cs.partitions(cluster, TXN_TOPIC)[txn_partition][0] == victim
 
-    _until(elected, 60, f"broker {victim} leading {TXN_TOPIC}-{txn_partition} again")
+    cs.until(elected, 60, f"broker {victim} leading {TXN_TOPIC}-{txn_partition} again")
     producer = _producer(cluster, txn_id)
     values = _transaction(producer, "decided", 6, "decided")
     producer.commit_transaction(30)  # answered once PrepareCommit is durable
-    _until(lambda: "parked at prepare-written" in broker.full_log(), 30, "the marker job parked")
+    cs.until(lambda: "parked at prepare-written" in broker.full_log(), 30, "the marker job parked")
     broker.kill()
     broker.settings.remove(PAUSE)
-    _until(lambda: _coordinator(cluster, txn_id) not in (victim, -1), 60, "a new transaction coordinator")
+    cs.until(lambda: _coordinator(cluster, txn_id) not in (victim, -1), 60, "a new transaction coordinator")
     assert sorted(_read_committed(cluster, "decided")) == sorted(values)
     broker.start()
     cluster.wait_for_brokers(3)
