@@ -268,6 +268,11 @@ def test_new_coordinator_completes_a_commit_decided_before_the_kill(cluster: Clu
     victim = partitions[txn_partition][1][0]
     broker = cluster.brokers[victim]
     broker.kill()
+    cs.until(  # its session expires and leadership moves (before that, its old registration still shows)
+        lambda: cs.partitions(cluster, TXN_TOPIC)[txn_partition][0] not in (victim, -1),
+        60,
+        f"{TXN_TOPIC}-{txn_partition} to fail over",
+    )
     broker.settings.append(PAUSE)  # its marker jobs park right after PrepareCommit is durable
     broker.start()
     cluster.wait_for_brokers(3)
