@@ -23,6 +23,7 @@ from tests.storage.helpers import data_batch
     [
         (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.COORDINATOR_NOT_AVAILABLE),
         (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.COORDINATOR_NOT_AVAILABLE),
         (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.COORDINATOR_NOT_AVAILABLE),
         (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR),
         (ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_COORDINATOR),
@@ -77,6 +78,36 @@ def test_write_load_resign_and_lead_again(tmp_path: Path) -> None:
         await runtime.write(1, data_batch(1), "leading again")
         assert runtime.load_all()[0] == 4
         assert loaded[-2:] == [(0, 0), (1, 4)]
+        await parts.close()
+
+    asyncio.run(run())
+
+
+def test_a_partition_being_loaded_answers_load_in_progress_and_a_resigned_one_not_coordinator(
+    tmp_path: Path,
+) -> None:
+    async def run() -> None:
+        parts = build_parts(tmp_path)
+        seen: list[ErrorCode] = []
+
+        def load(partition: int, batches: Iterator[RecordBatch]) -> int:
+            try:
+                runtime.check_owner(partition)
+            except KafkaError as e:
+                seen.append(e.code)
+            assert runtime.loading
+            return sum(1 for _ in batches)
+
+        runtime = CoordinatorRuntime("__state", 1, 1 << 20, parts.replicas, parts.topics, load)
+        await runtime.ensure_topic()
+        runtime.became_leader(0)
+        assert seen == [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
+        assert not runtime.loading
+        runtime.check_owner(0)  # loaded: served
+        runtime.resigned(0)
+        with pytest.raises(KafkaError) as moved:
+            runtime.check_owner(0)
+        assert moved.value.code is ErrorCode.NOT_COORDINATOR
         await parts.close()
 
     asyncio.run(run())

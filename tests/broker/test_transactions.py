@@ -22,8 +22,7 @@ from tests.storage.helpers import data_batch
 TXN = "tx"
 
 
-def _service(parts: Parts, offsets_markers: list[tuple[int, int, bool]] | None = None) -> TransactionService:
-    seen = offsets_markers if offsets_markers is not None else []
+def _service(parts: Parts) -> TransactionService:
     return TransactionService(
         parts.config,
         parts.replicas,
@@ -31,7 +30,6 @@ def _service(parts: Parts, offsets_markers: list[tuple[int, int, bool]] | None =
         parts.clock,
         parts.scheduler,
         ProducerIdManager(parts.metadata).next_id,
-        lambda partition, pid, committed: seen.append((partition, pid, committed)),
     )
 
 

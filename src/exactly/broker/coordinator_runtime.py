@@ -9,7 +9,13 @@ what turns such a shard into a service:
   watermark, are replayed into the shard by the service's `load` function. `load_all()` does it for every
   partition at start-up (one broker leads them all), before the broker listens. `resigned(partition)`
   is the other hook: the partition is no longer ours, its appends answer NOT_COORDINATOR and the
-  service's `unload` forgets what the shard held for it. The cluster calls both when leadership moves.
+  service's `unload` forgets what the shard held for it. The cluster calls both when leadership moves
+  (`leadership_changed`); a new leader loads its partition to the log end (records above its high
+  watermark are its own log's, committed once the followers catch up; the answers that could reveal
+  them wait for that: `wait_durable`, `wait_partition_durable`).
+* **Ownership** (`check_owner(partition)`): every request of a coordinator first asks whether this
+  broker coordinates the key's partition: NOT_COORDINATOR when it does not (the client looks the
+  coordinator up again), COORDINATOR_LOAD_IN_PROGRESS while the partition is loading.
 * **Writing** (`write`): the service has run an operation on its shard and holds the records it returned
   (as one batch) and its result. The runtime appends the batch to the partition through the replica
   manager (as the leader, like any produce), lets the service `replay` the records at once if its shard
@@ -38,7 +44,7 @@ from exactly.replication.partition import AppendResult, Partition
 from exactly.storage.log import Buffer, VerificationGuard, scan_batches
 from exactly.storage.producer_state import AppendOrigin
 
-__all__ = ["CoordinatorRuntime", "DeadlineTimer", "append_error"]
+__all__ = ["CoordinatorRuntime", "CoordinatorWriteError", "DeadlineTimer", "append_error"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +59,7 @@ def append_error(code: ErrorCode) -> ErrorCode:
     if code in (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         ErrorCode.REQUEST_TIMED_OUT,
     ):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -61,6 +68,16 @@ def append_error(code: ErrorCode) -> ErrorCode:
     if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
         return ErrorCode.UNKNOWN_SERVER_ERROR
     return code
+
+
+class CoordinatorWriteError(KafkaError):
+    """A coordinator write failed: `code` is what its client sees (`append_error`), `cause` the append's
+    or replication's own code (a service may answer some causes differently: a SyncGroup whose write timed
+    out answers REBALANCE_IN_PROGRESS, an offset commit's timeout is returned unchanged)."""
+
+    def __init__(self, code: ErrorCode, cause: ErrorCode, message: str = "") -> None:
+        super().__init__(code, message)
+        self.cause = cause
 
 
 _REPLICATION_TIMEOUT_S = 30.0  # a coordinator's acks=all write (Kafka: the request timeout)
@@ -90,6 +107,7 @@ class CoordinatorRuntime:
         self._load = load
         self._unload = unload
         self._resigned: set[int] = set()  # partitions another broker leads now
+        self._loading: set[int] = set()  # partitions being replayed into their shard
 
     # --- the internal topic and its partitions' leadership ---------------------------------------------
 
@@ -124,12 +142,18 @@ class CoordinatorRuntime:
             log.info("%s-%d: coordinator resigned", self.topic, partition.index)
 
     def became_leader(self, partition: int) -> int:
-        """Replay the partition into its shard; from now on this broker coordinates it."""
+        """Replay the partition into its shard; from now on this broker coordinates it. In a cluster
+        the replay goes to the log end: what the previous leader acknowledged may still lie above this
+        new leader's high watermark (it learns the high watermark on its next fetch)."""
         self._resigned.discard(partition)
         found = self._replicas.partition(self.topic, partition)
         if found is None:
             return 0
-        return self._load(partition, scan_batches(found.log))
+        self._loading.add(partition)
+        try:
+            return self._load(partition, scan_batches(found.log, to_end=self._replicas.cluster))
+        finally:
+            self._loading.discard(partition)
 
     def is_leader(self, partition: int) -> bool:
         """This broker coordinates the partition (it has not resigned it; in a cluster, it leads it)."""
@@ -139,6 +163,22 @@ class CoordinatorRuntime:
             return True
         found = self._replicas.partition(self.topic, partition)
         return found is not None and found.is_leader
+
+    def is_loading(self, partition: int) -> bool:
+        return partition in self._loading
+
+    @property
+    def loading(self) -> bool:
+        """Some partition is being loaded (ListGroups answers COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+        return bool(self._loading)
+
+    def check_owner(self, partition: int) -> None:
+        """Raise KafkaError unless this broker coordinates the partition's keys now: NOT_COORDINATOR when
+        it does not lead it (or resigned it), COORDINATOR_LOAD_IN_PROGRESS while it loads it."""
+        if partition in self._loading:
+            raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{self.topic}-{partition} is loading")
+        if not self.is_leader(partition):
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"{self.topic}-{partition} is led by another broker")
 
     def resigned(self, partition: int) -> None:
         """Another broker leads the partition now: its appends answer NOT_COORDINATOR, its state goes."""
@@ -197,19 +237,32 @@ class CoordinatorRuntime:
         except (KafkaError, OSError) as e:
             raise self._failed(e, what) from e
 
-    async def wait_partition_durable(self, partition: int) -> None:
-        """Everything appended to the partition so far is durable (read-only operations wait for it)."""
+    async def wait_partition_durable(self, partition: int, what: str = "a read") -> None:
+        """Everything appended to the partition so far is durable (read-only operations wait for it) and,
+        in a cluster, committed in the ISR (a new leader's state loaded from above its high watermark)."""
         found = self._replicas.partition(self.topic, partition)
-        if found is not None:
+        if found is None:
+            return
+        try:
             await self._replicas.wait_end_durable(found)
+            if found.replicated:
+                end = found.log_end_offset
+                if found.high_watermark < end:
+                    (code,) = await self._replicas.wait_replicated([(found, end)], _REPLICATION_TIMEOUT_S)
+                    if code != ErrorCode.NONE:
+                        raise KafkaError(code, f"{self.topic}-{partition}: not replicated ({code.name})")
+        except (KafkaError, OSError) as e:
+            raise self._failed(e, what) from e
 
-    def _failed(self, e: KafkaError | OSError, what: str) -> KafkaError:
-        code = append_error(e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR)
-        quiet = isinstance(e, KafkaError) and e.code == ErrorCode.KAFKA_STORAGE_ERROR  # storage logged it
+    def _failed(self, e: KafkaError | OSError, what: str) -> CoordinatorWriteError:
+        cause = e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR
+        code = append_error(cause)
+        # storage logged its errors; losing leadership is the cluster's ordinary business
+        quiet = cause in (ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         log.log(
             logging.DEBUG if quiet else logging.ERROR, "cannot append to %s for %s: %s", self.topic, what, e
         )
-        return KafkaError(code, str(e))
+        return CoordinatorWriteError(code, cause, str(e))
 
 
 class DeadlineTimer:

@@ -3,7 +3,7 @@
 `exactly.group.GroupCoordinator` is synchronous and never touches a socket or a file; this module drives
 it on the coordinator runtime (broker/coordinator_runtime.py), which appends, loads and waits:
 
-* `call(op)` runs one coordinator operation, then — before anything else can run on the event loop —
+* `call(group_id, op)` runs one coordinator operation, then — before anything else can run on the event loop —
   appends the records it returned to the group's partition of `__consumer_offsets` as one batch and
   replays them (so the coordinator's state changes only through its own log, ARCHITECTURE invariant 2).
   It then waits until that batch (or, when it wrote nothing, the partition up to its end) is durable
@@ -16,19 +16,33 @@ it on the coordinator runtime (broker/coordinator_runtime.py), which appends, lo
   another runs offset expiry every `offsets.retention.check.interval.ms`.
 * `load()` replays every partition of `__consumer_offsets` at start-up, before the broker listens.
 
+In a cluster the group coordinator of a group is the leader of its partition of `__consumer_offsets`
+(Kafka's `GroupMetadataManager`): `call`, `read` and `list_groups` serve only the groups of partitions
+this broker coordinates now (NOT_COORDINATOR otherwise, COORDINATOR_LOAD_IN_PROGRESS while loading), so
+nothing is answered from stale or empty state. When the partition moves away (`_resigned`), its groups,
+offsets and deadlines are forgotten and its parked JoinGroup/SyncGroup requests answer NOT_COORDINATOR
+at once, so their clients find the new coordinator, which loads the partition from its replicated log
+(groups, committed offsets, and pending transactional offsets, decided by the markers in that log). A
+COMMIT/ABORT marker appended later to a partition this broker leads — by its own transaction coordinator
+or by another broker's, through WriteTxnMarkers — reaches the coordinator through the replica manager's
+`marker_listeners`. A write that failed answers as Kafka's does: NOT_COORDINATOR when the partition
+moved, COORDINATOR_NOT_AVAILABLE when the ISR is too small, REBALANCE_IN_PROGRESS for a SyncGroup whose
+assignment could not be replicated in time, REQUEST_TIMED_OUT for an offset commit that could not.
+
 `__consumer_offsets` (compacted, `offsets.topic.num.partitions` partitions) is created on first use.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from exactly.broker.config import BrokerConfig
 from exactly.broker.context import RequestContext
-from exactly.broker.coordinator_runtime import CoordinatorRuntime, DeadlineTimer
+from exactly.broker.coordinator_runtime import CoordinatorRuntime, CoordinatorWriteError, DeadlineTimer
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.scheduler import Scheduler
 from exactly.broker.topic_manager import TopicManager
@@ -36,12 +50,15 @@ from exactly.clock import Clock
 from exactly.errors import ErrorCode, KafkaError
 from exactly.group import ClientInfo, GroupConfig, GroupCoordinator, Parked, Result, build_batch
 from exactly.protocol.messages.join_group import JoinGroupResponse
+from exactly.protocol.messages.list_groups import ListedGroup
+from exactly.protocol.messages.offset_commit import OffsetCommitResponse
 from exactly.protocol.messages.sync_group import SyncGroupResponse
+from exactly.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
 from exactly.records.batch import RecordBatch
-from exactly.replication.partition import AppendResult
+from exactly.replication.partition import AppendResult, Partition
 from exactly.storage.log import PartitionLog, VerificationGuard, scan_batches
 
-__all__ = ["OFFSETS_TOPIC", "GroupService", "load_batches", "load_partition"]
+__all__ = ["OFFSETS_TOPIC", "GroupService", "load_batches", "load_partition", "write_error_answer"]
 
 log = logging.getLogger(__name__)
 
@@ -91,16 +108,18 @@ class GroupService:
             config.offsets_topic_segment_bytes,
             replicas,
             topics,
-            lambda partition, batches: load_batches(self.coordinator, batches),
-            self.coordinator.unload_partition,
+            lambda partition, batches: load_batches(self.coordinator, batches, partition),
+            self._resigned,
             replication_factor=config.offsets_topic_replication_factor,
             min_isr=config.log.min_insync_replicas,
         )
         replicas.leadership_listeners.append(self.runtime.leadership_changed)
+        replicas.marker_listeners.append(self._marker_appended)
         self._timer = DeadlineTimer(
             "group coordinator", self.coordinator.next_deadline, self._tick, clock.monotonic_ms
         )
         self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._waiter_groups: dict[int, str] = {}  # parked request -> its group
         self._deliveries: set[asyncio.Task[None]] = set()
         self.loaded_records = 0
         self.load_seconds = 0.0
@@ -132,6 +151,7 @@ class GroupService:
             if not future.done():
                 future.cancel()
         self._waiters.clear()
+        self._waiter_groups.clear()
 
     def partition_for(self, key: str) -> int:
         """The partition of the internal topic whose leader coordinates `key`."""
@@ -150,27 +170,36 @@ class GroupService:
 
     async def call(
         self,
+        group_id: str,
         op: Callable[[GroupCoordinator], Result[T]],
         verification_guard: VerificationGuard | None = None,
     ) -> T:
-        """Run a coordinator operation: append + replay its records, wait for durability, answer.
+        """Run a coordinator operation on `group_id`: append + replay its records, wait for durability,
+        answer. KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) when this broker does not
+        coordinate the group now, or the client's code when the write failed.
 
         A transactional offset commit's records are appended as one transactional batch of its producer
         (checked by `verification_guard`, KIP-890 part 1) and replayed as pending offsets."""
         await self.ensure_topic()
+        self.runtime.check_owner(self.coordinator.partition_for(group_id))
         result = op(self.coordinator)
         future: asyncio.Future[Any] | None = None
         if isinstance(result.response, Parked):
             future = asyncio.get_running_loop().create_future()
             self._waiters[result.response.waiter] = future
+            self._waiter_groups[result.response.waiter] = group_id
         try:
             appended = self._append(result, verification_guard)
         except KafkaError:
             if future is not None and isinstance(result.response, Parked):
                 self._waiters.pop(result.response.waiter, None)
+                self._waiter_groups.pop(result.response.waiter, None)
             raise
         self._timer.kick()
-        await self._deliver(result, appended)
+        try:
+            await self._deliver(result, appended)
+        except CoordinatorWriteError as e:
+            raise KafkaError(write_error_answer(e, result.response), e.message) from e
         if future is not None:
             response: T = await future
             return response
@@ -179,13 +208,38 @@ class GroupService:
         return result.response
 
     async def read(self, group_id: str, op: Callable[[GroupCoordinator], T]) -> T:
-        """A read-only operation, answered once everything it could have seen is durable."""
+        """A read-only operation, answered once everything it could have seen is durable (in a cluster:
+        committed in the ISR). KafkaError as `call`'s when this broker does not coordinate the group."""
         partition = self.coordinator.partition_for(group_id)
-        if not self.runtime.is_leader(partition):
-            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} moved")
+        self.runtime.check_owner(partition)
         response = op(self.coordinator)
-        await self.runtime.wait_partition_durable(partition)
+        await self.runtime.wait_partition_durable(partition, f"group {group_id!r}")
         return response
+
+    def list_groups(
+        self, states: list[str] | None = None, types: list[str] | None = None
+    ) -> list[ListedGroup]:
+        """ListGroups: the groups of the partitions this broker coordinates now. KafkaError
+        COORDINATOR_LOAD_IN_PROGRESS while a partition loads (Kafka's answer: the list would be partial)."""
+        if self.runtime.loading:
+            raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{OFFSETS_TOPIC} is loading")
+        owned = self.runtime.is_leader
+        partition_for = self.coordinator.partition_for
+        return [g for g in self.coordinator.list_groups(states, types) if owned(partition_for(g.group_id))]
+
+    def _resigned(self, partition: int) -> None:
+        """The partition moved to another broker: forget its groups (with their deadlines and offsets)
+        and answer their parked JoinGroup/SyncGroup requests NOT_COORDINATOR now (Kafka's
+        `onResignation`: the clients look the coordinator up again)."""
+        self.coordinator.unload_partition(partition)
+        moved = KafkaError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} moved to another broker")
+        for waiter, group_id in list(self._waiter_groups.items()):
+            if self.coordinator.partition_for(group_id) != partition:
+                continue
+            del self._waiter_groups[waiter]
+            future = self._waiters.pop(waiter, None)
+            if future is not None and not future.done():
+                future.set_exception(moved)
 
     def _append(
         self, result: Result[Any], verification_guard: VerificationGuard | None = None
@@ -210,7 +264,7 @@ class GroupService:
                 verification_guard=verification_guard,
             )
         except KafkaError as e:
-            self._fail_completions(result.completions, e.code)
+            self._fail_completions(result.completions, e)
             fallback = self.coordinator.on_append_failed(result)
             self._complete(fallback.completions)
             raise
@@ -218,30 +272,48 @@ class GroupService:
             self.coordinator.replay(appended.info.first_offset + index, pid, record)
         return appended
 
+    def _marker_appended(self, partition: Partition, producer_id: int, committed: bool) -> None:
+        """A COMMIT/ABORT marker was appended to a partition this broker leads (the replica manager's
+        hook, whoever sent it): on `__consumer_offsets`, materialise or drop the producer's pending
+        offsets of that partition's groups."""
+        if partition.topic != OFFSETS_TOPIC or not self.runtime.is_leader(partition.index):
+            return
+        self.coordinator.replay_end_txn_marker(producer_id, committed, partition.index)
+
     def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
-        """A COMMIT/ABORT marker was appended to `partition`: materialise or drop the pending offsets."""
-        del partition  # pending offsets are kept per producer, whatever their partition
-        self.coordinator.replay_end_txn_marker(producer_id, committed)
+        """A COMMIT/ABORT marker reached `partition` of `__consumer_offsets` (tests, tools)."""
+        self.coordinator.replay_end_txn_marker(producer_id, committed, partition)
 
     async def _deliver(self, result: Result[Any], appended: AppendResult | None) -> None:
-        """Answer once what `result` wrote (or, writing nothing, could have seen) is durable."""
+        """Answer once what `result` wrote (or, writing nothing, could have seen) is durable. When that
+        fails (the partition moved, the ISR could not take it in time), the completions are answered with
+        the error and CoordinatorWriteError is raised."""
         if not result.completions and isinstance(result.response, Parked):
             return
-        if appended is not None:
-            await self.runtime.wait_durable(appended, f"group {result.group_id!r}")
-        elif result.group_id:
-            await self.runtime.wait_partition_durable(self.coordinator.partition_for(result.group_id))
+        what = f"group {result.group_id!r}"
+        try:
+            if appended is not None:
+                await self.runtime.wait_durable(appended, what)
+            elif result.group_id:
+                await self.runtime.wait_partition_durable(
+                    self.coordinator.partition_for(result.group_id), what
+                )
+        except CoordinatorWriteError as e:
+            self._fail_completions(result.completions, e)
+            raise
         self._complete(result.completions)
 
     def _complete(self, completions: list[tuple[int, Any]]) -> None:
         for waiter, response in completions:
+            self._waiter_groups.pop(waiter, None)
             future = self._waiters.pop(waiter, None)
             if future is not None and not future.done():
                 future.set_result(response)
 
-    def _fail_completions(self, completions: list[tuple[int, Any]], code: ErrorCode) -> None:
+    def _fail_completions(self, completions: list[tuple[int, Any]], error: KafkaError) -> None:
         failed: list[tuple[int, Any]] = []
         for waiter, response in completions:
+            code = write_error_answer(error, response)
             if isinstance(response, JoinGroupResponse):
                 failed.append(
                     (
@@ -273,15 +345,34 @@ class GroupService:
         except KafkaError:
             return
         if result.completions:
-            task = asyncio.create_task(self._deliver(result, appended))
+            task = asyncio.create_task(self._deliver_quietly(result, appended))
             self._deliveries.add(task)
             task.add_done_callback(self._deliveries.discard)
 
+    async def _deliver_quietly(self, result: Result[Any], appended: AppendResult | None) -> None:
+        with contextlib.suppress(CoordinatorWriteError):  # its completions were answered with the error
+            await self._deliver(result, appended)
 
-def load_batches(coordinator: GroupCoordinator, batches: Iterable[RecordBatch]) -> int:
-    """Replay one partition's batches of `__consumer_offsets` (from its log start to its high watermark)."""
+
+def write_error_answer(error: KafkaError, response: object) -> ErrorCode:
+    """What a request whose coordinator write failed answers (Kafka's `GroupMetadataManager`): a
+    SyncGroup whose assignment timed out rebalances, an offset commit's timeout is returned unchanged,
+    anything else is the runtime's client code (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...)."""
+    if isinstance(error, CoordinatorWriteError) and error.cause == ErrorCode.REQUEST_TIMED_OUT:
+        if isinstance(response, SyncGroupResponse):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        if isinstance(response, OffsetCommitResponse | TxnOffsetCommitResponse):
+            return ErrorCode.REQUEST_TIMED_OUT
+    return error.code
+
+
+def load_batches(
+    coordinator: GroupCoordinator, batches: Iterable[RecordBatch], partition: int | None = None
+) -> int:
+    """Replay one partition's batches of `__consumer_offsets` (from its log start to its high watermark,
+    or, a new leader in a cluster, to its log end)."""
     key_cache: dict[bytes, object] = {}
-    return sum(coordinator.load_batch(batch, key_cache) for batch in batches)
+    return sum(coordinator.load_batch(batch, key_cache, partition) for batch in batches)
 
 
 def load_partition(coordinator: GroupCoordinator, plog: PartitionLog) -> int:

@@ -25,7 +25,7 @@ from typing import Protocol
 from exactly.broker.fetch_wakeups import FetchWakeups
 from exactly.broker.flusher import Flusher
 from exactly.errors import ErrorCode, KafkaError
-from exactly.records.control import EndTxnMarker
+from exactly.records.control import ControlRecordType, EndTxnMarker
 from exactly.replication.partition import AppendResult, Partition
 from exactly.storage.log import Buffer, VerificationGuard
 from exactly.storage.log_manager import LogManager
@@ -39,6 +39,8 @@ DurableTarget = tuple[Partition, int]  # the partition must be fsynced below thi
 # writes a proposed ISR conditionally on the partition epoch: the new partition epoch, or None (refused)
 IsrWriter = Callable[[Partition, tuple[int, ...]], Awaitable[int | None]]
 LeadershipListener = Callable[[Partition], None]  # called after a partition became leader or follower
+# called after a COMMIT/ABORT marker was appended as the leader: (partition, producer id, committed)
+MarkerListener = Callable[[Partition, int, bool], None]
 
 
 class Fetchers(Protocol):
@@ -71,6 +73,9 @@ class ReplicaManager:
         # may this broker join the partition's ISR (live, not drained, not being reassigned away)?
         self.isr_eligible: Callable[[Partition, int], bool] = lambda partition, broker_id: True
         self.leadership_listeners: list[LeadershipListener] = []
+        # the group coordinator learns of markers on `__consumer_offsets` here, whoever wrote them (the
+        # local transaction coordinator, or another broker's through WriteTxnMarkers)
+        self.marker_listeners: list[MarkerListener] = []
         self._replication_waiters: dict[Partition, list[tuple[int, asyncio.Future[ErrorCode]]]] = {}
         self._isr_tasks: set[asyncio.Task[None]] = set()
 
@@ -304,13 +309,22 @@ class ReplicaManager:
     def append_end_txn_marker(
         self, topic: str, index: int, producer_id: int, producer_epoch: int, marker: EndTxnMarker
     ) -> AppendResult:
-        """One COMMIT/ABORT marker (the WriteTxnMarkers path). KafkaError: the marker's code."""
+        """One COMMIT/ABORT marker (the WriteTxnMarkers path, acks=all). KafkaError: the marker's code. The
+        `marker_listeners` hear of it once it is in the log."""
         partition = self.online_partition(topic, index)
+        if partition.followers:  # as any acks=all append: refused while the ISR is below its minimum
+            partition.check_enough_replicas(-1)
         try:
             result = partition.append_end_txn_marker(producer_id, producer_epoch, marker)
         except OSError as e:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from e
         self.wakeups.appended()
+        committed = marker.type == ControlRecordType.COMMIT
+        for listener in self.marker_listeners:
+            try:
+                listener(partition, producer_id, committed)
+            except Exception:
+                log.exception("a marker listener failed for %s-%d", topic, index)
         return result
 
     # --- durability --------------------------------------------------------------------------------------

@@ -134,8 +134,14 @@ class Broker:
             self.clock,
             self.scheduler,
             self.next_producer_id,
-            self.groups.complete_transaction,
         )
+        if self.cluster is not None:  # markers go to each partition's leader over the inter-broker listener
+            cache, cluster_config_ = self.cluster.cache, self.cluster.config
+            self.transactions.markers.route(
+                cache.leader_of,
+                lambda broker_id: cache.endpoint(broker_id, cluster_config_.inter_broker_listener),
+                cluster_config_.inter_broker_security,
+            )
         window_ms = config.quota_window_size_seconds * 1000
         self.produce_quotas = ClientQuotaManager(
             QuotaKey.PRODUCER_BYTE_RATE,

@@ -42,13 +42,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from exactly.broker.config import BrokerConfig
 from exactly.broker.coordinator_runtime import CoordinatorRuntime
-from exactly.broker.groups import OFFSETS_TOPIC
+from exactly.broker.marker_channel import Codes, MarkerChannel, Markers
 from exactly.broker.replica_manager import DurableTarget, ReplicaManager
 from exactly.broker.scheduler import Scheduler
 from exactly.broker.topic_manager import TopicManager
@@ -57,7 +57,7 @@ from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
 from exactly.records.batch import ATTR_CONTROL, RecordBatch
 from exactly.records.builder import BatchBuilder
 from exactly.records.control import ControlRecordType, EndTxnMarker
-from exactly.replication.partition import AppendResult
+from exactly.replication.partition import AppendResult, Partition
 from exactly.storage.log import VerificationGuard
 from exactly.txn import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult, TxnState
 from exactly.txn.coordinator import BatchResult
@@ -69,6 +69,7 @@ from exactly.txn.decisions import (
     encode_decision_key,
     encode_decision_value,
 )
+from exactly.txn.markers import MarkerOutcome, TopicPartition, marker_outcome
 from exactly.txn.records import decode_key, decode_value, encode_key, encode_value, key_version
 
 __all__ = ["TRANSACTION_TOPIC", "TransactionService"]
@@ -80,6 +81,7 @@ T = TypeVar("T")
 TRANSACTION_TOPIC = "__transaction_state"
 _RETRY_BACKOFF_S = (0.01, 0.05, 0.1, 0.5, 1.0)
 _CONCURRENT_WAIT_S = 1.0
+_MARKER_REPLICATION_TIMEOUT_S = 30.0  # a marker's acks=all wait (Kafka: the request timeout)
 
 # Produce and TxnOffsetCommit see these codes when verification fails (Kafka's
 # AddPartitionsToTxnManager: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH; the rest unchanged).
@@ -94,8 +96,8 @@ class _Turn:
 
 class TransactionService:
     """Built from what it uses: the broker's configs (a value), the replica manager and topic manager
-    (through its `CoordinatorRuntime`, and for markers), the clock, the scheduler, the producer-id
-    source, and what to tell the group coordinator when a marker lands on `__consumer_offsets`."""
+    (through its `CoordinatorRuntime`, and for markers), the clock, the scheduler and the producer-id
+    source. (The group coordinator hears of markers on `__consumer_offsets` from the replica manager.)"""
 
     def __init__(
         self,
@@ -105,14 +107,12 @@ class TransactionService:
         clock: Clock,
         scheduler: Scheduler,
         next_producer_id: Callable[[], int],
-        offsets_marker_written: Callable[[int, int, bool], None],
     ) -> None:
         self._config = config
         self._replicas = replicas
         self._topics = topics
         self._clock = clock
         self._scheduler = scheduler
-        self._offsets_marker_written = offsets_marker_written  # (partition, producer id, committed)
         partitions = topics.partitions(TRANSACTION_TOPIC) or config.transaction_state_log_num_partitions
         self.coordinator = TransactionCoordinator(
             TxnConfig(
@@ -131,12 +131,14 @@ class TransactionService:
             replicas,
             topics,
             self._load_partition,
-            self.coordinator.unload_partition,
+            self._unload_partition,
             replication_factor=config.transaction_state_log_replication_factor,
             min_isr=config.transaction_state_log_min_isr,
         )
-        replicas.leadership_listeners.append(self.runtime.leadership_changed)
+        replicas.leadership_listeners.append(self._leadership_changed)
+        self.markers = MarkerChannel(config.node_id, self.write_markers)
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
+        self._marker_tasks: dict[int, set[asyncio.Task[None]]] = {}  # partition -> its marker jobs
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
         self._turns: dict[str, _Turn] = {}  # id -> its requests, one at a time
         self._query_turns: dict[str, _Turn] = {}  # query id -> its batch requests, one at a time
@@ -157,7 +159,11 @@ class TransactionService:
         )
 
     def _load_partition(self, partition: int, batches: Iterator[RecordBatch]) -> int:
-        del partition  # one coordinator holds every partition's transactional ids
+        self._unload_partition(partition)  # whatever an earlier term left (Kafka clears the cache first)
+        if self._replicas.cluster:
+            found = self._replicas.partition(TRANSACTION_TOPIC, partition)
+            if found is not None:  # the coordinator epoch is the partition's leader epoch
+                self.coordinator.coordinator_epochs[partition] = found.leader_epoch
         count = 0
         for batch in batches:
             if batch.header().attributes & ATTR_CONTROL:
@@ -178,6 +184,32 @@ class TransactionService:
                     continue
                 count += 1
         return count
+
+    def _unload_partition(self, partition: int) -> None:
+        """The partition is no longer ours (or is being reloaded): its ids go, its marker jobs stop."""
+        for task in self._marker_tasks.pop(partition, set()):
+            task.cancel()
+        self.coordinator.unload_partition(partition)
+
+    def _leadership_changed(self, partition: Partition) -> None:
+        """A `__transaction_state` partition became ours (load it, then resume the marker jobs of its
+        PrepareCommit/PrepareAbort transactions with the new coordinator epoch) or another's (resign:
+        its ids answer NOT_COORDINATOR at once, its marker jobs stop). Loading is synchronous (nothing
+        else runs on the event loop meanwhile), so no request sees a half-loaded partition."""
+        self.runtime.leadership_changed(partition)
+        if partition.topic != TRANSACTION_TOPIC or not partition.is_leader:
+            return
+        for job in self.coordinator.pending_marker_jobs(partition.index):
+            log.info(
+                "%s-%d: resuming %s markers of transactional id %r (producer %d, coordinator epoch %d)",
+                TRANSACTION_TOPIC,
+                partition.index,
+                "COMMIT" if job.commit else "ABORT",
+                job.transactional_id,
+                job.producer_id,
+                job.coordinator_epoch,
+            )
+            self._start_markers(job)
 
     def start(self) -> None:
         """Load, resume the marker jobs of decided transactions, start the timers."""
@@ -206,6 +238,7 @@ class TransactionService:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.markers.stop()
 
     def partition_for(self, key: str) -> int:
         """The partition of the internal topic whose leader coordinates `key`."""
@@ -313,6 +346,7 @@ class TransactionService:
         builder = BatchBuilder()
         builder.append(self._clock.milliseconds(), encode_key(txn_id), value)
         partition = self.coordinator.partition_for(txn_id)
+        epoch = self.coordinator.coordinator_epoch(partition)
         try:
             await self.runtime.write(
                 partition, builder.build(), f"transactional id {txn_id!r}", wait_durable=wait_durable
@@ -321,6 +355,13 @@ class TransactionService:
             self.coordinator.abort_transition(txn_id)
             self._transitioned(txn_id)
             return e.code
+        if (
+            txn_id not in self.coordinator.transactions
+            or not self.runtime.is_leader(partition)
+            or self.coordinator.coordinator_epoch(partition) != epoch
+        ):
+            self._transitioned(txn_id)  # resigned while the record was appended: the new leader has it
+            return ErrorCode.NOT_COORDINATOR
         job = self.coordinator.complete_transition(txn_id, transit)
         log.debug("%r is %s (epoch %d)", txn_id, transit.state.kafka_name, transit.producer_epoch)
         self._transitioned(txn_id)
@@ -343,13 +384,53 @@ class TransactionService:
         marker = EndTxnMarker(
             ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch
         )
-        written = self._replicas.append_end_txn_marker(topic, partition, producer_id, producer_epoch, marker)
-        if topic == OFFSETS_TOPIC:
-            self._offsets_marker_written(partition, producer_id, commit)
-        return written
+        return self._replicas.append_end_txn_marker(topic, partition, producer_id, producer_epoch, marker)
+
+    async def write_markers(self, markers: Markers, partitions: Sequence[TopicPartition]) -> Codes:
+        """Append the markers to partitions this broker leads, then wait until they are durable here and
+        committed in their ISR (acks=all): each partition's code. The one path of every marker: the
+        coordinator's own, and the WriteTxnMarkers API's."""
+        codes: Codes = {}
+        durable: list[tuple[TopicPartition, DurableTarget]] = []
+        replicated: list[tuple[TopicPartition, DurableTarget]] = []
+        for topic, index in partitions:
+            try:
+                written = self.write_marker(
+                    topic,
+                    index,
+                    markers.producer_id,
+                    markers.producer_epoch,
+                    markers.commit,
+                    markers.coordinator_epoch,
+                )
+            except KafkaError as e:
+                codes[(topic, index)] = e.code
+                continue
+            codes[(topic, index)] = ErrorCode.NONE
+            if written.durable_offset is not None:
+                durable.append(((topic, index), (written.partition, written.durable_offset)))
+            if written.partition.replicated:
+                replicated.append(((topic, index), (written.partition, written.info.last_offset + 1)))
+        if durable:
+            failures = await self._replicas.wait_durable_each([target for _, target in durable])
+            for (key, _), failure in zip(durable, failures, strict=True):
+                if failure is not None:
+                    codes[key] = failure.code
+        replicated = [(key, target) for key, target in replicated if codes[key] == ErrorCode.NONE]
+        if replicated:
+            outcomes = await self._replicas.wait_replicated(
+                [target for _, target in replicated], _MARKER_REPLICATION_TIMEOUT_S
+            )
+            for (key, _), code in zip(replicated, outcomes, strict=True):
+                codes[key] = code
+        return codes
 
     def _start_markers(self, job: MarkerJob) -> None:
-        self._spawn(self._write_markers(job))
+        partition = self.coordinator.partition_for(job.transactional_id)
+        task = self._spawn(self._write_markers(job))
+        tasks = self._marker_tasks.setdefault(partition, set())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
     def _spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """A task the service owns (cancelled at stop), not the request that started it."""
@@ -358,64 +439,65 @@ class TransactionService:
         task.add_done_callback(self._tasks.discard)
         return task
 
+    def _coordinating(self, job: MarkerJob) -> bool:
+        """This broker still coordinates the job's transactional id in the job's coordinator epoch."""
+        partition = self.coordinator.partition_for(job.transactional_id)
+        return (
+            self.runtime.is_leader(partition)
+            and self.coordinator.coordinator_epoch(partition) == job.coordinator_epoch
+        )
+
     async def _write_markers(self, job: MarkerJob) -> None:
         await self._debug_pause("prepare-written", job)
         if self._config.debug_marker_delay_ms:
             await asyncio.sleep(self._config.debug_marker_delay_ms / 1000)
+        markers = Markers(job.producer_id, job.producer_epoch, job.commit, job.coordinator_epoch)
         remaining = sorted(job.partitions)
         attempt = 0
+        first = True
         while remaining:
-            durable: list[DurableTarget] = []
-            retry: list[tuple[str, int]] = []
-            written_count = 0
-            for topic, partition in remaining:
-                try:
-                    written = self.write_marker(
+            if not self._coordinating(job):
+                log.info("no longer the coordinator of %r: its markers stop", job.transactional_id)
+                return
+            sending = remaining
+            if first and self._config.debug_end_txn_pause == "first-marker-written":
+                sending = remaining[:1]  # one marker, then park (the others are never written)
+            codes = await self.markers.send(markers, sending)
+            retry: list[TopicPartition] = []
+            for (topic, partition), code in sorted(codes.items()):
+                outcome = marker_outcome(code)
+                if outcome is MarkerOutcome.WRITTEN:
+                    continue
+                if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not self._topic_exists(topic):
+                    log.warning("skipping marker for %s-%d: the topic no longer exists", topic, partition)
+                elif outcome is MarkerOutcome.DROP:
+                    log.error(
+                        "dropping marker for %s-%d of %r: %s",
                         topic,
                         partition,
-                        job.producer_id,
-                        job.producer_epoch,
-                        job.commit,
-                        job.coordinator_epoch,
+                        job.transactional_id,
+                        code.name,
                     )
-                except KafkaError as e:
-                    if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not self._topics.partitions(topic):
-                        log.warning("skipping marker for %s-%d: the topic no longer exists", topic, partition)
-                    elif e.code in (
-                        ErrorCode.INVALID_PRODUCER_EPOCH,
-                        ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-                    ):
-                        log.error(
-                            "dropping marker for %s-%d of %r: %s", topic, partition, job.transactional_id, e
-                        )
-                    else:
-                        log.warning(
-                            "marker for %s-%d of %r failed, will retry: %s",
-                            topic,
-                            partition,
-                            job.transactional_id,
-                            e,
-                        )
-                        retry.append((topic, partition))
-                    continue
-                if written.durable_offset is not None:
-                    durable.append((written.partition, written.durable_offset))
-                written_count += 1
-                if written_count == 1:
-                    await self._debug_pause("first-marker-written", job)
-            if durable:
-                try:
-                    await self._replicas.wait_durable(durable)
-                except (KafkaError, OSError) as e:
-                    log.error("cannot flush markers of %r, will rewrite them: %s", job.transactional_id, e)
-                    retry = remaining
-            remaining = retry
+                else:
+                    log.log(
+                        logging.INFO if attempt < 3 else logging.WARNING,
+                        "marker for %s-%d of %r failed (%s), will retry",
+                        topic,
+                        partition,
+                        job.transactional_id,
+                        code.name,
+                    )
+                    retry.append((topic, partition))
+            if first and len(retry) < len(sending):
+                first = False
+                await self._debug_pause("first-marker-written", job)
+            remaining = retry + [tp for tp in remaining if tp not in codes]
             if remaining:
                 await asyncio.sleep(_RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)])
                 attempt += 1
         await self._debug_pause("markers-written", job)
         attempt = 0
-        while True:
+        while self._coordinating(job):
             result = self.coordinator.complete_markers(job)
             if result is None:
                 return
@@ -423,6 +505,9 @@ class TransactionService:
                 return
             await asyncio.sleep(_RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)])
             attempt += 1
+
+    def _topic_exists(self, topic: str) -> bool:
+        return bool(self._topics.partitions(topic))
 
     async def _debug_pause(self, step: str, job: MarkerJob) -> None:
         if self._config.debug_end_txn_pause != step:
@@ -434,8 +519,13 @@ class TransactionService:
 
     def verification_guard(
         self, transactional_id: str, topic: str, partition: int, *, transaction_abortable: bool = False
-    ) -> VerificationGuard:
+    ) -> VerificationGuard | None:
         """The check a partition runs before a producer's first transactional batch on it.
+
+        In a cluster only when this broker coordinates the transactional id: verification against a
+        coordinator on another broker (Kafka's AddPartitionsToTxnManager, AddPartitionsToTxn v4
+        verify-only) is not built, so such batches are appended unverified (None), as with Kafka's
+        `transaction.partition.verification.enable=false`.
 
         `transaction_abortable`: the request version knows TRANSACTION_ABORTABLE (Produce v11+), which
         then replaces INVALID_TXN_STATE for a partition that is not in the transaction (Kafka's
@@ -452,6 +542,8 @@ class TransactionService:
                     f"may not write to {topic}-{partition} transactionally: {code.name}",
                 )
 
+        if self._replicas.cluster and not self.runtime.is_leader(self.partition_for(transactional_id)):
+            return None
         return guard
 
     def is_prepared(self, transactional_id: str) -> bool:

@@ -326,22 +326,27 @@ class GroupCoordinator:
         if group_value is None:
             self.offset_manager.forget_group(key.group)
 
-    def replay_end_txn_marker(self, producer_id: int, committed: bool) -> None:
-        """A COMMIT/ABORT marker reached this partition: materialize or drop the pending offsets."""
-        self.offset_manager.replay_end_txn_marker(producer_id, committed)
+    def replay_end_txn_marker(self, producer_id: int, committed: bool, partition: int | None = None) -> None:
+        """A COMMIT/ABORT marker reached `partition` (None: whichever holds the producer's offsets):
+        materialize or drop the producer's pending offsets of that partition's groups."""
+        only = None if partition is None else (lambda group: self.partition_for(group) == partition)
+        self.offset_manager.replay_end_txn_marker(producer_id, committed, only)
 
-    def load_batch(self, batch: RecordBatch, key_cache: dict[bytes, Any] | None = None) -> int:
+    def load_batch(
+        self, batch: RecordBatch, key_cache: dict[bytes, Any] | None = None, partition: int | None = None
+    ) -> int:
         """Replay one stored batch (start-up); returns the number of records applied.
 
         Plain OffsetCommit records (the bulk of any log) take a fast path that parses the fields
         straight into the offset store; `key_cache` (key bytes -> parsed key), shared across the batches
         of a partition, saves parsing the same key again. Everything else goes through `replay`.
+        `partition`: the batch's partition of `__consumer_offsets` (a marker decides its groups only).
         """
         header = batch.header()
         producer_id = header.producer_id
         if header.attributes & _CONTROL:
             marker = parse_end_txn_marker(batch)
-            self.replay_end_txn_marker(producer_id, marker.type == ControlRecordType.COMMIT)
+            self.replay_end_txn_marker(producer_id, marker.type == ControlRecordType.COMMIT, partition)
             return 0
         groups = self.groups
         ensure_group = self.classic.ensure_group

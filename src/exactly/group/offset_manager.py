@@ -326,9 +326,12 @@ class OffsetManager:
             self.groups.ensure_group(key.group)
         self.store.replay(record_offset, producer_id, key, value)
 
-    def replay_end_txn_marker(self, producer_id: int, committed: bool) -> None:
-        """A COMMIT/ABORT marker reached this partition: materialize or drop the pending offsets."""
-        self.store.replay_end_txn_marker(producer_id, committed)
+    def replay_end_txn_marker(
+        self, producer_id: int, committed: bool, only: Callable[[str], bool] | None = None
+    ) -> None:
+        """A COMMIT/ABORT marker reached a partition: materialize or drop the pending offsets (of the
+        groups `only` names: that partition's)."""
+        self.store.replay_end_txn_marker(producer_id, committed, only)
 
     def forget_group(self, group_id: str) -> None:
         """The group was deleted (its offsets' tombstones were replayed before its own)."""

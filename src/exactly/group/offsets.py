@@ -137,10 +137,20 @@ class OffsetStore:
             offsets = self._committed[group] = {}
         offsets[tp] = entry
 
-    def replay_end_txn_marker(self, producer_id: int, committed: bool) -> None:
+    def replay_end_txn_marker(
+        self, producer_id: int, committed: bool, only: Callable[[str], bool] | None = None
+    ) -> None:
+        """The producer's transaction ended: its pending offsets become committed (or are dropped) —
+        those of the groups `only` names (the groups of the partition the marker reached; a transaction
+        may commit offsets of groups in several partitions, each decided by its own marker)."""
         pending = self._pending.pop(producer_id, None)
         if pending is None:
             return
+        if only is not None:
+            kept = {g: offsets for g, offsets in pending.items() if not only(g)}
+            if kept:
+                self._pending[producer_id] = kept
+                pending = {g: offsets for g, offsets in pending.items() if only(g)}
         for group in pending:
             open_txns = self._open_by_group.get(group)
             if open_txns is not None:

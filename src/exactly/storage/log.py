@@ -1065,13 +1065,15 @@ def is_small(segments: list[LogSegment], config: LogConfig) -> bool:
     return len(segments) == 1 and segments[0].size <= min(_SMALL_AT_CLOSE, config.index_interval_bytes)
 
 
-def scan_batches(log: PartitionLog, chunk: int = 8 << 20) -> Iterator[RecordBatch]:
-    """Every batch from the log start to the high watermark, in order (coordinators loading their
-    internal topics at start-up)."""
+def scan_batches(log: PartitionLog, chunk: int = 8 << 20, *, to_end: bool = False) -> Iterator[RecordBatch]:
+    """Every batch from the log start to the high watermark (`to_end`: to the log end, as a new leader's
+    coordinator loads its partition, Kafka's loaders), in order (coordinators loading their internal
+    topics)."""
     offset = log.log_start_offset
-    end = log.high_watermark
+    end = log.log_end_offset if to_end else log.high_watermark
+    isolation = Isolation.LOG_END if to_end else Isolation.READ_UNCOMMITTED
     while offset < end:
-        data = log.read(offset, chunk, min_one_message=True)
+        data = log.read(offset, chunk, isolation, min_one_message=True)
         if not data.records:
             return
         for batch in iter_batches(data.records):

@@ -69,6 +69,8 @@ class TransactionCoordinator(TwoPhaseCommit):
         self.transactions: dict[str, TransactionMetadata] = {}
         self.decisions = Decisions()
         self._deciding: set[tuple[str, int]] = set()  # decision records being appended
+        # partition of __transaction_state -> its coordinator epoch (in a cluster: its leader epoch)
+        self.coordinator_epochs: dict[int, int] = {}
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
@@ -252,7 +254,7 @@ class TransactionCoordinator(TwoPhaseCommit):
             txn.producer_id,
             txn.producer_epoch,
             txn.state is _S.PREPARE_COMMIT,
-            self.config.coordinator_epoch,
+            self.coordinator_epoch(self.partition_for(txn.transactional_id)),
             frozenset(txn.partitions),
         )
 
@@ -311,9 +313,14 @@ class TransactionCoordinator(TwoPhaseCommit):
         else:
             txn.apply_loaded(value)
 
+    def coordinator_epoch(self, partition: int) -> int:
+        """The epoch markers of `partition`'s transactions carry (fences markers of older coordinators)."""
+        return self.coordinator_epochs.get(partition, self.config.coordinator_epoch)
+
     def unload_partition(self, partition: int) -> None:
         """Another coordinator owns `partition` of `__transaction_state` now (Kafka's
         `removeTransactionsForTxnTopicPartition`): forget its transactional ids and batch decisions."""
+        self.coordinator_epochs.pop(partition, None)
         for tid in [tid for tid in self.transactions if self.partition_for(tid) == partition]:
             del self.transactions[tid]
         self.decisions.remove_queries(lambda query_id: self.partition_for(query_id) != partition)
@@ -322,9 +329,12 @@ class TransactionCoordinator(TwoPhaseCommit):
         """Replay one batch decision record (start-up); `redrive_all` then carries out what is missing."""
         self.decisions.add(decision)
 
-    def pending_marker_jobs(self) -> Iterator[MarkerJob]:
-        """After loading: the transactions whose decision is recorded but whose markers may be missing."""
+    def pending_marker_jobs(self, partition: int | None = None) -> Iterator[MarkerJob]:
+        """After loading: the transactions (of `partition`, or all) whose decision is recorded but whose
+        markers may be missing."""
         for txn in self.transactions.values():
+            if partition is not None and self.partition_for(txn.transactional_id) != partition:
+                continue
             job = self._marker_job(txn)
             if job is not None:
                 yield job

@@ -25,7 +25,8 @@ async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGro
             continue
         try:
             result: DeletableGroupResult = await groups.call(
-                lambda coordinator, g=group_id: coordinator.delete_group(g)  # type: ignore[misc]
+                group_id,
+                lambda coordinator, g=group_id: coordinator.delete_group(g),  # type: ignore[misc]
             )
         except KafkaError as e:
             result = DeletableGroupResult(group_id, e.code)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.guard import allowed, operations_field
-from exactly.errors import ErrorCode
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.describe_groups import (
     DescribedGroup,
@@ -30,7 +30,10 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
         if not allowed(ctx, ApiKey.DESCRIBE_GROUPS, "group", group_id):
             described.append(DescribedGroup(ErrorCode.GROUP_AUTHORIZATION_FAILED, None, group_id))
             continue
-        described += await groups.read(group_id, lambda c, g=group_id: c.describe_groups([g]))  # type: ignore[misc]
+        try:
+            described += await groups.read(group_id, lambda c, g=group_id: c.describe_groups([g]))  # type: ignore[misc]
+        except KafkaError as e:  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS: for this group only
+            described.append(DescribedGroup(e.code, None, group_id))
     if ctx.version >= _GROUP_ID_NOT_FOUND_VERSION:
         for group in described:
             if group.error_code == ErrorCode.NONE and group.group_state == _DEAD:  # no such group

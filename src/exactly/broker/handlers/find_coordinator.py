@@ -1,4 +1,5 @@
-"""FindCoordinator (key 10): this broker coordinates every group and every transactional id.
+"""FindCoordinator (key 10): the coordinator of a group or a transactional id — this broker, or in a
+cluster the leader of the key's partition of `__consumer_offsets` / `__transaction_state`.
 
 v0-3 ask for one key, v4+ for a batch (`coordinator_keys`). A group key makes sure `__consumer_offsets`
 exists (it is created on first use), so that the coordinator is ready when the client comes to it.

@@ -18,7 +18,7 @@ async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatRes
     client = groups.client(ctx)
     try:
         response: HeartbeatResponse = await groups.call(
-            lambda coordinator: coordinator.heartbeat(client, request)
+            request.group_id, lambda coordinator: coordinator.heartbeat(client, request)
         )
     except KafkaError as e:
         response = HeartbeatResponse(error_code=e.code)

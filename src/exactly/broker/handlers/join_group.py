@@ -22,7 +22,9 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
         return response
     client = groups.client(ctx)
     try:
-        response = await groups.call(lambda coordinator: coordinator.join_group(client, request))
+        response = await groups.call(
+            request.group_id, lambda coordinator: coordinator.join_group(client, request)
+        )
     except KafkaError as e:
         response = JoinGroupResponse(error_code=e.code, member_id=request.member_id, protocol_name=None)
     if ctx.version < 7 and response.protocol_name is None:

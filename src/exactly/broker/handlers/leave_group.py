@@ -20,7 +20,7 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
     members = request.members if ctx.version >= 3 else [MemberIdentity(request.member_id, None)]
     try:
         response: LeaveGroupResponse = await groups.call(
-            lambda coordinator: coordinator.leave_group(client, request.group_id, members)
+            request.group_id, lambda coordinator: coordinator.leave_group(client, request.group_id, members)
         )
     except KafkaError as e:
         response = LeaveGroupResponse(error_code=e.code)

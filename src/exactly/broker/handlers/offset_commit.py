@@ -57,7 +57,8 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
         return OffsetCommitResponse(topics=refused + _unknown(unknown))
     try:
         response: OffsetCommitResponse = await groups.call(
-            lambda coordinator: coordinator.commit_offsets(client, request, broker.topics.has_partition)
+            request.group_id,
+            lambda coordinator: coordinator.commit_offsets(client, request, broker.topics.has_partition),
         )
     except KafkaError as e:
         response = OffsetCommitResponse(

@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDel
         request = dataclasses.replace(request, topics=[t for t in request.topics if t not in denied])
     try:
         response: OffsetDeleteResponse = await groups.call(
-            lambda coordinator: coordinator.delete_offsets(request)
+            request.group_id, lambda coordinator: coordinator.delete_offsets(request)
         )
     except KafkaError as e:
         response = OffsetDeleteResponse(error_code=e.code)

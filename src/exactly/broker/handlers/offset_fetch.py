@@ -16,7 +16,7 @@ from typing import TypeVar
 from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.errors import ErrorCode
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.offset_fetch import (
     OffsetFetchRequest,
@@ -87,18 +87,23 @@ async def _answer(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFet
     if ctx.version >= 8:
         results: list[OffsetFetchResponseGroup] = []
         for group in request.groups:
-            if ctx.version >= _TOPIC_IDS_VERSION:
-                results.append(await _fetch_by_topic_id(ctx, group, stable))
-                continue
-            wanted = (
-                None if group.topics is None else [(t.name, list(t.partition_indexes)) for t in group.topics]
-            )
-            results.append(
-                await groups.read(
-                    group.group_id,
-                    lambda c, g=group.group_id, w=wanted: c.fetch_offsets(g, w, stable),  # type: ignore[misc]
+            try:
+                if ctx.version >= _TOPIC_IDS_VERSION:
+                    results.append(await _fetch_by_topic_id(ctx, group, stable))
+                    continue
+                wanted = (
+                    None
+                    if group.topics is None
+                    else [(t.name, list(t.partition_indexes)) for t in group.topics]
                 )
-            )
+                results.append(
+                    await groups.read(
+                        group.group_id,
+                        lambda c, g=group.group_id, w=wanted: c.fetch_offsets(g, w, stable),  # type: ignore[misc]
+                    )
+                )
+            except KafkaError as e:  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS: this group's error
+                results.append(OffsetFetchResponseGroup(group.group_id, [], e.code))
         return OffsetFetchResponse(groups=results)
     wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
     result = await groups.read(request.group_id, lambda c: c.fetch_offsets(request.group_id, wanted, stable))

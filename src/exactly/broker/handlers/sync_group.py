@@ -19,7 +19,7 @@ async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupRes
     client = groups.client(ctx)
     try:
         response: SyncGroupResponse = await groups.call(
-            lambda coordinator: coordinator.sync_group(client, request)
+            request.group_id, lambda coordinator: coordinator.sync_group(client, request)
         )
     except KafkaError as e:
         response = SyncGroupResponse(error_code=e.code)

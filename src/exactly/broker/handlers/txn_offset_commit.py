@@ -85,6 +85,7 @@ async def _commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOf
         # one transactional batch of the producer, which runs `guard` if it is the producer's first
         # batch of this transaction on the partition.
         response: TxnOffsetCommitResponse = await groups.call(
+            request.group_id,
             lambda coordinator: coordinator.commit_transactional_offsets(
                 request, broker.topics.has_partition
             ),

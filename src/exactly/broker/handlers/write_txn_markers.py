@@ -1,18 +1,25 @@
 """WriteTxnMarkers (key 27, v1): append COMMIT/ABORT markers to partitions of this broker.
 
-The transaction coordinator writes its markers through the same `TransactionService.write_marker`
-(in-process on a single node); this API is how an operator ends a hanging transaction
+The transaction coordinator writes the markers of partitions it leads through the same
+`TransactionService.write_markers` in-process, and sends this request to the leaders of the others (its
+marker channel, exactly.broker.marker_channel); it is also how an operator ends a hanging transaction
 (`exactly txn abort`, `kafka-transactions.sh abort`, KIP-664). Per-partition errors: the partition does
-not exist (UNKNOWN_TOPIC_OR_PARTITION), a newer producer epoch was seen (INVALID_PRODUCER_EPOCH), a newer
-coordinator epoch was seen (TRANSACTION_COORDINATOR_FENCED). Answered once the markers are durable.
+not exist (UNKNOWN_TOPIC_OR_PARTITION), this broker does not lead it (NOT_LEADER_OR_FOLLOWER), the ISR
+is below min.insync.replicas (NOT_ENOUGH_REPLICAS) or did not catch up in time (REQUEST_TIMED_OUT), a
+newer producer epoch was seen (INVALID_PRODUCER_EPOCH), a newer coordinator epoch was seen
+(TRANSACTION_COORDINATOR_FENCED). Answered once the markers are durable and, on a replicated partition,
+committed in its ISR (acks=all).
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.errors import ErrorCode, KafkaError
+from exactly.broker.marker_channel import Markers
+from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.write_txn_markers import (
     WritableTxnMarkerPartitionResult,
@@ -21,7 +28,6 @@ from exactly.protocol.messages.write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
-from exactly.replication.partition import Partition
 
 
 @handler(ApiKey.WRITE_TXN_MARKERS)
@@ -43,33 +49,35 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
                 for m in request.markers
             ]
         )
-    durable: list[tuple[Partition, int, WritableTxnMarkerPartitionResult]] = []
-    results: list[WritableTxnMarkerResult] = []
-    for marker in request.markers:
-        topics: list[WritableTxnMarkerTopicResult] = []
-        for topic in marker.topics:
-            partitions: list[WritableTxnMarkerPartitionResult] = []
-            for index in topic.partition_indexes:
-                code = ErrorCode.NONE
-                try:
-                    written = service.write_marker(
-                        topic.name,
-                        index,
-                        marker.producer_id,
-                        marker.producer_epoch,
-                        marker.transaction_result,
-                        marker.coordinator_epoch,
+    answers = await asyncio.gather(
+        *(
+            service.write_markers(
+                Markers(
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.transaction_result,
+                    marker.coordinator_epoch,
+                ),
+                [(t.name, i) for t in marker.topics for i in t.partition_indexes],
+            )
+            for marker in request.markers
+        )
+    )
+    return WriteTxnMarkersResponse(
+        [
+            WritableTxnMarkerResult(
+                marker.producer_id,
+                [
+                    WritableTxnMarkerTopicResult(
+                        t.name,
+                        [
+                            WritableTxnMarkerPartitionResult(i, codes[(t.name, i)])
+                            for i in t.partition_indexes
+                        ],
                     )
-                except KafkaError as e:
-                    code = e.code
-                partitions.append(WritableTxnMarkerPartitionResult(index, code))
-                if code == ErrorCode.NONE and written.durable_offset is not None:
-                    durable.append((written.partition, written.durable_offset, partitions[-1]))
-            topics.append(WritableTxnMarkerTopicResult(topic.name, partitions))
-        results.append(WritableTxnMarkerResult(marker.producer_id, topics))
-    if durable:
-        failures = await ctx.broker.replicas.wait_durable_each([(p, end) for p, end, _ in durable])
-        for (_, _, where), failure in zip(durable, failures, strict=True):
-            if failure is not None:
-                where.error_code = failure.code
-    return WriteTxnMarkersResponse(results)
+                    for t in marker.topics
+                ],
+            )
+            for marker, codes in zip(request.markers, answers, strict=True)
+        ]
+    )
