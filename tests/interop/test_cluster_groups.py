@@ -20,10 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
 
+from exactly.client.connection import KafkaConnection
+from exactly.group.partitioning import partition_for
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.find_coordinator import FindCoordinatorRequest
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.zookeeper import ZooKeeperProcess
 from tests.interop import cluster_support as cs
@@ -32,6 +36,7 @@ pytestmark = pytest.mark.slow
 
 PARTITIONS = 6
 SESSION_TIMEOUT_MS = 6000
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @pytest.fixture(scope="module")
@@ -52,26 +57,34 @@ def _create(cluster: ClusterProcesses, name: str) -> None:
 
 
 def _coordinator(cluster: ClusterProcesses, group: str) -> int:
-    """The broker FindCoordinator names for `group` (through DescribeGroups' coordinator)."""
-    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.running())})
-    (future,) = admin.describe_consumer_groups([group], request_timeout=10).values()
-    try:
-        node: int = future.result(30).coordinator.id
-    except Exception:  # noqa: BLE001 (no coordinator yet)
+    """The group's coordinator: the leader of its `__consumer_offsets` partition (-1: none yet).
+
+    Read from metadata, not from librdkafka's DescribeConsumerGroups: that admin call, asked while a
+    coordinator dies, has aborted the test process (librdkafka 2.16 asserts `eonce->refcnt > 0` in its
+    coordinator-request path); FindCoordinator's answer itself is checked by `_find_coordinator`."""
+    found = cs.view(cluster, OFFSETS_TOPIC)
+    if not found:
         return -1
-    return node
+    return found[partition_for(group, len(found))][0]
+
+
+def _find_coordinator(cluster: ClusterProcesses, group: str, broker: int) -> tuple[int, int]:
+    """FindCoordinator (v3, one key) asked of `broker`: (error code, node id)."""
+    host, port = cluster.brokers[broker].bootstrap.rsplit(":", 1)
+    with KafkaConnection.open(host, int(port), timeout=10) as conn:
+        answer = conn.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(group, 0))
+    return answer.error_code, answer.node_id
 
 
 def _committed(cluster: ClusterProcesses, group: str, topic: str) -> dict[int, int]:
-    """The group's committed offsets, asked without joining it (OffsetFetch on its coordinator)."""
-    reader = Consumer(
-        {"bootstrap.servers": ",".join(b.bootstrap for b in cluster.running()), "group.id": group}
-    )
+    """The group's committed offsets, asked without joining it (kafka-python's OffsetFetch on its
+    coordinator; not librdkafka's, for the reason given at `_coordinator`)."""
+    admin = KafkaAdminClient(bootstrap_servers=cs.bootstrap(cluster).split(","), request_timeout_ms=30_000)
     try:
-        found = reader.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+        found = admin.list_group_offsets(group)[group]
     finally:
-        reader.close()
-    return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+        admin.close()
+    return {tp.partition: meta.offset for tp, meta in found.items() if tp.topic == topic and meta.offset >= 0}
 
 
 @dataclass
@@ -245,6 +258,13 @@ def _run_failover(cluster: ClusterProcesses, how: str) -> tuple[Workload, dict[i
             assert cluster.brokers[coordinator].stop() == 0
         stopping = time.monotonic() - gone_at
         cs.until(lambda: _coordinator(cluster, group) not in (coordinator, -1), 60, "a new coordinator")
+        successor = _coordinator(cluster, group)
+        for broker in (b for b, p in cluster.brokers.items() if p.running):
+            cs.until(
+                lambda broker=broker: _find_coordinator(cluster, group, broker) == (0, successor),
+                30,
+                f"broker {broker} to name {successor} as the coordinator",
+            )
         after_failover = len(work.consumed.commits)
         cs.until(
             lambda: len(work.consumed.commits) > after_failover + 20, 90, "commits on the new coordinator"
