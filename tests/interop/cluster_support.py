@@ -4,9 +4,10 @@ partitions (leader, replicas, ISR) through confluent-kafka, and a replica's segm
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from exactly.testing.cluster import ClusterProcesses
@@ -73,3 +74,42 @@ def segments(cluster: ClusterProcesses, broker_id: int, topic: str, partition: i
     """A replica's segment files, concatenated: replicas below the high watermark are byte-identical."""
     directory = cluster.brokers[broker_id].data_dir / f"{topic}-{partition}"
     return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
+def read_committed(cluster: ClusterProcesses, topic: str, timeout: float = 60) -> list[bytes]:
+    """Every record a read_committed consumer sees, read up to each partition's end (no open
+    transaction may remain)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    # The ends are the high watermarks (a read_committed consumer's watermarks would be the LSOs, below
+    # any transaction still open: the read would end before its markers are written).
+    ends_reader = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": "ends", "isolation.level": "read_uncommitted"}
+    )
+    try:
+        count = len(partitions(cluster, topic))
+        ends = {
+            p: ends_reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(count)
+        }
+        ends_reader.close()
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(count)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.append(message.value())
+            positions = consumer.position([TopicPartition(topic, p) for p in range(count)])
+            if all(tp.offset >= ends[tp.partition] for tp in positions if ends[tp.partition] > 0):
+                return seen
+        raise AssertionError(f"read_committed did not reach the end of {topic}: {positions} < {ends}")
+    finally:
+        consumer.close()

@@ -14,12 +14,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from exactly.group.partitioning import partition_for
@@ -89,45 +88,6 @@ def _coordinator(cluster: ClusterProcesses, txn_id: str) -> int:
     return partitions[partition_for(txn_id, len(partitions))][0]
 
 
-def _read_committed(cluster: ClusterProcesses, topic: str, timeout: float = 60) -> list[bytes]:
-    """Every record a read_committed consumer sees, read up to each partition's end (no open
-    transaction may remain)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex[:6]}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    # The ends are the high watermarks (a read_committed consumer's watermarks would be the LSOs, below
-    # any transaction still open: the read would end before its markers are written).
-    ends_reader = Consumer(
-        {"bootstrap.servers": cluster.bootstrap, "group.id": "ends", "isolation.level": "read_uncommitted"}
-    )
-    try:
-        count = len(cs.partitions(cluster, topic))
-        ends = {
-            p: ends_reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(count)
-        }
-        ends_reader.close()
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(count)])
-        seen: list[bytes] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                seen.append(message.value())
-            positions = consumer.position([TopicPartition(topic, p) for p in range(count)])
-            if all(tp.offset >= ends[tp.partition] for tp in positions if ends[tp.partition] > 0):
-                return seen
-        raise AssertionError(f"read_committed did not reach the end of {topic}: {positions} < {ends}")
-    finally:
-        consumer.close()
-
-
 def _transaction(producer: Producer, topic: str, partitions: int, tag: str) -> list[bytes]:
     values = [f"{tag}-{p}".encode() for p in range(partitions)]
     producer.begin_transaction()
@@ -163,7 +123,7 @@ def test_commit_and_abort_span_partitions_led_by_every_broker(cluster: ClusterPr
         committed += _transaction(producer, "span", 6, f"{txn_id}-c2")
         producer.commit_transaction(30)
     del warmup
-    assert sorted(_read_committed(cluster, "span")) == sorted(committed)
+    assert sorted(cs.read_committed(cluster, "span")) == sorted(committed)
 
 
 def test_coordinator_killed_between_transactions(cluster: ClusterProcesses) -> None:
@@ -182,7 +142,7 @@ def test_coordinator_killed_between_transactions(cluster: ClusterProcesses) -> N
     producer.abort_transaction(60)
     cluster.brokers[victim].start()
     cluster.wait_for_brokers(3)
-    assert sorted(_read_committed(cluster, "between")) == sorted(committed)
+    assert sorted(cs.read_committed(cluster, "between")) == sorted(committed)
     _wait_in_sync(cluster, "between")
 
 
@@ -244,7 +204,7 @@ def test_coordinator_killed_during_a_stream_of_commits(cluster: ClusterProcesses
     assert not errors, errors
     cluster.brokers[victim].start()
     cluster.wait_for_brokers(3)
-    seen = _read_committed(cluster, "stream")
+    seen = cs.read_committed(cluster, "stream")
     assert len(seen) == len(set(seen))  # nothing twice
     visible = set(seen)
     for values in committed:
@@ -299,7 +259,7 @@ def test_new_coordinator_completes_a_commit_decided_before_the_kill(cluster: Clu
     broker.kill()
     broker.settings.remove(PAUSE)
     cs.until(lambda: _coordinator(cluster, txn_id) not in (victim, -1), 60, "a new transaction coordinator")
-    assert sorted(_read_committed(cluster, "decided")) == sorted(values)
+    assert sorted(cs.read_committed(cluster, "decided")) == sorted(values)
     broker.start()
     cluster.wait_for_brokers(3)
     _wait_in_sync(cluster, "decided")

@@ -210,6 +210,14 @@ class TransactionService:
                 job.coordinator_epoch,
             )
             self._start_markers(job)
+        for result in self.coordinator.redrive_all():  # decisions recorded before the failover
+            log.info(
+                "%s-%d: re-driving the batch decision of %r",
+                TRANSACTION_TOPIC,
+                partition.index,
+                result.transactional_id,
+            )
+            self._background(result)
 
     def start(self) -> None:
         """Load, resume the marker jobs of decided transactions, start the timers."""

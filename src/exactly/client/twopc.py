@@ -7,10 +7,14 @@ transactional producer whose `transactional.id` is unique per task attempt, flus
 `abort_batch(query, batch)`. librdkafka does not expose producer ids and epochs, so the transactional id
 alone names a transaction.
 
-One blocking connection (`exactly.client.connection.KafkaConnection`), opened lazily to the first
-reachable address of `bootstrap` (a single-node broker is every transaction coordinator); `config` takes the
+Blocking connections (`exactly.client.connection.KafkaConnection`), opened lazily: the first reachable
+address of `bootstrap`, and one to each coordinator. Every operation goes to the coordinator of its key
+(the query id; PrepareTxn: the transactional id, which the broker places with its query), found with
+FindCoordinator (key type 1) and asked again after NOT_COORDINATOR or a lost connection: a single broker is
+every coordinator; in a cluster the coordinator moves with its `__transaction_state` partition's leader.
+`list_prepared()` of every query asks every broker (Metadata) and merges. `config` takes the
 librdkafka security settings (`security.protocol`, `sasl.*`, `ssl.*`: exactly.client.security) and the
-connection does TLS and SASL as the confluent-kafka clients given the same settings would. Every operation
+connections do TLS and SASL as the confluent-kafka clients given the same settings would. Every operation
 is idempotent, so a lost connection or a retriable error (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_
 PROGRESS, ...) is retried on a fresh connection until `timeout` seconds have passed; a retried
 `commit_batch` whose first attempt had already decided answers `already_decided=True` with the same
@@ -32,10 +36,11 @@ from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.abort_batch import AbortBatchRequest, AbortBatchResponse
 from exactly.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from exactly.protocol.messages.commit_batch import CommitBatchRequest, CommitBatchResponse
+from exactly.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from exactly.protocol.messages.list_prepared_txns import (
     ListPreparedTxnsRequest,
-    ListPreparedTxnsResponse,
 )
+from exactly.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from exactly.protocol.messages.prepare_txn import PrepareTxnRequest
 
 __all__ = [
@@ -57,7 +62,9 @@ _RETRIABLE = frozenset(
         ErrorCode.KAFKA_STORAGE_ERROR,
     }
 )
+_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+_TRANSACTION_KEY = 1  # FindCoordinator key type
 
 
 class TwoPhaseCommitError(Exception):
@@ -116,7 +123,8 @@ class TwoPhaseClient:
             raise ValueError("bootstrap names no broker address")
         self._timeout = timeout
         self._client_id = client_id
-        self._connection: KafkaConnection | None = None
+        self._connections: dict[str, KafkaConnection] = {}
+        self._coordinators: dict[str, str] = {}  # key -> the address of its coordinator
 
     # --- the extension ---------------------------------------------------------------------------------
 
@@ -131,14 +139,14 @@ class TwoPhaseClient:
     def prepare(self, transactional_id: str, query_id: str, batch_id: int, partition: int) -> None:
         """Move the id's Ongoing transaction to Prepared for (query, batch, partition); durable on return."""
         request = PrepareTxnRequest(transactional_id, query_id, batch_id, partition)
-        self._until_done(ApiKey.PREPARE_TXN, request, f"PrepareTxn of {transactional_id!r}")
+        self._until_done(ApiKey.PREPARE_TXN, request, f"PrepareTxn of {transactional_id!r}", transactional_id)
 
     def commit_batch(self, query_id: str, batch_id: int, winners: Sequence[str]) -> BatchDecision:
         """Decide the batch (once): `winners` commit, every other transaction prepared for it aborts. A
         batch decided before answers its stored winners with `already_decided=True`."""
         request = CommitBatchRequest(query_id, batch_id, list(winners))
         response: CommitBatchResponse = self._until_done(
-            ApiKey.COMMIT_BATCH, request, f"CommitBatch ({query_id!r}, {batch_id})"
+            ApiKey.COMMIT_BATCH, request, f"CommitBatch ({query_id!r}, {batch_id})", query_id
         )
         return BatchDecision(query_id, batch_id, tuple(response.winners), response.already_decided)
 
@@ -167,87 +175,129 @@ class TwoPhaseClient:
     def list_prepared(
         self, query_id: str | None = None
     ) -> tuple[list[PreparedTransaction], list[BatchDecision]]:
-        """The Prepared transactions and the recorded decisions (of one query, or of all)."""
-        response: ListPreparedTxnsResponse = self._until_done(
-            ApiKey.LIST_PREPARED_TXNS, ListPreparedTxnsRequest(query_id), "ListPreparedTxns"
-        )
-        prepared = [
-            PreparedTransaction(
-                t.transactional_id,
-                t.producer_id,
-                t.producer_epoch,
-                t.query_id,
-                t.batch_id,
-                t.partition,
-                t.prepared_timestamp_ms,
-                tuple((tp.topic, p) for tp in t.topic_partitions for p in tp.partitions),
-            )
-            for t in response.transactions
+        """The Prepared transactions and the recorded decisions (of one query: asked of its coordinator; or
+        of all: asked of every broker)."""
+        request = ListPreparedTxnsRequest(query_id)
+        if query_id is not None:
+            responses = [self._until_done(ApiKey.LIST_PREPARED_TXNS, request, "ListPreparedTxns", query_id)]
+        else:
+            responses = [
+                self._until_done(ApiKey.LIST_PREPARED_TXNS, request, "ListPreparedTxns", address=address)
+                for address in self._brokers()
+            ]
+        return _prepared([t for r in responses for t in r.transactions]), [
+            BatchDecision(d.query_id, d.batch_id, tuple(d.winners), True)
+            for r in responses
+            for d in r.decisions
         ]
-        decisions = [
-            BatchDecision(d.query_id, d.batch_id, tuple(d.winners), True) for d in response.decisions
-        ]
-        return prepared, decisions
+
+    def _brokers(self) -> list[str]:
+        """Every broker's address, from Metadata."""
+        response: MetadataResponse = self._call(ApiKey.METADATA, 1, MetadataRequest([]))
+        return [f"{b.host}:{b.port}" for b in response.brokers] or [self._addresses[0]]
 
     def _abort(self, query_id: str, batch_id: int) -> AbortBatchResponse:
         request = AbortBatchRequest(query_id, batch_id)
         what = f"AbortBatch ({query_id!r}, {batch_id if batch_id >= 0 else 'all'})"
-        response: AbortBatchResponse = self._until_done(ApiKey.ABORT_BATCH, request, what)
+        response: AbortBatchResponse = self._until_done(ApiKey.ABORT_BATCH, request, what, query_id)
         return response
 
     # --- plumbing --------------------------------------------------------------------------------------
 
-    def _until_done(self, key: ApiKey, request: Any, what: str) -> Any:
-        """Send until answered without a retriable error (or `timeout` passes)."""
+    def _until_done(
+        self, key: ApiKey, request: Any, what: str, route: str | None = None, *, address: str | None = None
+    ) -> Any:
+        """Send (to the coordinator of `route`, or to `address`) until answered without a retriable error
+        (or `timeout` passes)."""
         deadline = time.monotonic() + self._timeout
         attempt = 0
         while True:
-            response = self._call(key, 0, request, deadline)
-            code = _code(response.error_code)
+            try:
+                target = address if route is None else self._coordinator(route, deadline)
+                response = self._call(key, 0, request, deadline, target)
+                code = _code(response.error_code)
+            except TwoPhaseCommitError as e:  # no coordinator yet (FindCoordinator's error), or unreachable
+                moving = route is not None and e.code == ErrorCode.NETWORK_EXCEPTION  # it may have died
+                if (e.code not in _RETRIABLE and not moving) or time.monotonic() >= deadline:
+                    raise
+                code, response = e.code, None
             if code == ErrorCode.NONE:
                 return response
+            lost = route is not None and (code in _MOVED or response is None)
+            if lost:
+                assert route is not None
+                self._coordinators.pop(route, None)  # asked again: it may have moved
             message = getattr(response, "error_message", None) or code.name
-            if code not in _RETRIABLE or time.monotonic() >= deadline:
+            if (code not in _RETRIABLE and not lost) or time.monotonic() >= deadline:
                 raise TwoPhaseCommitError(code, f"{what}: {message}")
             backoff = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
             time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
             attempt += 1
 
-    def _call(self, key: ApiKey, version: int, request: Any, deadline: float | None = None) -> Any:
-        """One request and its response; a lost connection is reopened and the request sent again."""
+    def _coordinator(self, route: str, deadline: float) -> str:
+        """The address of the coordinator of `route` (FindCoordinator, remembered until it moves)."""
+        known = self._coordinators.get(route)
+        if known is not None:
+            return known
+        request = FindCoordinatorRequest(route, _TRANSACTION_KEY)
+        response: FindCoordinatorResponse = self._call(ApiKey.FIND_COORDINATOR, 1, request, deadline)
+        code = _code(response.error_code)
+        if code != ErrorCode.NONE:
+            raise TwoPhaseCommitError(
+                code, f"FindCoordinator of {route!r}: {response.error_message or code.name}"
+            )
+        address = f"{response.host}:{response.port}"
+        self._coordinators[route] = address
+        return address
+
+    def _call(
+        self,
+        key: ApiKey,
+        version: int,
+        request: Any,
+        deadline: float | None = None,
+        address: str | None = None,
+    ) -> Any:
+        """One request and its response (to `address`, or to the first reachable bootstrap address); a lost
+        connection is reopened and the request sent again."""
         if deadline is None:
             deadline = time.monotonic() + self._timeout
         last: Exception | None = None
         attempt = 0
         while True:
+            used = address
             try:
-                return self._exchange(key, version, request, deadline)
+                used, connection = self._connect(deadline, address)
+                return connection.request(key, version, request, deadline=deadline)
             except (OSError, ConnectionError, ProtocolError) as e:
-                self._drop()
+                if used is not None:
+                    self._drop(used)
                 last = e
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or (address is not None and attempt >= 2):
                 timed_out = isinstance(last, TimeoutError)
                 code = ErrorCode.REQUEST_TIMED_OUT if timed_out else ErrorCode.NETWORK_EXCEPTION
-                raise TwoPhaseCommitError(
-                    code, f"{key.name} to {','.join(self._addresses)} failed: {last}"
-                ) from last
+                where = address or ",".join(self._addresses)
+                raise TwoPhaseCommitError(code, f"{key.name} to {where} failed: {last}") from last
             time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
 
-    def _exchange(self, key: ApiKey, version: int, request: Any, deadline: float) -> Any:
-        return self._connect(deadline).request(key, version, request, deadline=deadline)
-
-    def _connect(self, deadline: float) -> KafkaConnection:
-        if self._connection is not None:
-            return self._connection
+    def _connect(self, deadline: float, address: str | None) -> tuple[str, KafkaConnection]:
+        """The connection to `address` (None: any open one, else the first reachable bootstrap address),
+        opened if needed, and its address."""
+        if address is None and self._connections:
+            return next(iter(self._connections.items()))
+        candidates = self._addresses if address is None else [address]
+        for candidate in candidates:
+            if candidate in self._connections:
+                return candidate, self._connections[candidate]
         errors: list[str] = []
-        for address in self._addresses:
-            host, _, port = address.rpartition(":")
+        for candidate in candidates:
+            host, _, port = candidate.rpartition(":")
             name = host.strip("[]") or "localhost"
             try:
                 port_number = int(port)
             except ValueError as e:
-                errors.append(f"{address}: {e}")
+                errors.append(f"{candidate}: {e}")
                 continue
             try:
                 connection = KafkaConnection.open(
@@ -258,23 +308,22 @@ class TwoPhaseClient:
                     deadline=deadline,
                 )
             except SaslRefusedError as e:  # the credentials: no retry helps
-                raise TwoPhaseCommitError(e.code, f"authentication to {address} failed: {e}") from None
+                raise TwoPhaseCommitError(e.code, f"authentication to {candidate} failed: {e}") from None
             except (OSError, ConnectionError, ProtocolError) as e:
-                errors.append(f"{address}: {e}")
+                errors.append(f"{candidate}: {e}")
                 continue
-            self._connection = connection
-            return connection
+            self._connections[candidate] = connection
+            return candidate, connection
         raise ConnectionError("cannot connect to " + "; ".join(errors))
 
-    def _drop(self) -> None:
-        if self._connection is not None:
-            try:
-                self._connection.close()
-            finally:
-                self._connection = None
+    def _drop(self, address: str) -> None:
+        connection = self._connections.pop(address, None)
+        if connection is not None:
+            connection.close()
 
     def close(self) -> None:
-        self._drop()
+        for address in list(self._connections):
+            self._drop(address)
 
     def __enter__(self) -> TwoPhaseClient:
         return self
@@ -283,3 +332,19 @@ class TwoPhaseClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _prepared(transactions: Sequence[Any]) -> list[PreparedTransaction]:
+    return [
+        PreparedTransaction(
+            t.transactional_id,
+            t.producer_id,
+            t.producer_epoch,
+            t.query_id,
+            t.batch_id,
+            t.partition,
+            t.prepared_timestamp_ms,
+            tuple((tp.topic, p) for tp in t.topic_partitions for p in tp.partitions),
+        )
+        for t in transactions
+    ]

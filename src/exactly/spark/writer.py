@@ -44,10 +44,11 @@ from pyspark.sql.datasource import (
 from exactly.spark.preflight import ColumnLayout
 from exactly.spark.writer_hooks import load_hooks
 from exactly.spark.writer_options import Guarantee, WriterOptions
+from exactly.txn.coordinator import TWO_PHASE_ID_PREFIX
 
 log = logging.getLogger("exactly.spark.writer")
 
-TRANSACTIONAL_ID_PREFIX = "exactly-spark"
+TRANSACTIONAL_ID_PREFIX = TWO_PHASE_ID_PREFIX  # its ids live with their query (txn/coordinator.py)
 FLUSH_TIMEOUT = 120.0
 TXN_TIMEOUT = 60.0
 BATCH_JOB_ID = 0  # the batch id of a df.write job

@@ -30,6 +30,12 @@ versions are the handlers' business):
 * Expiry: `expire` writes tombstones for ids idle longer than `transactional.id.expiration.ms`.
 
 Two-phase commit extension (PrepareTxn, CommitBatch, AbortBatch): `two_phase.py`, mixed in.
+
+Placement: a transactional id lives in partition `hash(id) % partitions` of `__transaction_state`
+(Kafka's rule), except the ids of the two-phase commit's tasks, `exactly-spark.<query>.<batch>...`,
+which live in their query's partition (`placement_key`): the batch decisions of a query and every
+transaction they decide then share one partition, so one leader decides and carries out a batch, and a
+failover moves them together. Clients never compute this; they ask FindCoordinator, which uses it.
 """
 
 from __future__ import annotations
@@ -49,6 +55,21 @@ from exactly.txn.records import TransactionLogValue
 from exactly.txn.results import BatchResult, MarkerJob, TxnConfig, TxnResult
 from exactly.txn.state import TxnState
 from exactly.txn.two_phase import TwoPhaseCommit
+
+#: transactional ids `<prefix>.<query id>.<batch>.<partition>.<unique>`: the Spark sink's task attempts
+TWO_PHASE_ID_PREFIX = "exactly-spark"
+
+
+def placement_key(key: str) -> str:
+    """What places `key` in a partition: the query id of a two-phase commit task's transactional id,
+    else `key` itself."""
+    prefix, dot, rest = key.partition(".")
+    if dot and prefix == TWO_PHASE_ID_PREFIX:
+        query, dot, _ = rest.partition(".")
+        if dot and query:
+            return query
+    return key
+
 
 __all__ = ["BatchResult", "MarkerJob", "TransactionCoordinator", "TxnConfig", "TxnResult"]
 
@@ -72,8 +93,9 @@ class TransactionCoordinator(TwoPhaseCommit):
         # partition of __transaction_state -> its coordinator epoch (in a cluster: its leader epoch)
         self.coordinator_epochs: dict[int, int] = {}
 
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.config.num_partitions)
+    def partition_for(self, key: str) -> int:
+        """The `__transaction_state` partition of a transactional id or a two-phase commit query id."""
+        return partition_for(placement_key(key), self.config.num_partitions)
 
     # --- InitProducerId ----------------------------------------------------------------------------------
 
