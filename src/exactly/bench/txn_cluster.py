@@ -31,9 +31,9 @@ running at once; every client is confluent-kafka.
    1, 2, 3, 1, ... in turn (its coordinator, read from the partition's state znode in ZooKeeper, the
    source of the brokers' metadata; no coordinator admin call: librdkafka 2.16 can abort the whole
    process on one while a broker dies), writing to a partition of the topic that another broker leads
-   (so that only the coordinator moves). A thread commits one-record transactions back to back on it; after it has
-   committed a few, the coordinator's broker gets SIGKILL at t0 = time.time(). What the library does
-   then: commit_transaction raises a retriable error (commit again), an abortable one (abort, begin
+   (so that only the coordinator moves). A thread commits one-record transactions back to back on it;
+   after it has committed a few, the coordinator's broker gets SIGKILL at t0 = time.time(). What the
+   library does then: commit_transaction raises a retriable error (commit again), an abortable one (abort, begin
    again) or a fatal one (fenced: a new producer, init_transactions); every kind is counted. Measured:
    t0 -> the first transaction *begun after t0* that commits (its commit_transaction returning), and, from
    a ZooKeeper watch, t0 -> the partition's state naming a new leader (the controller's election, after

@@ -163,10 +163,10 @@ def txn_cluster(
     ids: Annotated[int | None, typer.Option(help="transactional ids (default 1000)")] = None,
     processes: Annotated[int | None, typer.Option(help="worker processes (default 4)")] = None,
     threads: Annotated[int | None, typer.Option(help="threads per worker process (default 8)")] = None,
-    warmup_seconds: Annotated[float | None, typer.Option(help="warm-up before the window (default 3)")] = None,
+    warmup_seconds: Annotated[float | None, typer.Option(help="warm-up before the window (3 s)")] = None,
     seconds: Annotated[float | None, typer.Option(help="the measuring window (default 10)")] = None,
-    rounds: Annotated[int | None, typer.Option(help="rounds of each target, interleaved (default 1)")] = None,
-    kills: Annotated[int | None, typer.Option(help="kill -9 of a transaction coordinator (default 10)")] = None,
+    rounds: Annotated[int | None, typer.Option(help="rounds of each target, interleaved (1)")] = None,
+    kills: Annotated[int | None, typer.Option(help="coordinator kill -9 rounds (10)")] = None,
 ) -> None:
     """3 brokers vs 1: one-record transactions with 1,000 ids (p50, p99, commits/s), coordinator kill -9."""
     from exactly.bench import txn_cluster as bench
