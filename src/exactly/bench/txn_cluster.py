@@ -33,8 +33,8 @@ running at once; every client is confluent-kafka.
    process on one while a broker dies), writing to a partition of the topic that another broker leads
    (so that only the coordinator moves). A thread commits one-record transactions back to back on it;
    after it has committed a few, the coordinator's broker gets SIGKILL at t0 = time.time(). What the
-   library does then: commit_transaction raises a retriable error (commit again), an abortable one (abort, begin
-   again) or a fatal one (fenced: a new producer, init_transactions); every kind is counted. Measured:
+   library does then: commit_transaction raises a retriable error (commit again), an abortable one
+   (abort, begin again) or a fatal one (fenced: a new producer, init_transactions); each is counted. Measured:
    t0 -> the first transaction *begun after t0* that commits (its commit_transaction returning), and, from
    a ZooKeeper watch, t0 -> the partition's state naming a new leader (the controller's election, after
    the dead broker's session expires). Then the broker is restarted and the next round waits until the
