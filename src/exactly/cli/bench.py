@@ -154,6 +154,38 @@ def cluster(
     bench.main(argv)
 
 
+@app.command("txn-cluster")
+def txn_cluster(
+    quick: Annotated[bool, typer.Option(help="20 ids, 2-s windows, 2 kills (about 1 minute)")] = False,
+    out: Annotated[Path, typer.Option(help="directory of raw/txn_cluster.csv and txn_cluster.md")] = Path(
+        "bench"
+    ),
+    ids: Annotated[int | None, typer.Option(help="transactional ids (default 1000)")] = None,
+    processes: Annotated[int | None, typer.Option(help="worker processes (default 4)")] = None,
+    threads: Annotated[int | None, typer.Option(help="threads per worker process (default 8)")] = None,
+    warmup_seconds: Annotated[float | None, typer.Option(help="warm-up before the window (3 s)")] = None,
+    seconds: Annotated[float | None, typer.Option(help="the measuring window (default 10)")] = None,
+    rounds: Annotated[int | None, typer.Option(help="rounds of each target, interleaved (1)")] = None,
+    kills: Annotated[int | None, typer.Option(help="coordinator kill -9 rounds (10)")] = None,
+) -> None:
+    """3 brokers vs 1: one-record transactions with 1,000 ids (p50, p99, commits/s), coordinator kill -9."""
+    from exactly.bench import txn_cluster as bench
+
+    argv = ["--out", str(out), *(["--quick"] if quick else [])]
+    for name, value in (
+        ("--ids", ids),
+        ("--processes", processes),
+        ("--threads", threads),
+        ("--warmup-seconds", warmup_seconds),
+        ("--seconds", seconds),
+        ("--rounds", rounds),
+        ("--kills", kills),
+    ):
+        if value is not None:
+            argv += [name, str(value)]
+    bench.main(argv)
+
+
 @app.command()
 def codec() -> None:
     """Protocol codec: Produce decode, Fetch encode, CRC throughput."""
