@@ -21,10 +21,12 @@ import pytest
 from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from exactly.errors import ErrorCode
 from exactly.group.partitioning import partition_for
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.zookeeper import ZooKeeperProcess
 from tests.interop import cluster_support as cs
+from tests.interop.txn_support import RawTxn
 
 pytestmark = pytest.mark.slow
 
@@ -124,6 +126,37 @@ def test_commit_and_abort_span_partitions_led_by_every_broker(cluster: ClusterPr
         producer.commit_transaction(30)
     del warmup
     assert sorted(cs.read_committed(cluster, "span")) == sorted(committed)
+
+
+def test_kip890_verification_asks_a_coordinator_on_another_broker(cluster: ClusterProcesses) -> None:
+    """A partition leader verifies a producer's first transactional batch with the transaction's
+    coordinator on another broker (AddPartitionsToTxn v4, VerifyOnly): a batch to a partition not added
+    to the transaction is refused, one to an added partition is written, and so are its next batches."""
+    _create(cluster, "verified", 3)
+    txn_id = _coordinated_by(cluster)
+    coordinator = _coordinator(cluster, txn_id)
+    view = cs.partitions(cluster, "verified")
+    partition = next(p for p, (leader, _, _) in sorted(view.items()) if leader != coordinator)
+    leader = view[partition][0]
+    with (
+        RawTxn(cluster.brokers[coordinator].bootstrap) as coord,
+        RawTxn(cluster.brokers[leader].bootstrap) as lead,
+    ):
+        error, pid, epoch = coord.init(txn_id)
+        assert error == ErrorCode.NONE
+        assert (
+            lead.produce(txn_id, pid, epoch, "verified", partition, b"not-added")
+            == ErrorCode.INVALID_TXN_STATE
+        )
+        assert coord.add(txn_id, pid, epoch, {"verified": [partition]}) == {("verified", partition): 0}
+        assert (
+            lead.produce(txn_id, pid, epoch - 1, "verified", partition, b"old")
+            == ErrorCode.INVALID_PRODUCER_EPOCH
+        )
+        assert lead.produce(txn_id, pid, epoch, "verified", partition, b"added") == ErrorCode.NONE
+        assert lead.produce(txn_id, pid, epoch, "verified", partition, b"more", sequence=1) == ErrorCode.NONE
+        assert coord.end(txn_id, pid, epoch, commit=True) == ErrorCode.NONE
+    assert cs.read_committed(cluster, "verified") == [b"added", b"more"]
 
 
 def test_coordinator_killed_between_transactions(cluster: ClusterProcesses) -> None:

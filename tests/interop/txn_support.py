@@ -9,10 +9,15 @@ from typing import Any
 
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from exactly.protocol.messages.describe_transactions import DescribeTransactionsRequest
+from exactly.protocol.messages.end_txn import EndTxnRequest
 from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from exactly.protocol.messages.init_producer_id import InitProducerIdRequest
 from exactly.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from exactly.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from exactly.records.batch import ATTR_CONTROL, iter_batches
+from exactly.records.builder import BatchBuilder
 from tests.interop.client import RawClient
 
 READ_UNCOMMITTED = 0
@@ -158,3 +163,67 @@ def consume_values(
         return values
     finally:
         consumer.close()
+
+
+class RawTxn:
+    """The transactional requests with our own codecs."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.client = RawClient(bootstrap)
+
+    def __enter__(self) -> RawTxn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+
+    def init(self, txn_id: str | None, timeout_ms: int = 60_000, version: int = 4) -> tuple[int, int, int]:
+        response = self.client.request(
+            ApiKey.INIT_PRODUCER_ID, version, InitProducerIdRequest(txn_id, timeout_ms, -1, -1)
+        )
+        return response.error_code, response.producer_id, response.producer_epoch
+
+    def add(
+        self, txn_id: str, pid: int, epoch: int, parts: dict[str, list[int]], version: int = 3
+    ) -> dict[tuple[str, int], int]:
+        request = AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=txn_id,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[AddPartitionsToTxnTopic(t, ps) for t, ps in parts.items()],
+        )
+        response = self.client.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, request)
+        return {
+            (t.name, r.partition_index): r.partition_error_code
+            for t in response.results_by_topic_v3_and_below
+            for r in t.results_by_partition
+        }
+
+    def end(self, txn_id: str, pid: int, epoch: int, commit: bool = True, version: int = 3) -> int:
+        response = self.client.request(ApiKey.END_TXN, version, EndTxnRequest(txn_id, pid, epoch, commit))
+        code: int = response.error_code
+        return code
+
+    def produce(
+        self,
+        txn_id: str | None,
+        pid: int,
+        epoch: int,
+        topic: str,
+        partition: int,
+        value: bytes,
+        sequence: int = 0,
+    ) -> int:
+        builder = BatchBuilder(
+            producer_id=pid, producer_epoch=epoch, base_sequence=sequence, is_transactional=True
+        )
+        builder.append(int(time.time() * 1000), None, value)
+        request = ProduceRequest(
+            txn_id,
+            -1,
+            10_000,
+            [TopicProduceData(topic, partition_data=[PartitionProduceData(partition, builder.build())])],
+        )
+        response = self.client.request(ApiKey.PRODUCE, 9, request)
+        code: int = response.responses[0].partition_responses[0].error_code
+        return code

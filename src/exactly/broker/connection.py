@@ -43,7 +43,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from exactly.broker.context import RequestContext
-from exactly.broker.dispatch import HANDLERS, advertised, advertised_max
+from exactly.broker.dispatch import HANDLERS, advertised, answered_max
 from exactly.errors import ErrorCode, KafkaError, ProtocolError
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
@@ -291,7 +291,7 @@ class Connection:
         handler = HANDLERS.get(key)
         if handler is None:
             raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
-        if header.api_version > advertised_max(key):
+        if header.api_version > answered_max(key):
             raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
         principal = self.principal
         if self.broker.config.debug_principal_by_client_id and header.client_id:

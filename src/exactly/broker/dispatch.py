@@ -34,7 +34,7 @@ _ADVERTISED_MAX = {
     ApiKey.JOIN_GROUP: 9,
     ApiKey.DESCRIBE_GROUPS: 6,
     ApiKey.INIT_PRODUCER_ID: 5,  # v6 is KIP-939 two-phase commit (still unstable in Kafka)
-    ApiKey.ADD_PARTITIONS_TO_TXN: 3,  # v4+ are broker-to-coordinator batches (VerifyOnly)
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,  # v4+ are broker-to-coordinator batches (_INTER_BROKER_MAX)
     ApiKey.ADD_OFFSETS_TO_TXN: 4,
     ApiKey.END_TXN: 4,  # v5 is transaction version 2 (epoch bump at every commit): not built
     ApiKey.WRITE_TXN_MARKERS: 1,  # v2 carries each marker's transaction version (KIP-1228): not built
@@ -52,9 +52,21 @@ def handler(key: ApiKey) -> Callable[[Handler], Handler]:
     return register
 
 
+# Versions only brokers send each other, answered but not advertised: clients negotiate from ApiVersions,
+# and one that picked AddPartitionsToTxn v4+ would send a broker's batch instead of adding partitions.
+_INTER_BROKER_MAX = {
+    ApiKey.ADD_PARTITIONS_TO_TXN: 4,  # VerifyOnly batches (KIP-890 part 1 across brokers)
+}
+
+
 def advertised_max(key: ApiKey) -> int:
-    """The highest version of `key` the broker answers; a higher one closes the connection, as in Kafka."""
+    """The highest version of `key` the broker advertises."""
     return _ADVERTISED_MAX.get(key, API_SPECS[key].max_version)
+
+
+def answered_max(key: ApiKey) -> int:
+    """The highest version of `key` the broker answers; a higher one closes the connection, as in Kafka."""
+    return max(advertised_max(key), _INTER_BROKER_MAX.get(key, -1))
 
 
 # exactly's two-phase commit extension (docs/two-phase-commit.md): advertised only while

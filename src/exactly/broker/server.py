@@ -35,7 +35,8 @@ from exactly.broker.listener_server import ListenerServer
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.scheduler import Scheduler
 from exactly.broker.topic_manager import TopicManager, topic_log_config
-from exactly.broker.transactions import TransactionService
+from exactly.broker.transactions import TRANSACTION_TOPIC, TransactionService
+from exactly.broker.txn_verifier import TransactionVerifier
 from exactly.clock import Clock, SystemClock
 from exactly.cluster.metadata import ClusterMetadata
 from exactly.cluster.producer_ids import ProducerIdManager
@@ -139,6 +140,13 @@ class Broker:
             cache, cluster_config_ = self.cluster.cache, self.cluster.config
             self.transactions.markers.route(
                 cache.leader_of,
+                lambda broker_id: cache.endpoint(broker_id, cluster_config_.inter_broker_listener),
+                cluster_config_.inter_broker_security,
+            )
+            transactions = self.transactions
+            self.transactions.verifier = TransactionVerifier(
+                config.node_id,
+                lambda txn_id: cache.leader_of(TRANSACTION_TOPIC, transactions.partition_for(txn_id)),
                 lambda broker_id: cache.endpoint(broker_id, cluster_config_.inter_broker_listener),
                 cluster_config_.inter_broker_security,
             )

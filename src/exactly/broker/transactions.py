@@ -52,6 +52,7 @@ from exactly.broker.marker_channel import Codes, MarkerChannel, Markers
 from exactly.broker.replica_manager import DurableTarget, ReplicaManager
 from exactly.broker.scheduler import Scheduler
 from exactly.broker.topic_manager import TopicManager
+from exactly.broker.txn_verifier import TransactionVerifier
 from exactly.clock import Clock
 from exactly.errors import CorruptRecordError, ErrorCode, KafkaError
 from exactly.records.batch import ATTR_CONTROL, RecordBatch
@@ -136,7 +137,10 @@ class TransactionService:
             min_isr=config.transaction_state_log_min_isr,
         )
         replicas.leadership_listeners.append(self._leadership_changed)
+        replicas.marker_listeners.append(self._marker_appended)
         self.markers = MarkerChannel(config.node_id, self.write_markers)
+        self.verifier: TransactionVerifier | None = None  # in a cluster (set by the broker)
+        self._verified: dict[tuple[str, int, int], int] = {}  # (topic, partition, pid) -> verified epoch
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
         self._marker_tasks: dict[int, set[asyncio.Task[None]]] = {}  # partition -> its marker jobs
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
@@ -247,6 +251,8 @@ class TransactionService:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.markers.stop()
+        if self.verifier is not None:
+            self.verifier.stop()
 
     def partition_for(self, key: str) -> int:
         """The partition of the internal topic whose leader coordinates `key`."""
@@ -530,10 +536,8 @@ class TransactionService:
     ) -> VerificationGuard | None:
         """The check a partition runs before a producer's first transactional batch on it.
 
-        In a cluster only when this broker coordinates the transactional id: verification against a
-        coordinator on another broker (Kafka's AddPartitionsToTxnManager, AddPartitionsToTxn v4
-        verify-only) is not built, so such batches are appended unverified (None), as with Kafka's
-        `transaction.partition.verification.enable=false`.
+        In a cluster only when this broker coordinates the transactional id (None otherwise: the
+        produce handler then asks the coordinator with `verify_remotely` and appends with `remote_guard`).
 
         `transaction_abortable`: the request version knows TRANSACTION_ABORTABLE (Produce v11+), which
         then replaces INVALID_TXN_STATE for a partition that is not in the transaction (Kafka's
@@ -553,6 +557,56 @@ class TransactionService:
         if self._replicas.cluster and not self.runtime.is_leader(self.partition_for(transactional_id)):
             return None
         return guard
+
+    def verifies_remotely(self, transactional_id: str) -> bool:
+        """In a cluster, another broker coordinates the id: verification is `verify_remotely`'s."""
+        return self.verifier is not None and not self.runtime.is_leader(self.partition_for(transactional_id))
+
+    async def verify_remotely(
+        self,
+        transactional_id: str,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        transaction_abortable: bool = False,
+    ) -> ErrorCode:
+        """Ask the id's coordinator (exactly.broker.txn_verifier) before the producer's first transactional
+        batch on this partition; a verified producer is remembered until its next marker here."""
+        assert self.verifier is not None
+        found = self._replicas.partition(topic, partition)
+        entry = None if found is None else found.log.producer_state.last_entry(producer_id)
+        if (
+            entry is not None
+            and entry.current_txn_first_offset is not None
+            and entry.producer_epoch == producer_epoch
+        ):
+            return ErrorCode.NONE  # already in its transaction here: the append checks nothing
+        code = await self.verifier.verify(transactional_id, producer_id, producer_epoch, topic, partition)
+        if code == ErrorCode.NONE:
+            self._verified[(topic, partition, producer_id)] = producer_epoch
+            return code
+        if transaction_abortable and code == ErrorCode.INVALID_TXN_STATE:
+            code = ErrorCode.TRANSACTION_ABORTABLE
+        return _VERIFY_ERRORS.get(code, code)
+
+    def remote_guard(self, topic: str, partition: int) -> VerificationGuard:
+        """The append's check after `verify_remotely`: the verification still holds (no marker came)."""
+
+        def guard(producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+            if self._verified.pop((topic, partition, producer_id), None) != producer_epoch:
+                raise KafkaError(
+                    ErrorCode.NOT_ENOUGH_REPLICAS,
+                    f"the transaction of producer {producer_id} on {topic}-{partition} ended while it was "
+                    "verified: send again",
+                )
+
+        return guard
+
+    def _marker_appended(self, partition: Partition, producer_id: int, committed: bool) -> None:
+        if self._verified:
+            self._verified.pop((partition.topic, partition.index, producer_id), None)
 
     def is_prepared(self, transactional_id: str) -> bool:
         """The id's transaction is Prepared (or being prepared): Produce may add nothing to it. (KIP-890's

@@ -97,6 +97,7 @@ RULES: Mapping[ApiKey, Mapping[str, Need]] = MappingProxyType(
         _A.ADD_PARTITIONS_TO_TXN: {
             "transactional_id": _n(_X, _O.WRITE, TXN_FAIL),
             "topic": _n(_T, _O.WRITE, TOPIC_FAIL),
+            "cluster": _n(_C, _O.CLUSTER_ACTION, CLUSTER_FAIL),  # v4+: brokers' VerifyOnly batches
         },
         _A.ADD_OFFSETS_TO_TXN: {
             "transactional_id": _n(_X, _O.WRITE, TXN_FAIL),

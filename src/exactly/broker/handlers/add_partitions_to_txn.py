@@ -1,9 +1,16 @@
-"""AddPartitionsToTxn (key 24, v0-3): add partitions to the producer's transaction.
+"""AddPartitionsToTxn (key 24, v0-4): add partitions to the producer's transaction.
 
 As Kafka's `KafkaApis.handleAddPartitionsToTxnRequest`: when a partition does not exist it gets
 UNKNOWN_TOPIC_OR_PARTITION and every other partition OPERATION_NOT_ATTEMPTED, and nothing is added;
 otherwise the coordinator's answer is every partition's. Versions below 2 get INVALID_PRODUCER_EPOCH
-for PRODUCER_FENCED. (v4+ — broker-to-broker batches and VerifyOnly — are not advertised.)
+for PRODUCER_FENCED.
+
+v4 is what partition leaders send the coordinator (exactly.broker.txn_verifier, Kafka's
+AddPartitionsToTxnManager): batches of transactions with VerifyOnly, answered but not advertised
+(dispatch.py). It needs CLUSTER_ACTION on the cluster (a broker's principal); each transaction is
+answered by `TransactionCoordinator.verify` per partition, NOT_COORDINATOR for every partition when
+this broker does not lead the id's `__transaction_state` partition. A batch entry without VerifyOnly (no
+broker sends one) gets INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -18,12 +25,15 @@ from exactly.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
 )
 
 
 @handler(ApiKey.ADD_PARTITIONS_TO_TXN)
 async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    if ctx.version >= _BATCH_VERSION:
+        return _verify_only(ctx, request)
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
     txn_id = request.v3_and_below_transactional_id
     refused = _refused(ctx, txn_id, wanted)
@@ -87,3 +97,29 @@ def _response(codes: dict[tuple[str, int], ErrorCode]) -> AddPartitionsToTxnResp
     return AddPartitionsToTxnResponse(
         results_by_topic_v3_and_below=[AddPartitionsToTxnTopicResult(n, r) for n, r in by_topic.items()]
     )
+
+
+_BATCH_VERSION = 4
+
+
+def _verify_only(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    if not authz.allowed(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, "cluster"):
+        return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    service = ctx.broker.transactions
+    results = []
+    for txn in request.transactions:
+        wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+        if not txn.verify_only:
+            codes = dict.fromkeys(wanted, ErrorCode.INVALID_REQUEST)
+        elif not service.runtime.is_leader(service.partition_for(txn.transactional_id)):
+            codes = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
+        else:
+            verify = service.coordinator.verify
+            codes = {
+                (name, p): verify(txn.transactional_id, txn.producer_id, txn.producer_epoch, name, p)
+                for name, p in wanted
+            }
+        results.append(
+            AddPartitionsToTxnResult(txn.transactional_id, _response(codes).results_by_topic_v3_and_below)
+        )
+    return AddPartitionsToTxnResponse(results_by_transaction=results)

@@ -132,12 +132,20 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 if broker.transactions.is_prepared(txn_id):
                     partitions.append(_error(data.index, ErrorCode.INVALID_TXN_STATE, _PREPARED))
                     continue
-                guard = broker.transactions.verification_guard(
-                    txn_id,
-                    name,
-                    data.index,
-                    transaction_abortable=ctx.version >= _TRANSACTION_ABORTABLE_VERSION,
-                )
+                abortable = ctx.version >= _TRANSACTION_ABORTABLE_VERSION
+                if broker.transactions.verifies_remotely(txn_id):
+                    producer_id, producer_epoch = _PRODUCER.unpack_from(data.records, 43)
+                    code = await broker.transactions.verify_remotely(
+                        txn_id, name, data.index, producer_id, producer_epoch, transaction_abortable=abortable
+                    )
+                    if code:
+                        partitions.append(_error(data.index, code))
+                        continue
+                    guard = broker.transactions.remote_guard(name, data.index)
+                else:
+                    guard = broker.transactions.verification_guard(
+                        txn_id, name, data.index, transaction_abortable=abortable
+                    )
             try:
                 appended = replicas.append_records(
                     partition, data.records, required_acks=acks, verification_guard=guard
@@ -213,6 +221,9 @@ def _record_errors(index: int, e: RecordValidationError) -> PartitionProduceResp
     response = _error(index, e.code, e.message)
     response.record_errors = [BatchIndexAndErrorMessage(r.batch_index, r.message) for r in e.record_errors]
     return response
+
+
+_PRODUCER = struct.Struct(">qh")  # a v2 batch's producerId and producerEpoch, at byte 43
 
 
 def _is_transactional(records: Buffer) -> bool:
