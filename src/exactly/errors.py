@@ -154,6 +154,14 @@ class ErrorCode(IntEnum):
     def retriable(self) -> bool:
         return self in _RETRIABLE
 
+    @classmethod
+    def of(cls, value: int) -> ErrorCode:
+        """The code a peer sent; one this broker does not know is UNKNOWN_SERVER_ERROR."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN_SERVER_ERROR
+
 
 _RETRIABLE: frozenset[ErrorCode] = frozenset(
     {

@@ -163,16 +163,9 @@ def response_codes(
                 for p in topic.partitions:
                     key = (topic.name, p.partition_index)
                     if key in codes:
-                        codes[key] = _code(p.error_code)
+                        codes[key] = ErrorCode.of(p.error_code)
         out.append(codes)
     return out
-
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class _Destination:

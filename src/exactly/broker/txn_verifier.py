@@ -130,7 +130,7 @@ def _answer(
     response: AddPartitionsToTxnResponse, transactional_id: str, topic: str, partition: int
 ) -> ErrorCode:
     if response.error_code:
-        return _code(response.error_code)
+        return ErrorCode.of(response.error_code)
     for result in response.results_by_transaction:
         if result.transactional_id != transactional_id:
             continue
@@ -139,12 +139,5 @@ def _answer(
                 continue
             for p in topic_result.results_by_partition:
                 if p.partition_index == partition:
-                    return _code(p.partition_error_code)
+                    return ErrorCode.of(p.partition_error_code)
     return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -100,13 +100,6 @@ class PreparedTransaction:
     partitions: tuple[tuple[str, int], ...]
 
 
-def _code(raw: int) -> ErrorCode:
-    try:
-        return ErrorCode(raw)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
 class TwoPhaseClient:
     def __init__(
         self,
@@ -215,7 +208,7 @@ class TwoPhaseClient:
             try:
                 target = address if route is None else self._coordinator(route, deadline)
                 response = self._call(key, 0, request, deadline, target)
-                code = _code(response.error_code)
+                code = ErrorCode.of(response.error_code)
             except TwoPhaseCommitError as e:  # no coordinator yet (FindCoordinator's error), or unreachable
                 moving = route is not None and e.code == ErrorCode.NETWORK_EXCEPTION  # it may have died
                 if (e.code not in _RETRIABLE and not moving) or time.monotonic() >= deadline:
@@ -241,7 +234,7 @@ class TwoPhaseClient:
             return known
         request = FindCoordinatorRequest(route, _TRANSACTION_KEY)
         response: FindCoordinatorResponse = self._call(ApiKey.FIND_COORDINATOR, 1, request, deadline)
-        code = _code(response.error_code)
+        code = ErrorCode.of(response.error_code)
         if code != ErrorCode.NONE:
             raise TwoPhaseCommitError(
                 code, f"FindCoordinator of {route!r}: {response.error_message or code.name}"
