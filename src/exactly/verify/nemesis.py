@@ -44,6 +44,7 @@ the proxy kinds every broker's fault proxy at once, the disk kinds are off, and 
 | isolate-broker    | cut one broker from ZooKeeper and from every other broker, both ways, for     |
 |                   | 8-20 s (its clients still reach it: a minority partition), then heal          |
 | zookeeper-cut     | cut one broker from ZooKeeper only for 2-12 s, then heal                      |
+|                   | (both cuts record `deregistered_after`: when the broker's session expired)    |
 """
 
 from __future__ import annotations
@@ -222,18 +223,36 @@ class Nemesis:
 
     def _coordinator(self) -> tuple[int, dict[str, Any]]:
         txid = self.rng.choice(self.run.transactional_ids())
-        broker_id, partition = self._cluster().coordinator(txid)
+        cluster = self._cluster()
+        broker_id, partition = self._when_led(lambda: cluster.coordinator(txid))
         return broker_id, {"role": "coordinator", "txid": txid, "partition": partition}
 
     def _leader(self) -> tuple[int, dict[str, Any]]:
         key = self.rng.choice(self.run.keys())
         topic, partition = split_key(key)
-        return self._cluster().leader(topic, partition), {"role": "leader", "partition": key}
+        cluster = self._cluster()
+        broker_id, _ = self._when_led(lambda: (cluster.leader(topic, partition), partition))
+        return broker_id, {"role": "leader", "partition": key}
+
+    def _when_led(self, look: Callable[[], tuple[int, int]], timeout: float = 15.0) -> tuple[int, int]:
+        """`look()` once it names a leader (the partition may not exist yet, or be between leaders), else
+        its last answer (leader -1) or error after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                found = look()
+                if found[0] >= 0 or time.monotonic() > deadline:
+                    return found
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+            if not self._sleep(0.5):
+                return -1, -1
 
     def _hit(self, target: tuple[int, dict[str, Any]], kill: bool) -> dict[str, Any]:
         broker_id, role = target
         if broker_id not in self.run.brokers:
-            return {**role, "skipped": f"no such broker {broker_id} (no leader?)"}
+            return {**role, "skipped": f"no leader (broker {broker_id})"}
         return {**role, **(self._kill(broker_id) if kill else self._pause(broker_id))}
 
     def _controller_kill(self) -> dict[str, Any]:
@@ -287,10 +306,15 @@ class Nemesis:
         was_controller = cluster.controller() == broker_id
         cluster.isolate(broker_id)
         try:
-            self._sleep(held)
+            gone = self._hold_cut(broker_id, held)
         finally:
             cluster.isolate(broker_id, on=False)
-        return {"broker": broker_id, "for": round(held, 3), "was_controller": was_controller}
+        return {
+            "broker": broker_id,
+            "for": round(held, 3),
+            "was_controller": was_controller,
+            "deregistered_after": gone,
+        }
 
     def _zookeeper_cut(self) -> dict[str, Any]:
         cluster = self._cluster()
@@ -298,10 +322,23 @@ class Nemesis:
         held = self.rng.uniform(2, 12)
         cluster.cut_zookeeper(broker_id)
         try:
-            self._sleep(held)
+            gone = self._hold_cut(broker_id, held)
         finally:
             cluster.cut_zookeeper(broker_id, on=False)
-        return {"broker": broker_id, "for": round(held, 3)}
+        return {"broker": broker_id, "for": round(held, 3), "deregistered_after": gone}
+
+    def _hold_cut(self, broker_id: int, held: float) -> float | None:
+        """Wait `held` seconds of a cut; when (seconds into it) the broker's ZooKeeper registration vanished
+        (its session expired), None if it did not."""
+        cluster = self._cluster()
+        started = time.monotonic()
+        gone: float | None = None
+        while (left := held - (time.monotonic() - started)) > 0 and self._sleep(min(0.5, left)):
+            if gone is None:
+                with contextlib.suppress(Exception):  # ZooKeeper restarting: look again
+                    if broker_id not in cluster.live_brokers():
+                        gone = round(time.monotonic() - started, 3)
+        return gone
 
     # --- clients ------------------------------------------------------------------------------------
 
