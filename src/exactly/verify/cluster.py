@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import select
 import socket
@@ -187,6 +188,7 @@ class VerifyCluster:
 
     def __init__(self, root: Path, logs: Path, n: int, seed: int, *settings: str) -> None:
         self.n = n
+        self.logs = logs
         self.zookeeper = ZooKeeperProcess(root / "zookeeper")
         (root / "zookeeper").mkdir(parents=True, exist_ok=True)
         self.brokers: dict[int, BrokerProcess] = {}
@@ -251,7 +253,16 @@ class VerifyCluster:
         if self._zk is None:
             from kazoo.client import KazooClient
 
-            self._zk = KazooClient(hosts=self.zookeeper.connect_string, timeout=10.0)
+            # its connection warnings (ZooKeeper restarting) go to a file, not to the run's output
+            logger = logging.getLogger(f"exactly.verify.zookeeper.{self.logs}")
+            logger.propagate = False
+            if not logger.handlers:
+                handler = logging.FileHandler(self.logs / "runner-zookeeper.log")
+                handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+                logger.addHandler(handler)
+            self._zk = KazooClient(  # type: ignore[call-arg]  # the stub lacks `logger`
+                hosts=self.zookeeper.connect_string, timeout=10.0, logger=logger
+            )
             self._zk.start(timeout=30)
         return self._zk
 
