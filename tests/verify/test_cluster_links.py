@@ -49,6 +49,8 @@ def echo() -> Iterator[int]:
                 conn, _ = server.accept()
             except TimeoutError:
                 continue
+            except OSError:
+                return  # closed
             threading.Thread(target=pump, args=(conn,), daemon=True).start()
 
     def pump(conn: socket.socket) -> None:

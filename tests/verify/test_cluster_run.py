@@ -30,7 +30,7 @@ def test_a_short_cluster_run_survives_the_cluster_faults(tmp_path: Path) -> None
     config = RunConfig(
         out=out,
         duration=70,
-        seed=3,
+        seed=38,  # the nemesis's first draw is isolate-broker, early enough to run to its end
         workloads=("queue", "copier", "bank", "idem"),
         faults=FAULTS,
         workers={"queue": 1, "copier": 1, "bank": 2, "idem": 1},
@@ -51,16 +51,19 @@ def test_a_short_cluster_run_survives_the_cluster_faults(tmp_path: Path) -> None
     ops = list(complete_ops(read_history(history_files(out))))
     faults = [o.value for o in ops if o.f == "fault" and o.type is OpType.OK]
     assert not [f for f in faults if "error" in f or "skipped" in f], faults
+    assert faults[0]["kind"] == "isolate-broker"
+    assert faults[0]["deregistered_after"] is not None, faults[0]
     kinds = {f["kind"] for f in faults}
     assert kinds <= set(CLUSTER)
     assert len(kinds) >= 3, faults
     for f in faults:
         if f["kind"] in ("controller-kill", "coordinator-pause", "leader-kill", "isolate-broker"):
             assert f["broker"] in (1, 2, 3), f
-        if f["kind"] == "isolate-broker":
+        if f["kind"] == "isolate-broker" and f["seconds"] >= 7.5:  # not cut short by the run's end
             assert f["deregistered_after"] is not None, f  # cut longer than the 6 s session
+    killed = {f["broker"] for f in faults if f["kind"] in ("controller-kill", "leader-kill")}
     restarted = {o.value.get("broker") for o in ops if o.f == "restart"}
-    assert restarted & {1, 2, 3}
+    assert killed <= restarted
     whole = [o.value for o in ops if o.f == "cluster-whole"]
     assert whole
     assert whole[-1]["missing"] == []
