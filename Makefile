@@ -55,11 +55,13 @@ gen-check: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/exactly bench report --out bench
 
-# the verification harness: `make verify DURATION=3600 SEED=7` (defaults: 600 s, a seed from the clock)
+# the verification harness: `make verify DURATION=3600 SEED=7` (defaults: 600 s, a seed from the clock);
+# BROKERS=3: against a ZooKeeper cluster of three with the cluster's faults
 DURATION ?= 600
 SEED ?= $(shell date +%s | tail -c 6)
+BROKERS ?= 1
 verify: $(STAMP)
-	$(BIN)/exactly verify run --duration $(DURATION) --seed $(SEED) --out verify-runs/seed-$(SEED)-$(shell date +%Y%m%d%H%M%S)
+	$(BIN)/exactly verify run --duration $(DURATION) --seed $(SEED) --brokers $(BROKERS) --out verify-runs/seed-$(SEED)-$(shell date +%Y%m%d%H%M%S)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -25,19 +25,27 @@ def run(
     faults: Annotated[
         str,
         typer.Option(
-            help="comma-separated fault families (broker,client,disk,proxy) or kinds (broker-kill, ...)"
+            help="comma-separated fault families (broker,client,disk,proxy,cluster) or kinds (broker-kill, "
+            "...); default broker,client,disk,proxy, with --brokers N >= 3 broker,client,proxy,cluster"
         ),
-    ] = "broker,client,disk,proxy",
+    ] = "",
     out: Annotated[Path | None, typer.Option(help="the run directory (default verify-runs/seed-N)")] = None,
     txn_timeout_ms: Annotated[int, typer.Option(help="the workers' transaction.timeout.ms")] = 10_000,
     fault_interval: Annotated[
         str, typer.Option(help="MIN,MAX seconds between faults (then a quiet period of MIN/2)")
     ] = "5,15",
+    brokers: Annotated[
+        int,
+        typer.Option(
+            help="1: one broker behind the fault proxy; N >= 3: a ZooKeeper and N brokers (RF 3, min ISR 2)"
+            " with the cluster's faults"
+        ),
+    ] = 1,
 ) -> None:
     """Run the workloads against a real broker under a seeded fault schedule, then check the history.
 
     Exits 0 when every invariant held (0 anomalies), 1 otherwise."""
-    from exactly.verify.nemesis import FAMILIES, Schedule
+    from exactly.verify.nemesis import CLUSTER, DISK, FAMILIES, Schedule
     from exactly.verify.runner import ALL_WORKLOADS, Run, RunConfig, RunError, format_summary
 
     with reported_errors():
@@ -46,11 +54,20 @@ def run(
         unknown = [w for w in chosen if w not in ALL_WORKLOADS]
         if unknown:
             raise CliError(f"unknown workload {unknown[0]!r} (known: {', '.join(ALL_WORKLOADS)})", 2)
+        if brokers != 1 and brokers < 3:
+            raise CliError(f"--brokers is 1 or at least 3 (replication factor 3), not {brokers}", 2)
+        if not faults:
+            faults = "broker,client,disk,proxy" if brokers == 1 else "broker,client,proxy,cluster"
         kinds = {k for family in FAMILIES.values() for k in family}
         fault_names = tuple(f for f in faults.split(",") if f)
         bad = [f for f in fault_names if f not in FAMILIES and f not in kinds]
         if bad:
             raise CliError(f"unknown fault {bad[0]!r} (families: {', '.join(FAMILIES)}; or a kind)", 2)
+        unfit = ("cluster", *CLUSTER) if brokers == 1 else ("disk", *DISK)
+        misplaced = [f for f in fault_names if f in unfit]
+        if misplaced:
+            needs = "--brokers N >= 3" if brokers == 1 else "--brokers 1"
+            raise CliError(f"fault {misplaced[0]!r} needs {needs}", 2)
         try:
             low, high = (float(x) for x in fault_interval.split(","))
         except ValueError:
@@ -66,8 +83,10 @@ def run(
             faults=fault_names,
             txn_timeout_ms=txn_timeout_ms,
             schedule=Schedule(low, high, low / 2),
+            brokers=brokers,
         )
-        typer.echo(f"exactly verify: seed {seed}, {duration:g} s, run dir {out_dir}")
+        cluster = f", {brokers} brokers" if brokers > 1 else ""
+        typer.echo(f"exactly verify: seed {seed}, {duration:g} s{cluster}, run dir {out_dir}")
         try:
             summary = Run(config).execute()
         except RunError as e:

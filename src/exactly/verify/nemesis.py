@@ -25,11 +25,33 @@ seconds (from the restart to the port accepting connections).
 |                   | fault records an `error` and the broker is restarted)                         |
 | proxy-*           | delay / hold / drop / duplicate requests of one API key, or blackhole (no     |
 |                   | duplicated EndTxn: KAFKA-17754, see DUPLICATE_API_KEYS)                       |
+
+With `--brokers N` (a cluster, `exactly.verify.cluster`) the broker kinds hit a broker chosen at random,
+the proxy kinds every broker's fault proxy at once, the disk kinds are off, and the `cluster` family is on
+(its targets read from ZooKeeper at the moment of the fault; its fault ops name the broker and its role):
+
+| kind              | what                                                                          |
+|-------------------|-------------------------------------------------------------------------------|
+| controller-kill   | SIGKILL the broker in /controller, restart after 0-5 s                        |
+| controller-pause  | SIGSTOP it 1-10 s (past the 6 s ZooKeeper session: its session expires)       |
+| coordinator-kill  | the same for the transaction coordinator of a worker's transactional id (the  |
+| coordinator-pause | leader of its __transaction_state partition)                                  |
+| leader-kill       | the same for the leader of one of the workloads' partitions                   |
+| leader-pause      |                                                                               |
+| rolling-restart   | every broker in turn: SIGTERM (controlled shutdown), start, wait (<= 60 s)    |
+|                   | until the cluster is whole again before the next                              |
+| zookeeper-restart | stop ZooKeeper (SIGTERM), start it again after 0-5 s                          |
+| isolate-broker    | cut one broker from ZooKeeper and from every other broker, both ways, for     |
+|                   | 8-20 s (its clients still reach it: a minority partition), then heal          |
+| zookeeper-cut     | cut one broker from ZooKeeper only for 2-12 s, then heal                      |
+|                   | (both cuts record `deregistered_after`: when the broker's session expired)    |
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -38,8 +60,10 @@ from typing import TYPE_CHECKING, Any
 
 from exactly.verify.history import OpType
 from exactly.verify.proxy import Action, Rule
+from exactly.verify.worker import split_key
 
 if TYPE_CHECKING:
+    from exactly.verify.cluster import VerifyCluster
     from exactly.verify.runner import Run
 
 BROKER = ("broker-kill", "broker-pause", "broker-restart")
@@ -53,7 +77,25 @@ PROXY = (
     "proxy-duplicate",
     "proxy-blackhole",
 )
-FAMILIES: dict[str, tuple[str, ...]] = {"broker": BROKER, "client": CLIENT, "disk": DISK, "proxy": PROXY}
+CLUSTER = (
+    "controller-kill",
+    "controller-pause",
+    "coordinator-kill",
+    "coordinator-pause",
+    "leader-kill",
+    "leader-pause",
+    "rolling-restart",
+    "zookeeper-restart",
+    "isolate-broker",
+    "zookeeper-cut",
+)
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "broker": BROKER,
+    "client": CLIENT,
+    "disk": DISK,
+    "proxy": PROXY,
+    "cluster": CLUSTER,
+}
 
 #: in a handler's detail: the handler recorded its fault op itself
 RECORDED = "_recorded"
@@ -132,26 +174,171 @@ class Nemesis:
 
     # --- broker -------------------------------------------------------------------------------------
 
-    def _broker_kill(self) -> dict[str, Any]:
-        self.run.broker.kill()
+    def _target(self) -> int | None:
+        """The broker the broker kinds hit: the one broker (None), or one of a cluster's at random."""
+        return None if self.run.cluster is None else self.rng.choice(sorted(self.run.brokers))
+
+    def _named(self, broker_id: int | None, detail: dict[str, Any]) -> dict[str, Any]:
+        return detail if broker_id is None else {"broker": broker_id, **detail}
+
+    def _kill(self, broker_id: int | None) -> dict[str, Any]:
+        broker = self.run.broker if broker_id is None else self.run.brokers[broker_id]
+        broker.kill()
         down = self.rng.uniform(0, 5)
         self._sleep(down)
-        self.run.restart_broker()
-        return {"down": round(down, 3)}
+        self.run.restart_broker(broker_id)
+        return self._named(broker_id, {"down": round(down, 3)})
 
-    def _broker_pause(self) -> dict[str, Any]:
+    def _pause(self, broker_id: int | None) -> dict[str, Any]:
+        broker = self.run.broker if broker_id is None else self.run.brokers[broker_id]
         paused = self.rng.uniform(1, 10)
-        self.run.broker.pause()
+        broker.pause()
         try:
             self._sleep(paused)
         finally:
-            self.run.broker.resume()
-        return {"paused": round(paused, 3)}
+            broker.resume()
+        return self._named(broker_id, {"paused": round(paused, 3)})
+
+    def _broker_kill(self) -> dict[str, Any]:
+        return self._kill(self._target())
+
+    def _broker_pause(self) -> dict[str, Any]:
+        return self._pause(self._target())
 
     def _broker_restart(self) -> dict[str, Any]:
-        self.run.broker.stop(60)
-        self.run.restart_broker()
-        return {}
+        broker_id = self._target()
+        broker = self.run.broker if broker_id is None else self.run.brokers[broker_id]
+        broker.stop(60)
+        self.run.restart_broker(broker_id)
+        return self._named(broker_id, {})
+
+    # --- cluster ------------------------------------------------------------------------------------
+
+    def _cluster(self) -> VerifyCluster:
+        assert self.run.cluster is not None, "a cluster fault in a single-broker run"
+        return self.run.cluster
+
+    def _controller(self) -> tuple[int, dict[str, Any]]:
+        return self._cluster().controller(), {"role": "controller"}
+
+    def _coordinator(self) -> tuple[int, dict[str, Any]]:
+        txid = self.rng.choice(self.run.transactional_ids())
+        cluster = self._cluster()
+        broker_id, partition = self._when_led(lambda: cluster.coordinator(txid))
+        return broker_id, {"role": "coordinator", "txid": txid, "partition": partition}
+
+    def _leader(self) -> tuple[int, dict[str, Any]]:
+        key = self.rng.choice(self.run.keys())
+        topic, partition = split_key(key)
+        cluster = self._cluster()
+        broker_id, _ = self._when_led(lambda: (cluster.leader(topic, partition), partition))
+        return broker_id, {"role": "leader", "partition": key}
+
+    def _when_led(self, look: Callable[[], tuple[int, int]], timeout: float = 15.0) -> tuple[int, int]:
+        """`look()` once it names a leader (the partition may not exist yet, or be between leaders), else
+        its last answer (leader -1) or error after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                found = look()
+                if found[0] >= 0 or time.monotonic() > deadline:
+                    return found
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+            if not self._sleep(0.5):
+                return -1, -1
+
+    def _hit(self, target: tuple[int, dict[str, Any]], kill: bool) -> dict[str, Any]:
+        broker_id, role = target
+        if broker_id not in self.run.brokers:
+            return {**role, "skipped": f"no leader (broker {broker_id})"}
+        return {**role, **(self._kill(broker_id) if kill else self._pause(broker_id))}
+
+    def _controller_kill(self) -> dict[str, Any]:
+        return self._hit(self._controller(), kill=True)
+
+    def _controller_pause(self) -> dict[str, Any]:
+        return self._hit(self._controller(), kill=False)
+
+    def _coordinator_kill(self) -> dict[str, Any]:
+        return self._hit(self._coordinator(), kill=True)
+
+    def _coordinator_pause(self) -> dict[str, Any]:
+        return self._hit(self._coordinator(), kill=False)
+
+    def _leader_kill(self) -> dict[str, Any]:
+        return self._hit(self._leader(), kill=True)
+
+    def _leader_pause(self) -> dict[str, Any]:
+        return self._hit(self._leader(), kill=False)
+
+    def _rolling_restart(self) -> dict[str, Any]:
+        cluster = self._cluster()
+        waits: list[float] = []
+        for broker_id in sorted(self.run.brokers):
+            if self._stop.is_set():
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):  # killed after 60 s: restarted all the same
+                self.run.brokers[broker_id].stop(60)
+            self.run.restart_broker(broker_id)
+            started = time.monotonic()
+            missing = cluster.wait_whole(60)
+            waits.append(round(time.monotonic() - started, 3))
+            if missing:
+                return {"brokers": sorted(self.run.brokers), "whole_after": waits, "error": missing[:3]}
+        return {"brokers": sorted(self.run.brokers), "whole_after": waits}
+
+    def _zookeeper_restart(self) -> dict[str, Any]:
+        zookeeper = self._cluster().zookeeper
+        zookeeper.stop()
+        down = self.rng.uniform(0, 5)
+        try:
+            self._sleep(down)
+        finally:
+            zookeeper.start()
+        return {"down": round(down, 3)}
+
+    def _isolate_broker(self) -> dict[str, Any]:
+        cluster = self._cluster()
+        broker_id = self.rng.choice(sorted(self.run.brokers))
+        held = self.rng.uniform(8, 20)
+        was_controller = cluster.controller() == broker_id
+        cluster.isolate(broker_id)
+        try:
+            gone = self._hold_cut(broker_id, held)
+        finally:
+            cluster.isolate(broker_id, on=False)
+        return {
+            "broker": broker_id,
+            "for": round(held, 3),
+            "was_controller": was_controller,
+            "deregistered_after": gone,
+        }
+
+    def _zookeeper_cut(self) -> dict[str, Any]:
+        cluster = self._cluster()
+        broker_id = self.rng.choice(sorted(self.run.brokers))
+        held = self.rng.uniform(2, 12)
+        cluster.cut_zookeeper(broker_id)
+        try:
+            gone = self._hold_cut(broker_id, held)
+        finally:
+            cluster.cut_zookeeper(broker_id, on=False)
+        return {"broker": broker_id, "for": round(held, 3), "deregistered_after": gone}
+
+    def _hold_cut(self, broker_id: int, held: float) -> float | None:
+        """Wait `held` seconds of a cut; when (seconds into it) the broker's ZooKeeper registration vanished
+        (its session expired), None if it did not."""
+        cluster = self._cluster()
+        started = time.monotonic()
+        gone: float | None = None
+        while (left := held - (time.monotonic() - started)) > 0 and self._sleep(min(0.5, left)):
+            if gone is None:
+                with contextlib.suppress(Exception):  # ZooKeeper restarting: look again
+                    if broker_id not in cluster.live_brokers():
+                        gone = round(time.monotonic() - started, 3)
+        return gone
 
     # --- clients ------------------------------------------------------------------------------------
 

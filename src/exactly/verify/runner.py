@@ -12,6 +12,15 @@ HWM every 2 s; let the nemesis inject faults for `duration` seconds; then heal e
 workers, restart the broker cleanly, re-initialise ("hijack") every transactional.id so that no
 transaction stays open, wait until LSO == HWM everywhere, record the open transactions, the groups'
 committed offsets and full scans at both isolation levels; then check the history.
+
+With `brokers` >= 3 (`exactly.verify.cluster`) the run has a ZooKeeper and that many brokers instead, each
+behind its own fault proxy and link proxies; topics have replication factor 3 and min ISR 2; the workers get
+every broker's address; the nemesis adds the cluster's faults (the `cluster` family); and the final phase,
+instead of restarting the broker, heals every link, restarts ZooKeeper and every broker that is down, and
+waits for the cluster to be whole (every broker registered, a controller, every partition led with its full
+ISR) before it hijacks, waits for LSO == HWM and scans:
+
+    run dir/data/zookeeper/, data/broker-<id>/, logs/broker-<id>.log
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from exactly.testing.processes import BrokerProcess, child_env, free_port
+from exactly.verify.cluster import FaultProxies, VerifyCluster
 from exactly.verify.datadir import DataDir
 from exactly.verify.history import (
     HistoryWriter,
@@ -44,7 +54,7 @@ from exactly.verify.history import (
     read_history,
     value_for,
 )
-from exactly.verify.nemesis import FAMILIES, Nemesis, Schedule
+from exactly.verify.nemesis import CLUSTER, DISK, FAMILIES, Nemesis, Schedule
 from exactly.verify.proxy import FaultProxy
 from exactly.verify.worker import EXIT_STUCK, QUEUE_TOPICS, key_of, split_key
 
@@ -75,6 +85,8 @@ class RunConfig:
     schedule: Schedule = field(default_factory=Schedule)
     #: where the progress line goes (None: nowhere)
     progress: Callable[[str], None] | None = print
+    #: 1: one broker behind the fault proxy; >= 3: a ZooKeeper cluster (`exactly.verify.cluster`)
+    brokers: int = 1
 
     @property
     def fault_kinds(self) -> tuple[str, ...]:
@@ -83,6 +95,9 @@ class RunConfig:
             kinds += FAMILIES.get(name, (name,))
         if "zombie" not in self.workloads:
             kinds = [k for k in kinds if k != "zombie"]
+        # a single broker has no cluster; a cluster's brokers share no size-limited disk
+        unfit = CLUSTER if self.brokers == 1 else DISK
+        kinds = [k for k in kinds if k not in unfit]
         return tuple(dict.fromkeys(kinds))
 
 
@@ -171,21 +186,38 @@ class Run:
         self.disk = DataDir(self.run_dir, size_limited="disk-full" in config.fault_kinds)
         self.data_dir = self.disk.path
         self.history = HistoryWriter.for_process(self.run_dir, "runner", 0)
-        port = free_port()
-        self.proxy = FaultProxy(("127.0.0.1", port), seed=config.seed).start()
+        cleanup = "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000"
+        #: the cluster (None: one broker)
+        self.cluster: VerifyCluster | None = None
+        self.proxy: FaultProxy | FaultProxies
+        if config.brokers > 1:
+            self.cluster = VerifyCluster(
+                self.data_dir, self.run_dir / "logs", config.brokers, config.seed, cleanup
+            )
+            self.proxy = self.cluster.proxy
+        else:
+            port = free_port()
+            self.proxy = FaultProxy(("127.0.0.1", port), seed=config.seed).start()
         #: the runner's own clients (admin, seeder, sampler, scans, hijack): their log goes to a file
         self.clients: dict[str, Any] = {
             "bootstrap.servers": self.proxy.bootstrap,
             "logger": _client_logger(self.run_dir),
         }
-        settings = [
-            f"advertised.listeners=127.0.0.1:{self.proxy.port}",
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
-            "group.initial.rebalance.delay.ms=0",
-            *self.disk.settings(),
-        ]
-        self.broker = BrokerProcess(self.data_dir, *settings, port=port, log_level="WARNING")
-        self.broker.log_path = self.run_dir / "logs" / "broker.log"
+        if self.cluster is not None:
+            #: every broker by id (one broker: id 0)
+            self.brokers = self.cluster.brokers
+            self.broker = self.brokers[1]
+        else:
+            assert isinstance(self.proxy, FaultProxy)
+            settings = [
+                f"advertised.listeners=127.0.0.1:{self.proxy.port}",
+                cleanup,
+                "group.initial.rebalance.delay.ms=0",
+                *self.disk.settings(),
+            ]
+            self.broker = BrokerProcess(self.data_dir, *settings, port=port, log_level="WARNING")
+            self.broker.log_path = self.run_dir / "logs" / "broker.log"
+            self.brokers = {0: self.broker}
         self.workers: dict[str, WorkerProcess] = {}
         self._numbers: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -221,7 +253,12 @@ class Run:
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
         admin = AdminClient(self.clients)
-        futures = admin.create_topics([NewTopic(t, n, 1) for t, n in self.topics().items()])
+        if self.cluster is not None:
+            isr = {"min.insync.replicas": "2"}
+            new = [NewTopic(t, n, replication_factor=3, config=isr) for t, n in self.topics().items()]
+        else:
+            new = [NewTopic(t, n, 1) for t, n in self.topics().items()]
+        futures = admin.create_topics(new)
         for f in futures.values():
             f.result(30)
 
@@ -324,15 +361,20 @@ class Run:
 
     # --- broker -------------------------------------------------------------------------------------
 
-    def restart_broker(self) -> float:
+    def restart_broker(self, broker_id: int | None = None) -> float:
+        """Start the broker (of a cluster: `broker_id`) again; its recovery seconds."""
+        broker = self.broker if broker_id is None else self.brokers[broker_id]
         started = time.monotonic()
         try:
-            self.broker.start(timeout=180)
+            broker.start(timeout=180)
         except (RuntimeError, TimeoutError) as e:
             raise RunError(f"the broker did not come back: {str(e).splitlines()[0]}") from None
         seconds = time.monotonic() - started
         self.restarts.append(seconds)
-        self.history.record("restart", OpType.OK, {"seconds": round(seconds, 3)})
+        value: dict[str, Any] = {"seconds": round(seconds, 3)}
+        if broker_id is not None:
+            value["broker"] = broker_id
+        self.history.record("restart", OpType.OK, value)
         return seconds
 
     # --- samples and scans --------------------------------------------------------------------------
@@ -410,7 +452,27 @@ class Run:
         self.proxy.release_held()
         self.proxy.blackhole(False)
         self.proxy.enabled = False
-        self.broker.resume()
+        if self.cluster is not None:
+            self.cluster.heal()
+        else:
+            self.broker.resume()
+
+    def make_whole(self, timeout: float = 180.0) -> None:
+        """The final phase's cluster: ZooKeeper and every broker running, then whole (`unwhole`)."""
+        assert self.cluster is not None
+        started = time.monotonic()
+        if not self.cluster.zookeeper.running:
+            self.cluster.zookeeper.start()
+        for broker_id, broker in self.brokers.items():
+            if not broker.running:
+                self.restart_broker(broker_id)
+        missing = self.cluster.wait_whole(timeout)
+        seconds = round(time.monotonic() - started, 3)
+        self.history.record("cluster-whole", OpType.OK, {"seconds": seconds, "missing": missing})
+        if missing:
+            raise RunError(
+                f"the cluster was not whole {timeout:g} s after the heal: {'; '.join(missing[:5])}"
+            )
 
     def final_phase(self, supervisor: threading.Thread) -> None:
         from confluent_kafka import Producer
@@ -431,9 +493,12 @@ class Run:
         supervisor.join(30)
         for name in self.worker_names():
             self.workers[name].stop()
-        if self.broker.running:
-            self.broker.stop(60)
-        self.restart_broker()
+        if self.cluster is not None:
+            self.make_whole()
+        else:
+            if self.broker.running:
+                self.broker.stop(60)
+            self.restart_broker()
         for txid in self.transactional_ids():
             producer = Producer({**self.clients, "transactional.id": txid})
             producer.init_transactions(60)
@@ -507,7 +572,14 @@ class Run:
     def execute(self) -> dict[str, Any]:
         c = self.config
         started = time.monotonic()
-        self.broker.start(timeout=60)
+        if self.cluster is not None:
+            try:
+                self.cluster.start()
+            except BaseException:
+                self.cluster.close()
+                raise
+        else:
+            self.broker.start(timeout=60)
         threads: list[threading.Thread] = []
         try:
             self.create_topics()
@@ -538,8 +610,11 @@ class Run:
             for w in list(self.workers.values()):
                 with contextlib.suppress(Exception):
                     w.kill()
-            with contextlib.suppress(Exception):
-                self.broker.stop(60)
+            if self.cluster is not None:
+                self.cluster.close()
+            else:
+                with contextlib.suppress(Exception):
+                    self.broker.stop(60)
             self.disk.close()
             self.proxy.close()
             self.history.close()
@@ -569,7 +644,7 @@ class Run:
                 f"exactly verify run --seed {c.seed} --duration {c.duration:g} "
                 f"--workloads {','.join(c.workloads)} --faults {','.join(c.faults)} "
                 f"--fault-interval {c.schedule.min_interval:g},{c.schedule.max_interval:g} "
-                f"--txn-timeout-ms {c.txn_timeout_ms}"
+                f"--txn-timeout-ms {c.txn_timeout_ms}" + (f" --brokers {c.brokers}" if c.brokers > 1 else "")
             ),
             "workloads": list(self.config.workloads),
             "faults_enabled": list(self.config.fault_kinds),
