@@ -71,7 +71,7 @@ from queue import Empty
 from typing import Any
 
 from exactly.bench.broker import PARTITIONS, RECORD_SIZE, cpu_seconds, produce
-from exactly.bench.figures import Figure, Sheet, fmt, percentile
+from exactly.bench.figures import Figure, Sheet, percentile, section_markdown
 from exactly.cluster import znodes
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.processes import BrokerProcess
@@ -804,17 +804,7 @@ def notes(result: ClusterBenchResult) -> list[str]:
 
 def markdown(result: ClusterBenchResult, figs: list[Figure], command: str) -> str:
     """The report's section on its own (`cluster.md`)."""
-    lines = ["## Cluster: replication and failover", "", f"`{command}` in {result.seconds:.0f} s", ""]
-    lines += [*notes(result), ""]
-    lines += [
-        "| id | figure | value | unit | vs bound / target | computed from |",
-        "|---|---|---:|---|---|---|",
-    ]
-    lines += [
-        f"| `{f.key}` | {f.label} | {fmt(f.value)} | {f.unit} | {f.versus} | `{f.sheet}`: {f.how} |"
-        for f in figs
-    ]
-    return "\n".join(lines) + "\n"
+    return section_markdown("Cluster: replication and failover", command, result.seconds, notes(result), figs)
 
 
 def print_table(result: ClusterBenchResult) -> None:

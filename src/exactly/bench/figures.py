@@ -146,3 +146,17 @@ def fmt(value: float) -> str:
     if magnitude >= 1:
         return f"{value:.3f}"
     return f"{value:.4g}"
+
+
+def section_markdown(title: str, command: str, seconds: float, notes: list[str], figs: list[Figure]) -> str:
+    """One benchmark's report section on its own: the command, its notes, then its figures' table."""
+    lines = [f"## {title}", "", f"`{command}` in {seconds:.0f} s", "", *notes, ""]
+    lines += [
+        "| id | figure | value | unit | vs bound / target | computed from |",
+        "|---|---|---:|---|---|---|",
+    ]
+    lines += [
+        f"| `{f.key}` | {f.label} | {fmt(f.value)} | {f.unit} | {f.versus} | `{f.sheet}`: {f.how} |"
+        for f in figs
+    ]
+    return "\n".join(lines) + "\n"

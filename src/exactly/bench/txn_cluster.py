@@ -64,7 +64,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
-from exactly.bench.figures import Figure, Sheet, fmt, percentile
+from exactly.bench.figures import Figure, Sheet, fmt, percentile, section_markdown
 from exactly.cluster import znodes
 from exactly.group.partitioning import partition_for
 from exactly.testing.cluster import ClusterProcesses
@@ -769,17 +769,7 @@ def notes(result: TxnClusterResult) -> list[str]:
 
 def markdown(result: TxnClusterResult, figs: list[Figure], command: str) -> str:
     """The section on its own (`txn_cluster.md`)."""
-    lines = ["## Transactions across the cluster", "", f"`{command}` in {result.seconds:.0f} s", ""]
-    lines += [*notes(result), ""]
-    lines += [
-        "| id | figure | value | unit | vs bound / target | computed from |",
-        "|---|---|---:|---|---|---|",
-    ]
-    lines += [
-        f"| `{f.key}` | {f.label} | {fmt(f.value)} | {f.unit} | {f.versus} | `{f.sheet}`: {f.how} |"
-        for f in figs
-    ]
-    return "\n".join(lines) + "\n"
+    return section_markdown("Transactions across the cluster", command, result.seconds, notes(result), figs)
 
 
 def print_table(result: TxnClusterResult, figs: list[Figure]) -> None:
