@@ -7,8 +7,15 @@ transactional producer whose `transactional.id` is unique per task attempt, flus
 `abort_batch(query, batch)`. librdkafka does not expose producer ids and epochs, so the transactional id
 alone names a transaction.
 
-One blocking connection (`exactly.client.connection.KafkaConnection`), opened lazily to the first
-reachable address of `bootstrap` (a single-node broker is every transaction coordinator); `config` takes the
+Requests go to the transaction coordinator of their key (PrepareTxn: the transactional id; CommitBatch,
+AbortBatch: the query id; ListPreparedTxns: the bootstrap broker), found with FindCoordinator (key type 1)
+through the first reachable address of `bootstrap`; a single-node broker is every coordinator. An answer
+NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, or a lost connection, forgets the coordinator and the next
+attempt finds it again (a cluster's coordinator moved with its `__transaction_state` partition). In a
+cluster a batch is decided by its query id's coordinator, which must also coordinate the batch's
+transactions: the Spark sink picks transactional ids in the query id's partition (`colocated_id`). If
+FindCoordinator is refused (an ACL), the request goes to the bootstrap broker. Connections are blocking
+(`exactly.client.connection.KafkaConnection`), one per broker, opened lazily; `config` takes the
 librdkafka security settings (`security.protocol`, `sasl.*`, `ssl.*`: exactly.client.security) and the
 connection does TLS and SASL as the confluent-kafka clients given the same settings would. Every operation
 is idempotent, so a lost connection or a retriable error (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_
@@ -20,6 +27,7 @@ winners. Errors raise `TwoPhaseCommitError`. Not thread-safe: one client per thr
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -28,10 +36,12 @@ from typing import Any
 from exactly.client.connection import KafkaConnection
 from exactly.client.security import ClientSecurity, SaslRefusedError
 from exactly.errors import ErrorCode, ProtocolError
+from exactly.group.partitioning import partition_for
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.abort_batch import AbortBatchRequest, AbortBatchResponse
 from exactly.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from exactly.protocol.messages.commit_batch import CommitBatchRequest, CommitBatchResponse
+from exactly.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from exactly.protocol.messages.list_prepared_txns import (
     ListPreparedTxnsRequest,
     ListPreparedTxnsResponse,
@@ -43,6 +53,7 @@ __all__ = [
     "PreparedTransaction",
     "TwoPhaseClient",
     "TwoPhaseCommitError",
+    "colocated_id",
 ]
 
 _REQUIRED = (ApiKey.PREPARE_TXN, ApiKey.COMMIT_BATCH, ApiKey.ABORT_BATCH)
@@ -58,6 +69,22 @@ _RETRIABLE = frozenset(
     }
 )
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
+TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key type of a transactional id
+FIND_COORDINATOR_VERSION = 3  # one key per request, flexible
+# Kafka's default transaction.state.log.num.partitions; colocated_id is right only for brokers using it
+TRANSACTION_STATE_PARTITIONS = 50
+
+
+def colocated_id(prefix: str, query_id: str, partitions: int = TRANSACTION_STATE_PARTITIONS) -> str:
+    """``<prefix>.<uuid4 hex>`` whose `__transaction_state` partition is the query id's (of `partitions`),
+    so that the broker deciding the query's batches coordinates the transaction too (about `partitions`
+    draws; a single node coordinates every id anyway)."""
+    target = partition_for(query_id, partitions)
+    while True:
+        candidate = f"{prefix}.{uuid.uuid4().hex}"
+        if partition_for(candidate, partitions) == target:
+            return candidate
 
 
 class TwoPhaseCommitError(Exception):
@@ -116,7 +143,8 @@ class TwoPhaseClient:
             raise ValueError("bootstrap names no broker address")
         self._timeout = timeout
         self._client_id = client_id
-        self._connection: KafkaConnection | None = None
+        self._connections: dict[str, KafkaConnection] = {}  # by "host:port"
+        self._coordinators: dict[str, str] = {}  # key -> "host:port" of its coordinator
 
     # --- the extension ---------------------------------------------------------------------------------
 
@@ -131,14 +159,14 @@ class TwoPhaseClient:
     def prepare(self, transactional_id: str, query_id: str, batch_id: int, partition: int) -> None:
         """Move the id's Ongoing transaction to Prepared for (query, batch, partition); durable on return."""
         request = PrepareTxnRequest(transactional_id, query_id, batch_id, partition)
-        self._until_done(ApiKey.PREPARE_TXN, request, f"PrepareTxn of {transactional_id!r}")
+        self._until_done(ApiKey.PREPARE_TXN, request, f"PrepareTxn of {transactional_id!r}", transactional_id)
 
     def commit_batch(self, query_id: str, batch_id: int, winners: Sequence[str]) -> BatchDecision:
         """Decide the batch (once): `winners` commit, every other transaction prepared for it aborts. A
         batch decided before answers its stored winners with `already_decided=True`."""
         request = CommitBatchRequest(query_id, batch_id, list(winners))
         response: CommitBatchResponse = self._until_done(
-            ApiKey.COMMIT_BATCH, request, f"CommitBatch ({query_id!r}, {batch_id})"
+            ApiKey.COMMIT_BATCH, request, f"CommitBatch ({query_id!r}, {batch_id})", query_id
         )
         return BatchDecision(query_id, batch_id, tuple(response.winners), response.already_decided)
 
@@ -192,20 +220,23 @@ class TwoPhaseClient:
     def _abort(self, query_id: str, batch_id: int) -> AbortBatchResponse:
         request = AbortBatchRequest(query_id, batch_id)
         what = f"AbortBatch ({query_id!r}, {batch_id if batch_id >= 0 else 'all'})"
-        response: AbortBatchResponse = self._until_done(ApiKey.ABORT_BATCH, request, what)
+        response: AbortBatchResponse = self._until_done(ApiKey.ABORT_BATCH, request, what, query_id)
         return response
 
     # --- plumbing --------------------------------------------------------------------------------------
 
-    def _until_done(self, key: ApiKey, request: Any, what: str) -> Any:
-        """Send until answered without a retriable error (or `timeout` passes)."""
+    def _until_done(self, key: ApiKey, request: Any, what: str, route: str | None = None) -> Any:
+        """Send (to the coordinator of `route`, if given) until answered without a retriable error (or
+        `timeout` passes)."""
         deadline = time.monotonic() + self._timeout
         attempt = 0
         while True:
-            response = self._call(key, 0, request, deadline)
+            response = self._call(key, 0, request, deadline, route)
             code = _code(response.error_code)
             if code == ErrorCode.NONE:
                 return response
+            if code in _MOVED and route is not None:
+                self._coordinators.pop(route, None)
             message = getattr(response, "error_message", None) or code.name
             if code not in _RETRIABLE or time.monotonic() >= deadline:
                 raise TwoPhaseCommitError(code, f"{what}: {message}")
@@ -213,17 +244,23 @@ class TwoPhaseClient:
             time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
             attempt += 1
 
-    def _call(self, key: ApiKey, version: int, request: Any, deadline: float | None = None) -> Any:
+    def _call(
+        self, key: ApiKey, version: int, request: Any, deadline: float | None = None, route: str | None = None
+    ) -> Any:
         """One request and its response; a lost connection is reopened and the request sent again."""
         if deadline is None:
             deadline = time.monotonic() + self._timeout
         last: Exception | None = None
         attempt = 0
         while True:
+            address = None
             try:
-                return self._exchange(key, version, request, deadline)
+                address = self._address_for(route, deadline)
+                return self._exchange(key, version, request, deadline, address)
             except (OSError, ConnectionError, ProtocolError) as e:
-                self._drop()
+                self._drop(address)
+                if route is not None:
+                    self._coordinators.pop(route, None)
                 last = e
             if time.monotonic() >= deadline:
                 timed_out = isinstance(last, TimeoutError)
@@ -234,20 +271,50 @@ class TwoPhaseClient:
             time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
 
-    def _exchange(self, key: ApiKey, version: int, request: Any, deadline: float) -> Any:
-        return self._connect(deadline).request(key, version, request, deadline=deadline)
+    def _address_for(self, route: str | None, deadline: float) -> str | None:
+        """The coordinator of `route` ("host:port"; found once, then remembered), None: the bootstrap
+        broker (no route, or FindCoordinator refused for good: an old broker, an ACL)."""
+        if route is None:
+            return None
+        known = self._coordinators.get(route)
+        if known is not None:
+            return known
+        response: FindCoordinatorResponse = self._exchange(
+            ApiKey.FIND_COORDINATOR,
+            FIND_COORDINATOR_VERSION,
+            FindCoordinatorRequest(key=route, key_type=TRANSACTION_KEY_TYPE),
+            deadline,
+            None,
+        )
+        code = _code(response.error_code)
+        if code == ErrorCode.NONE:
+            address = f"{response.host}:{response.port}"
+            self._coordinators[route] = address
+            return address
+        if code in _RETRIABLE:
+            raise ConnectionError(f"FindCoordinator of {route!r}: {code.name}")
+        return None
 
-    def _connect(self, deadline: float) -> KafkaConnection:
-        if self._connection is not None:
-            return self._connection
+    def _exchange(self, key: ApiKey, version: int, request: Any, deadline: float, address: str | None) -> Any:
+        return self._connect(deadline, address).request(key, version, request, deadline=deadline)
+
+    def _connect(self, deadline: float, address: str | None = None) -> KafkaConnection:
+        """A connection to `address`, or to the first reachable bootstrap address (None)."""
+        if address is not None:
+            candidates = [address]
+        else:
+            candidates = [a for a in self._addresses if a in self._connections][:1] or self._addresses
         errors: list[str] = []
-        for address in self._addresses:
-            host, _, port = address.rpartition(":")
+        for candidate in candidates:
+            existing = self._connections.get(candidate)
+            if existing is not None:
+                return existing
+            host, _, port = candidate.rpartition(":")
             name = host.strip("[]") or "localhost"
             try:
                 port_number = int(port)
             except ValueError as e:
-                errors.append(f"{address}: {e}")
+                errors.append(f"{candidate}: {e}")
                 continue
             try:
                 connection = KafkaConnection.open(
@@ -258,20 +325,20 @@ class TwoPhaseClient:
                     deadline=deadline,
                 )
             except SaslRefusedError as e:  # the credentials: no retry helps
-                raise TwoPhaseCommitError(e.code, f"authentication to {address} failed: {e}") from None
+                raise TwoPhaseCommitError(e.code, f"authentication to {candidate} failed: {e}") from None
             except (OSError, ConnectionError, ProtocolError) as e:
-                errors.append(f"{address}: {e}")
+                errors.append(f"{candidate}: {e}")
                 continue
-            self._connection = connection
+            self._connections[candidate] = connection
             return connection
         raise ConnectionError("cannot connect to " + "; ".join(errors))
 
-    def _drop(self) -> None:
-        if self._connection is not None:
-            try:
-                self._connection.close()
-            finally:
-                self._connection = None
+    def _drop(self, address: str | None = None) -> None:
+        """Close the connection to `address` (None: every connection)."""
+        for name in [address] if address is not None else list(self._connections):
+            connection = self._connections.pop(name, None)
+            if connection is not None:
+                connection.close()
 
     def close(self) -> None:
         self._drop()

@@ -9,7 +9,9 @@ commit has nothing to do. A retried task or a replayed micro-batch writes its ro
 guarantee=exactly-once (design (b) of the Spark notes, over `exactly.client.twopc`):
 
 - a task attempt opens a transaction under a transactional id unique to the attempt,
-  ``exactly-spark.<query>.<batch>.<partition>.<uuid4 hex>``, produces its rows, flushes, and asks the
+  ``exactly-spark.<query>.<batch>.<partition>.<uuid4 hex>`` (the uuid drawn until the id falls in the
+  query id's `__transaction_state` partition: in a cluster the broker that decides the query's batches
+  coordinates its transactions too), produces its rows, flushes, and asks the
   broker to PREPARE it tagged (query, batch, partition). A prepared transaction is never timed out by
   ``transaction.timeout.ms``; the task then drops its producer without committing or aborting. Its
   commit message carries the transactional id (librdkafka never reveals producer id/epoch).
@@ -80,8 +82,10 @@ class TaskIdentity:
     attempt: int
 
     def transactional_id(self) -> str:
-        unique = uuid.uuid4().hex
-        return f"{TRANSACTIONAL_ID_PREFIX}.{self.query_id}.{self.batch_id}.{self.partition}.{unique}"
+        from exactly.client.twopc import colocated_id
+
+        prefix = f"{TRANSACTIONAL_ID_PREFIX}.{self.query_id}.{self.batch_id}.{self.partition}"
+        return colocated_id(prefix, self.query_id)
 
 
 def task_identity(job_query_id: str | None) -> TaskIdentity:
