@@ -65,4 +65,4 @@ def test_a_data_dir_in_use_is_refused(tmp_path: Path) -> None:
 
 def test_the_overview_lists_the_demo() -> None:
     result = run_cli()
-    assert "exactly demo [--rows N] [--data-dir DIR] [--keep]" in result.out
+    assert "exactly demo [--rows N] [--brokers N] [--data-dir DIR] [--keep]" in result.out
