@@ -14,6 +14,7 @@ from exactly.demo.cluster import (
     commit_gap,
     coordinated_by,
     coordinator_partition,
+    first_after,
     led_by,
 )
 from exactly.group.partitioning import partition_for
@@ -45,6 +46,8 @@ def test_the_pause_is_the_gap_between_the_commits_around_the_kill() -> None:
     assert commit_gap(commits, 30.0) is None  # none after
     assert commit_gap([], 1.0) is None
     assert commit_gap(reversed(commits), 13.0) == pytest.approx(8.5)
+    assert first_after(commits, 13.0) == pytest.approx(8.0)
+    assert first_after(commits, 22.0) is None
 
 
 def test_what_a_broker_leads_and_coordinates_comes_from_metadata() -> None:

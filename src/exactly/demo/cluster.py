@@ -13,7 +13,9 @@ it, it is restarted and, once every replica is back in sync, the broker that coo
 transactions (the Spark sink draws its transactional ids in the query id's partition, see
 `exactly.client.twopc.colocated_id`) is killed the same way, if it is another broker. A kill's pause is
 the gap between the last successful commit before it and the first after it (`commit_gap`), for the
-replay's producer commits and for the sink's (the checkpoint's ``commits/N`` files) apart.
+replay's producer commits and for the sink's (the checkpoint's ``commits/N`` files) apart, with the time
+from the kill to the first commit after it (`first_after`; the gap also holds idle time before the kill,
+when the replay waited for the job).
 """
 
 from __future__ import annotations
@@ -51,8 +53,12 @@ class BrokerKill:
     batch: int | None  # the micro-batch in flight at the kill
     led: tuple[str, ...]  # what it led: "flights-2", ... (the demo's topics)
     coordinated: tuple[str, ...]  # the transactional ids (or the sink's query) it was coordinator of
-    producer_pause: float | None  # seconds between replay commits around the kill (None: none after it)
-    sink_pause: float | None  # seconds between sink commits (micro-batches committed) around the kill
+    # seconds from the kill to the first commit after it (None: none came), and between the last commit
+    # before the kill and that one (which includes any idle time before the kill: back-pressure)
+    producer_resumed: float | None  # the replay's transactions
+    producer_gap: float | None
+    sink_resumed: float | None  # the sink's batch decisions (micro-batches committed)
+    sink_gap: float | None
     down_seconds: float  # killed until restarted and listening again
 
 
@@ -82,6 +88,12 @@ def commit_gap(times: Iterable[float], at: float) -> float | None:
     if after is None:
         return None
     return after - (before if before is not None else at)
+
+
+def first_after(times: Iterable[float], at: float) -> float | None:
+    """Seconds from `at` to the first commit after it (None when none came)."""
+    after = [t for t in times if t > at]
+    return min(after) - at if after else None
 
 
 def coordinator_partition(transactional_id: str) -> int:

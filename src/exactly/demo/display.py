@@ -162,8 +162,10 @@ class DemoDisplay:
         self.console.print(f"[red]error:[/red] {message}", **kwargs)
 
 
-def _seconds(value: float | None) -> str:
-    return "no commit after it" if value is None else f"{value:.1f} s"
+def _pause(resumed: float | None, gap: float | None, what: str) -> str:
+    if resumed is None or gap is None:
+        return f"no {what} after it"
+    return f"{what} resumed {resumed:.1f} s after the kill (gap {gap:.1f} s)"
 
 
 def _broker_kill(kill: BrokerKill) -> str:
@@ -171,8 +173,9 @@ def _broker_kill(kill: BrokerKill) -> str:
     led = ", ".join(kill.led) or "no partition of the demo's topics"
     coordinated = f"; coordinator of {', '.join(kill.coordinated)}" if kill.coordinated else ""
     return (
-        f"{batch}it led {led}{coordinated}; writes paused {_seconds(kill.producer_pause)} "
-        f"(producer commits), {_seconds(kill.sink_pause)} (sink commits); "
+        f"{batch}it led {led}{coordinated}; "
+        f"{_pause(kill.producer_resumed, kill.producer_gap, 'producer commits')}, "
+        f"{_pause(kill.sink_resumed, kill.sink_gap, 'sink commits')}; "
         f"restarted after {kill.down_seconds:.1f} s"
     )
 

@@ -39,6 +39,7 @@ from exactly.demo.cluster import (
     commit_gap,
     coordinated_by,
     coordinator_partition,
+    first_after,
     led_by,
 )
 from exactly.demo.display import DemoDisplay
@@ -64,6 +65,10 @@ MIN_CLUSTER_BROKERS = 3  # two kills in turn need a third broker for min.insync.
 MAX_CLUSTER_BROKERS = 9
 BROKER_KILL_PATIENCE = 5.0
 BROKER_DOWN_MAX = 45.0  # seconds a killed cluster broker stays down at most (restarted once commits resumed)
+# local mode tries a task once; on a cluster a task that met a dying broker is tried again (4 attempts,
+# as spark.task.maxFailures on a real cluster)
+CLUSTER_MASTER = "local[2,4]"
+SETTLE_MIN = 12.0  # seconds after a restart before the second kill: longer than replica.lag.time.max.ms
 IN_SYNC_WAIT = 90.0  # seconds to wait for every replica back in sync before the second kill
 
 
@@ -208,7 +213,7 @@ class DemoRun:
         self.active_kill: _ActiveKill | None = None
         self.broker_kills: list[BrokerKill] = []
         self.kill_times: list[float] = []  # time.time() of each cluster broker kill
-        self.second_kill_due: float | None = None  # monotonic: the first broker is back; settle until
+        self.second_kill_due: float | None = None  # monotonic: when the first killed broker was back
         self.cluster_notes: list[str] = []  # why a planned kill was not done
 
     @property
@@ -235,6 +240,7 @@ class DemoRun:
             str(self.work / "batch-aggregation.jsonl"),
             "--watermark-delay",
             f"{self.settings.watermark_delay.days} days",
+            *(["--master", CLUSTER_MASTER] if self.cluster is not None else []),
         ]
 
     def start_job(self) -> None:
@@ -403,7 +409,8 @@ class DemoRun:
         else:
             if self.second_kill_due is None:
                 return
-            if time.monotonic() < self.second_kill_due and not self.cluster.in_sync(topics):
+            back = time.monotonic() - self.second_kill_due  # seconds since the first broker came back
+            if back < SETTLE_MIN or (back < IN_SYNC_WAIT and not self.cluster.in_sync(topics)):
                 return
             leaders, _ = self.cluster.leaders(topics)
             query_partition = coordinator_partition(self.state.query_id)
@@ -458,11 +465,13 @@ class DemoRun:
             f"broker {kill.broker} restarted on its data directory and port ({down:.1f} s down)"
         )
         self.broker_kills.append(
-            BrokerKill(kill.broker, kill.why, kill.batch, kill.led, kill.coordinated, None, None, down)
+            BrokerKill(
+                kill.broker, kill.why, kill.batch, kill.led, kill.coordinated, None, None, None, None, down
+            )
         )
         self.kill_times.append(kill.at)
         self.active_kill = None
-        self.second_kill_due = time.monotonic() + IN_SYNC_WAIT
+        self.second_kill_due = time.monotonic()
 
     def measured_kills(self, replay: Replay) -> tuple[BrokerKill, ...]:
         """The cluster kills with their pauses, measured from every commit of the run."""
@@ -477,7 +486,9 @@ class DemoRun:
                     kill.batch,
                     kill.led,
                     kill.coordinated,
+                    first_after(producer, at),
                     commit_gap(producer, at),
+                    first_after(sink, at),
                     commit_gap(sink, at),
                     kill.down_seconds,
                 )

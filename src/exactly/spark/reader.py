@@ -159,7 +159,7 @@ def _checked_start(consumer: Any, options: ReaderOptions, offsets: OffsetRange) 
     """Where to start reading: `from`, or the log start offset if records below it are gone and
     failOnDataLoss=false (with failOnDataLoss=true that is a DataLossError)."""
     tp = KafkaTopicPartition(offsets.topic, offsets.partition)
-    low, _ = consumer.get_watermark_offsets(tp, timeout=options.lookup_timeout_s, cached=False)
+    low = _log_start(consumer, tp, options.lookup_timeout_s)
     if offsets.from_offset >= low:
         return offsets.from_offset
     message = (
@@ -170,6 +170,39 @@ def _checked_start(consumer: Any, options: ReaderOptions, offsets: OffsetRange) 
         raise DataLossError(message + "; set failOnDataLoss=false to skip them")
     log.warning("%s; failOnDataLoss=false: skipping them", message)
     return int(low)
+
+
+# a partition's leader died or moved (a cluster's failover): asked again until the lookup timeout
+_LEADER_GONE = frozenset(
+    {
+        KafkaError._DESTROY_BROKER,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+_LEADER_RETRY_S = 0.2
+
+
+def _log_start(consumer: Any, tp: KafkaTopicPartition, timeout: float) -> int:
+    """The partition's log start offset, asked again while its leader is gone (until `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, _ = consumer.get_watermark_offsets(
+                tp, timeout=max(deadline - time.monotonic(), _LEADER_RETRY_S), cached=False
+            )
+            return int(low)
+        except KafkaException as e:
+            error = e.args[0] if e.args else None
+            transient = isinstance(error, KafkaError) and (error.code() in _LEADER_GONE or error.retriable())
+            if not transient or time.monotonic() >= deadline:
+                raise
+            log.info("log start of %s-%d: %s; asking again", tp.topic, tp.partition, error)
+            time.sleep(_LEADER_RETRY_S)
 
 
 class ExactlyBatchReader(DataSourceReader):
