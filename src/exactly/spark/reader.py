@@ -185,16 +185,19 @@ _LEADER_GONE = frozenset(
     }
 )
 _LEADER_RETRY_S = 0.2
+# one lookup's own timeout: librdkafka keeps a request for a dead leader until it times out, and a
+# failover takes a ZooKeeper session (6 s) and an election; asking again reaches the new leader
+_LEADER_ATTEMPT_S = 5.0
 
 
 def _log_start(consumer: Any, tp: KafkaTopicPartition, timeout: float) -> int:
-    """The partition's log start offset, asked again while its leader is gone (until `timeout`)."""
+    """The partition's log start offset, asked again (each attempt for `_LEADER_ATTEMPT_S` at most) while
+    its leader is gone, until `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            low, _ = consumer.get_watermark_offsets(
-                tp, timeout=max(deadline - time.monotonic(), _LEADER_RETRY_S), cached=False
-            )
+            attempt = min(max(deadline - time.monotonic(), _LEADER_RETRY_S), _LEADER_ATTEMPT_S)
+            low, _ = consumer.get_watermark_offsets(tp, timeout=attempt, cached=False)
             return int(low)
         except KafkaException as e:
             error = e.args[0] if e.args else None
