@@ -14,6 +14,7 @@ Arrow record batches (`arrow.RecordColumns`), never Python tuples.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterator
@@ -206,6 +207,9 @@ def _log_start(consumer: Any, tp: KafkaTopicPartition, timeout: float) -> int:
                 raise
             log.info("log start of %s-%d: %s; asking again", tp.topic, tp.partition, error)
             time.sleep(_LEADER_RETRY_S)
+            # an unassigned partition's leader is not refreshed by librdkafka: ask for it (the new leader)
+            with contextlib.suppress(KafkaException):
+                consumer.list_topics(tp.topic, timeout=_LEADER_ATTEMPT_S)
 
 
 class ExactlyBatchReader(DataSourceReader):
