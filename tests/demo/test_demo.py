@@ -55,6 +55,13 @@ def test_bad_rows_is_one_line(args: list[str], fragment: str) -> None:
     assert_one_line_error(result, fragment)
 
 
+@pytest.mark.parametrize("brokers", ["0", "2", "10"])
+def test_bad_brokers_is_one_line(brokers: str) -> None:
+    result = run_cli("demo", "--brokers", brokers)
+    assert result.returncode == 2
+    assert_one_line_error(result, f"--brokers must be 1 or between 3 and 9, not {brokers}")
+
+
 def test_a_data_dir_in_use_is_refused(tmp_path: Path) -> None:
     (tmp_path / "something").write_text("x")
     result = run_cli("demo", "--rows", "1000", "--data-dir", str(tmp_path))
