@@ -55,6 +55,13 @@ def test_bad_rows_is_one_line(args: list[str], fragment: str) -> None:
     assert_one_line_error(result, fragment)
 
 
+@pytest.mark.parametrize("brokers", ["0", "2", "10"])
+def test_bad_brokers_is_one_line(brokers: str) -> None:
+    result = run_cli("demo", "--brokers", brokers)
+    assert result.returncode == 2
+    assert_one_line_error(result, f"--brokers must be 1 or between 3 and 9, not {brokers}")
+
+
 def test_a_data_dir_in_use_is_refused(tmp_path: Path) -> None:
     (tmp_path / "something").write_text("x")
     result = run_cli("demo", "--rows", "1000", "--data-dir", str(tmp_path))
@@ -65,4 +72,41 @@ def test_a_data_dir_in_use_is_refused(tmp_path: Path) -> None:
 
 def test_the_overview_lists_the_demo() -> None:
     result = run_cli()
-    assert "exactly demo [--rows N] [--data-dir DIR] [--keep]" in result.out
+    assert "exactly demo [--rows N] [--brokers N] [--data-dir DIR] [--keep]" in result.out
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_demo_on_three_brokers_passes_both_proofs_with_the_busiest_leader_killed(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    result = run_cli("demo", "--rows", "30000", "--brokers", "3", "--data-dir", str(work), timeout=1500)
+    out = result.out
+    assert result.returncode == 0, f"{out[-6000:]}\n{result.stderr[-3000:]}"
+    assert "Traceback" not in out + result.stderr
+    proof_lines = [line for line in result.out_lines if line.startswith("proof ")]
+    assert len(proof_lines) == 2, out
+    assert all(": PASS - " in line for line in proof_lines), out
+    assert re.search(r"kill -9 of the Spark driver during micro-batch \d+", out), out
+    assert "not done" not in out
+    # the first kill: the leader of the busiest input partitions, with what it led and the pauses measured
+    kills = re.findall(
+        r"killed broker (\d) \(([^)]*)\): during micro-batch \d+; it led ([^;]*)(?:; coordinator of [^;]*)?; "
+        r"producer commits resumed (\d+\.\d) s after the kill \(gap [\d.]+ s\), "
+        r"sink commits resumed (\d+\.\d) s after the kill \(gap [\d.]+ s\); restarted after",
+        out,
+    )
+    assert kills, out
+    broker, why, led, producer_resumed, sink_resumed = kills[0]
+    assert why == "leader of the busiest input partitions"
+    assert "flights-" in led
+    assert float(producer_resumed) > 0
+    assert float(sink_resumed) > 0
+    # the second: the sink's coordinator, another broker (or the note that it was the same one)
+    if len(kills) > 1:
+        assert kills[1][1] == "coordinator of the sink's transactions"
+        assert kills[1][0] != broker
+    else:
+        assert f"the sink's coordinator was broker {broker}, killed already" in out
+    # the run ends with a whole cluster: every broker's log shows it was started again after the kill
+    assert (work / "cluster" / f"broker-{broker}.log").exists()
+    assert (work / "zookeeper" / "zoo.cfg").exists()

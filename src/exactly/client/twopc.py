@@ -227,14 +227,18 @@ class TwoPhaseClient:
             time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
             attempt += 1
 
-    def _coordinator(self, route: str, deadline: float) -> str:
-        """The address of the coordinator of `route` (FindCoordinator, remembered until it moves)."""
+    def _coordinator(self, route: str, deadline: float) -> str | None:
+        """The address of the coordinator of `route` (FindCoordinator, remembered until it moves); None
+        (the bootstrap broker, which then answers for itself) when FindCoordinator is not authorized: a
+        principal may hold ACLs for its transactional ids and not for a query id."""
         known = self._coordinators.get(route)
         if known is not None:
             return known
         request = FindCoordinatorRequest(route, _TRANSACTION_KEY)
         response: FindCoordinatorResponse = self._call(ApiKey.FIND_COORDINATOR, 1, request, deadline)
         code = ErrorCode.of(response.error_code)
+        if code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return None
         if code != ErrorCode.NONE:
             raise TwoPhaseCommitError(
                 code, f"FindCoordinator of {route!r}: {response.error_message or code.name}"

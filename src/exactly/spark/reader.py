@@ -14,6 +14,7 @@ Arrow record batches (`arrow.RecordColumns`), never Python tuples.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterator
@@ -159,7 +160,7 @@ def _checked_start(consumer: Any, options: ReaderOptions, offsets: OffsetRange) 
     """Where to start reading: `from`, or the log start offset if records below it are gone and
     failOnDataLoss=false (with failOnDataLoss=true that is a DataLossError)."""
     tp = KafkaTopicPartition(offsets.topic, offsets.partition)
-    low, _ = consumer.get_watermark_offsets(tp, timeout=options.lookup_timeout_s, cached=False)
+    low = _log_start(consumer, tp, options.lookup_timeout_s)
     if offsets.from_offset >= low:
         return offsets.from_offset
     message = (
@@ -170,6 +171,45 @@ def _checked_start(consumer: Any, options: ReaderOptions, offsets: OffsetRange) 
         raise DataLossError(message + "; set failOnDataLoss=false to skip them")
     log.warning("%s; failOnDataLoss=false: skipping them", message)
     return int(low)
+
+
+# a partition's leader died or moved (a cluster's failover): asked again until the lookup timeout
+_LEADER_GONE = frozenset(
+    {
+        KafkaError._DESTROY_BROKER,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+_LEADER_RETRY_S = 0.2
+# one lookup's own timeout: librdkafka keeps a request for a dead leader until it times out, and a
+# failover takes a ZooKeeper session (6 s) and an election; asking again reaches the new leader
+_LEADER_ATTEMPT_S = 5.0
+
+
+def _log_start(consumer: Any, tp: KafkaTopicPartition, timeout: float) -> int:
+    """The partition's log start offset, asked again (each attempt for `_LEADER_ATTEMPT_S` at most) while
+    its leader is gone, until `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            attempt = min(max(deadline - time.monotonic(), _LEADER_RETRY_S), _LEADER_ATTEMPT_S)
+            low, _ = consumer.get_watermark_offsets(tp, timeout=attempt, cached=False)
+            return int(low)
+        except KafkaException as e:
+            error = e.args[0] if e.args else None
+            transient = isinstance(error, KafkaError) and (error.code() in _LEADER_GONE or error.retriable())
+            if not transient or time.monotonic() >= deadline:
+                raise
+            log.info("log start of %s-%d: %s; asking again", tp.topic, tp.partition, error)
+            time.sleep(_LEADER_RETRY_S)
+            # an unassigned partition's leader is not refreshed by librdkafka: ask for it (the new leader)
+            with contextlib.suppress(KafkaException):
+                consumer.list_topics(tp.topic, timeout=_LEADER_ATTEMPT_S)
 
 
 class ExactlyBatchReader(DataSourceReader):
