@@ -19,7 +19,11 @@ from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.abort_batch import AbortBatchRequest
 from exactly.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
-from exactly.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from exactly.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 from exactly.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, EntryData, OpData
 from exactly.protocol.messages.alter_client_quotas import EntityData as AlterEntity
 from exactly.protocol.messages.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
@@ -268,6 +272,17 @@ def add_offsets(c: RawClient, n: Names) -> int:
 
 def end_txn(c: RawClient, n: Names) -> int:
     return int(c.request(ApiKey.END_TXN, 3, EndTxnRequest(n.txn, 424242, 0, False)).error_code)
+
+
+def verify_partitions(c: RawClient, n: Names) -> int:
+    """AddPartitionsToTxn v4, VerifyOnly: what a partition leader asks a transaction coordinator."""
+    txn = AddPartitionsToTxnTransaction(n.txn, 424242, 0, True, [AddPartitionsToTxnTopic(n.topic, [0])])
+    response = c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, AddPartitionsToTxnRequest([txn]))
+    if response.error_code:
+        return int(response.error_code)
+    return int(
+        response.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code
+    )
 
 
 def write_markers(c: RawClient, n: Names) -> int:
@@ -564,6 +579,7 @@ SCENARIOS: dict[Row, Scenario] = {
     ),
     (_A.END_TXN, "transactional_id"): Scenario(end_txn, passes=_E.INVALID_PRODUCER_ID_MAPPING),
     (_A.WRITE_TXN_MARKERS, "cluster"): Scenario(write_markers),
+    (_A.ADD_PARTITIONS_TO_TXN, "cluster"): Scenario(verify_partitions, passes=_E.INVALID_PRODUCER_ID_MAPPING),
     (_A.TXN_OFFSET_COMMIT, "transactional_id"): Scenario(
         txn_offset_commit,
         passes=_E.INVALID_PRODUCER_ID_MAPPING,
