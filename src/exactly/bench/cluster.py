@@ -57,13 +57,11 @@ import itertools
 import math
 import multiprocessing as mp
 import signal
-import statistics
 import struct
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
@@ -71,7 +69,7 @@ from queue import Empty
 from typing import Any
 
 from exactly.bench.broker import PARTITIONS, RECORD_SIZE, cpu_seconds, produce
-from exactly.bench.figures import Figure, Sheet, percentile, section_markdown
+from exactly.bench.figures import Figure, Sheet, nan_max, nan_median, percentile, section_markdown
 from exactly.cluster import znodes
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.processes import BrokerProcess
@@ -241,7 +239,7 @@ def _log_bytes(broker: BrokerProcess, topic: str, partition: int) -> int:
     return total
 
 
-def _until(condition: Any, timeout: float, what: str, interval: float = 0.05) -> None:
+def until(condition: Any, timeout: float, what: str, interval: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
@@ -483,17 +481,15 @@ def _failover_round(
         except subprocess.TimeoutExpired:  # stop() has killed it; the failover is measured all the same
             hung = True
     event = _Event(kind, index, t0, old, hung)
-    _until(lambda: not math.isnan(watches.elected_after(old.leader, t0)[0]), WAIT_S, "a new leader")
-    _until(lambda: not watches.registered_now(old.leader), WAIT_S, f"broker {old.leader}'s session to end")
-    _until(
-        lambda: acked_since.value > t0, WAIT_S, "the producer's first acknowledged record after the signal"
-    )
+    until(lambda: not math.isnan(watches.elected_after(old.leader, t0)[0]), WAIT_S, "a new leader")
+    until(lambda: not watches.registered_now(old.leader), WAIT_S, f"broker {old.leader}'s session to end")
+    until(lambda: acked_since.value > t0, WAIT_S, "the producer's first acknowledged record after the signal")
     event.elected_s, state = watches.elected_after(old.leader, t0)
     event.session_gone_s = watches.gone_after(old.leader, t0)
     assert state is not None
     event.new_leader, event.new_epoch = state.leader, state.leader_epoch
     broker.start(60)
-    _until(watches.every_isr_full, WAIT_S, "every replicated partition's ISR to be full again", 0.1)
+    until(watches.every_isr_full, WAIT_S, "every replicated partition's ISR to be full again", 0.1)
     return event
 
 
@@ -645,16 +641,6 @@ def measure(options: Options, work: Path) -> ClusterBenchResult:
 # --- figures, table, markdown -----------------------------------------------------------------------------
 
 
-def _median(values: Sequence[float]) -> float:
-    clean = [v for v in values if not math.isnan(v)]
-    return float(statistics.median(clean)) if clean else math.nan
-
-
-def _max(values: Sequence[float]) -> float:
-    clean = [v for v in values if not math.isnan(v)]
-    return max(clean) if clean else math.nan
-
-
 def fill_sheet(result: ClusterBenchResult, sheet: Sheet) -> None:
     """The raw samples (series named in the figures)."""
     for rf in (1, 3):
@@ -683,7 +669,7 @@ def _f(key: str, label: str, value: float, unit: str, how: str, sheet: Sheet, ve
 def figures(result: ClusterBenchResult, sheet: Sheet) -> list[Figure]:
     """The report's figures, computed from `sheet` (filled by `fill_sheet`)."""
     out: list[Figure] = []
-    med = {rf: _median(sheet.values(f"rf{rf}_mb_s")) for rf in (1, 3)}
+    med = {rf: nan_median(sheet.values(f"rf{rf}_mb_s")) for rf in (1, 3)}
     for rf in (1, 3):
         out.append(
             _f(f"rf{rf}_mb_s", f"produce to RF {rf}", med[rf], "MB/s", f"median of `rf{rf}_mb_s`", sheet)
@@ -692,7 +678,7 @@ def figures(result: ClusterBenchResult, sheet: Sheet) -> list[Figure]:
             _f(
                 f"rf{rf}_records_s",
                 f"produce to RF {rf}",
-                _median(sheet.values(f"rf{rf}_records_s")),
+                nan_median(sheet.values(f"rf{rf}_records_s")),
                 "records/s",
                 f"median of `rf{rf}_records_s`",
                 sheet,
@@ -716,7 +702,7 @@ def figures(result: ClusterBenchResult, sheet: Sheet) -> list[Figure]:
                 _f(
                     f"rf{rf}_broker{broker_id}_cpu_ms_per_mb",
                     f"RF {rf}: broker {broker_id} ({role}) CPU per MB produced",
-                    _median(sheet.values(series)) * 1e3,
+                    nan_median(sheet.values(series)) * 1e3,
                     "ms/MB",
                     f"median of `{series}` x 1000",
                     sheet,
@@ -725,7 +711,7 @@ def figures(result: ClusterBenchResult, sheet: Sheet) -> list[Figure]:
     for kind, target in ((FailoverKind.KILL, KILL_TARGET_S), (FailoverKind.CONTROLLED, CONTROLLED_TARGET_S)):
         name = "kill -9" if kind is FailoverKind.KILL else "controlled shutdown"
         values = sheet.values(f"{kind.value}_acked_s")
-        for stat, value in (("p50", percentile(values, 0.5)), ("max", _max(values))):
+        for stat, value in (("p50", percentile(values, 0.5)), ("max", nan_max(values))):
             out.append(
                 _f(
                     f"{kind.value}_failover_{stat}_s",
@@ -770,7 +756,7 @@ def figures(result: ClusterBenchResult, sheet: Sheet) -> list[Figure]:
         _f(
             "lag_max_records",
             "follower lag behind the leader under full load, max",
-            _max(lag),
+            nan_max(lag),
             "records",
             "max of `lag_records`",
             sheet,
@@ -813,7 +799,7 @@ def print_table(result: ClusterBenchResult) -> None:
 
     console = Console(width=130)
     runs = {rf: result.runs(rf) for rf in (1, 3)}
-    mb_s = {rf: _median([r.mb_s for r in runs[rf]]) for rf in (1, 3)}
+    mb_s = {rf: nan_median([r.mb_s for r in runs[rf]]) for rf in (1, 3)}
     table = Table(title="produce throughput and CPU (medians of rounds)")
     table.add_column("topic")
     for column in ("MB/s", "records/s"):
@@ -822,12 +808,12 @@ def print_table(result: ClusterBenchResult) -> None:
         table.add_column(f"broker {broker_id} CPU s (ms/MB)", justify="right")
     table.add_column("ZooKeeper CPU s", justify="right")
     for rf in (1, 3):
-        cells = [f"RF {rf}", f"{mb_s[rf]:.1f}", f"{_median([r.records_s for r in runs[rf]]):.0f}"]
+        cells = [f"RF {rf}", f"{mb_s[rf]:.1f}", f"{nan_median([r.records_s for r in runs[rf]]):.0f}"]
         for b in range(len(BROKERS)):
-            cpu = _median([r.cpu_s[b] for r in runs[rf]])
-            per = _median([r.cpu_s[b] / r.mb for r in runs[rf]]) * 1e3
+            cpu = nan_median([r.cpu_s[b] for r in runs[rf]])
+            per = nan_median([r.cpu_s[b] / r.mb for r in runs[rf]]) * 1e3
             cells.append(f"{cpu:.2f} ({per:.2f})")
-        cells.append(f"{_median([r.zookeeper_cpu_s for r in runs[rf]]):.2f}")
+        cells.append(f"{nan_median([r.zookeeper_cpu_s for r in runs[rf]]):.2f}")
         table.add_row(*cells)
     console.print(table)
     console.print(
@@ -854,13 +840,13 @@ def print_table(result: ClusterBenchResult) -> None:
     for kind, target in ((FailoverKind.KILL, KILL_TARGET_S), (FailoverKind.CONTROLLED, CONTROLLED_TARGET_S)):
         values = result.failover_times(kind)
         console.print(
-            f"{kind.value}: p50 {percentile(values, 0.5):.3f} s, max {_max(values):.3f} s over {len(values)} "
-            f"(target <= {target:g} s)"
+            f"{kind.value}: p50 {percentile(values, 0.5):.3f} s, max {nan_max(values):.3f} s "
+            f"over {len(values)} (target <= {target:g} s)"
         )
     lag = result.lag_records
     console.print(
         f"replica lag under full RF-3 load ({len(lag)} samples): p50 {percentile(lag, 0.5):.1f}, "
-        f"p99 {percentile(lag, 0.99):.1f}, max {_max(lag):.1f} records "
+        f"p99 {percentile(lag, 0.99):.1f}, max {nan_max(lag):.1f} records "
         f"({result.bytes_per_record:.1f} bytes per record)"
     )
 

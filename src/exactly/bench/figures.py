@@ -18,7 +18,7 @@ import csv
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -160,3 +160,15 @@ def section_markdown(title: str, command: str, seconds: float, notes: list[str],
         for f in figs
     ]
     return "\n".join(lines) + "\n"
+
+
+def nan_median(values: Sequence[float]) -> float:
+    """The median of the values that are not NaN (NaN when none is)."""
+    clean = [v for v in values if not math.isnan(v)]
+    return float(statistics.median(clean)) if clean else math.nan
+
+
+def nan_max(values: Sequence[float]) -> float:
+    """The largest value that is not NaN (NaN when none is)."""
+    clean = [v for v in values if not math.isnan(v)]
+    return max(clean) if clean else math.nan

@@ -52,7 +52,6 @@ import math
 import multiprocessing as mp
 import os
 import signal
-import statistics
 import tempfile
 import threading
 import time
@@ -64,7 +63,8 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
-from exactly.bench.figures import Figure, Sheet, fmt, percentile, section_markdown
+from exactly.bench.cluster import until
+from exactly.bench.figures import Figure, Sheet, fmt, nan_max, nan_median, percentile, section_markdown
 from exactly.cluster import znodes
 from exactly.group.partitioning import partition_for
 from exactly.testing.cluster import ClusterProcesses
@@ -463,14 +463,6 @@ class _ZooKeeper:
         self.zk.close()
 
 
-def _until(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
 def _pick(zk: _ZooKeeper, victim: int, index: int) -> str:
     """A fresh transactional id whose coordinator is `victim` (any broker if it leads no partition)."""
     leaders = zk.leaders(TXN_TOPIC, TXN_PARTITIONS)
@@ -538,7 +530,7 @@ def _kill_round(cluster: ClusterProcesses, zk: _ZooKeeper, options: Options, ind
     zk.watch(txn_partition)
     committer = _Committer(cluster.bootstrap, txn_id, partition, options.client)
     try:
-        _until(
+        until(
             lambda: committer.count() >= KILL_WARM_COMMITS or committer.failure is not None,
             WAIT_S,
             "commits before the kill",
@@ -549,7 +541,7 @@ def _kill_round(cluster: ClusterProcesses, zk: _ZooKeeper, options: Options, ind
         t0 = time.time()
         broker.proc.send_signal(signal.SIGKILL)
         broker.proc.wait(30)
-        _until(
+        until(
             lambda: not math.isnan(committer.first_begun_after(t0)) or committer.failure is not None,
             WAIT_S,
             f"a commit of {txn_id} after its coordinator (broker {victim}) was killed",
@@ -559,11 +551,11 @@ def _kill_round(cluster: ClusterProcesses, zk: _ZooKeeper, options: Options, ind
         errors.subtract(before)
     finally:
         committer.stop()
-    _until(lambda: not math.isnan(zk.elected_after(victim, t0)[0]), WAIT_S, "the election in ZooKeeper")
+    until(lambda: not math.isnan(zk.elected_after(victim, t0)[0]), WAIT_S, "the election in ZooKeeper")
     elected, new = zk.elected_after(victim, t0)
     restarted = time.monotonic()
     broker.start(60)
-    _until(zk.whole, WAIT_S, "the cluster whole again (3 brokers, every ISR full)", 0.1)
+    until(zk.whole, WAIT_S, "the cluster whole again (3 brokers, every ISR full)", 0.1)
     return Kill(
         index,
         txn_id,
@@ -605,7 +597,7 @@ def measure(options: Options, work: Path) -> TxnClusterResult:
             zk = _ZooKeeper(zookeeper.connect_string)
             for bootstrap in (single.bootstrap, cluster.bootstrap):  # creates __transaction_state
                 _producer(bootstrap, "bench-txn-cluster-first", options.client).flush(10)
-            _until(zk.whole, WAIT_S, "the cluster's internal topic in sync", 0.2)
+            until(zk.whole, WAIT_S, "the cluster's internal topic in sync", 0.2)
             bootstraps = {Target.SINGLE: single.bootstrap, Target.CLUSTER: cluster.bootstrap}
             rounds: list[Round] = []
             for r in range(options.rounds):
@@ -645,16 +637,6 @@ def measure(options: Options, work: Path) -> TxnClusterResult:
 # --- figures, table, markdown -----------------------------------------------------------------------------
 
 
-def _median(values: Sequence[float]) -> float:
-    clean = [v for v in values if not math.isnan(v)]
-    return float(statistics.median(clean)) if clean else math.nan
-
-
-def _max(values: Sequence[float]) -> float:
-    clean = [v for v in values if not math.isnan(v)]
-    return max(clean) if clean else math.nan
-
-
 def fill_sheet(result: TxnClusterResult, sheet: Sheet) -> None:
     """The raw samples (series named in the figures)."""
     for target in Target:
@@ -691,7 +673,7 @@ def figures(result: TxnClusterResult, sheet: Sheet) -> list[Figure]:
                     sheet,
                 )
             )
-        value["commits"][target] = _median(sheet.values(f"{target.value}_commits_s"))
+        value["commits"][target] = nan_median(sheet.values(f"{target.value}_commits_s"))
         out.append(
             _f(
                 f"{target.value}_commits_s",
@@ -716,7 +698,7 @@ def figures(result: TxnClusterResult, sheet: Sheet) -> list[Figure]:
             )
         )
     committed = sheet.values("kill_committed_s")
-    for stat, stat_value in (("p50", percentile(committed, 0.5)), ("max", _max(committed))):
+    for stat, stat_value in (("p50", percentile(committed, 0.5)), ("max", nan_max(committed))):
         out.append(
             _f(
                 f"kill_to_commit_{stat}_s",
