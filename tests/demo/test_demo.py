@@ -99,8 +99,10 @@ def test_demo_on_three_brokers_passes_both_proofs_with_the_busiest_leader_killed
     broker, why, led, producer_resumed, sink_resumed = kills[0]
     assert why == "leader of the busiest input partitions"
     assert "flights-" in led
-    assert float(producer_resumed) > 0
-    assert float(sink_resumed) > 0
+    # a commit whose EndTxn was answered just after the kill counts (its coordinator had logged the decision,
+    # the markers follow): the first commit after a kill may come 0.0 s after it, never before it
+    assert float(producer_resumed) >= 0
+    assert float(sink_resumed) >= 0
     # the second: the sink's coordinator, another broker (or the note that it was the same one)
     if len(kills) > 1:
         assert kills[1][1] == "coordinator of the sink's transactions"
