@@ -150,6 +150,34 @@ def test_idempotence_duplicate() -> None:
     assert found(h.finish()) == {"idempotence-dup": 1}
 
 
+def test_an_idempotence_duplicate_across_an_epoch_bump_of_its_producer_is_reported_not_an_anomaly() -> None:
+    """librdkafka re-sends what was in flight under a bumped epoch; only a bump of the same producer
+    incarnation while that send was in flight explains the duplicate."""
+
+    def history(bump_proc: str, bump_inc: int, bump_inside: bool) -> list[Op]:
+        h = clean()
+        value = encode_micro_ops([Send("idem:1", 7, h.append("idem:1", 7, True))])
+        h.append("idem:1", 7, True)  # the re-send
+        why = {"why": "Beginning partition drain for OUT_OF_ORDER_SEQUENCE_NUMBER epoch bump for 1 partition"}
+        if not bump_inside:
+            h.op("epoch-bump", OpType.OK, why, proc=bump_proc, inc=bump_inc)
+        i = next(h.ids)
+        h.ops.append(Op(i, "idem-0", 0, OpType.INVOKE, "send", next(h.t), value))
+        if bump_inside:
+            h.op("epoch-bump", OpType.OK, why, proc=bump_proc, inc=bump_inc)
+        h.ops.append(Op(i, "idem-0", 0, OpType.OK, "send", next(h.t), value))
+        return h.finish()
+
+    report = check(history("idem-0", 0, bump_inside=True))
+    assert report.ok, report.anomalies
+    assert report.allowed["idempotence-dup-epoch-bump"] == 1
+    assert "OUT_OF_ORDER_SEQUENCE_NUMBER" in report.examples["idempotence-dup-epoch-bump"][0]
+    for proc, inc, inside in (("idem-0", 0, False), ("idem-0", 1, True), ("idem-1", 0, True)):
+        report = check(history(proc, inc, inside))
+        assert {k: v for k, v in report.anomalies.items() if v} == {"idempotence-dup": 1}, (proc, inc, inside)
+        assert report.allowed["idempotence-dup-epoch-bump"] == 0
+
+
 def test_precommitted_read() -> None:
     h = clean()
     h.txn([("q0:0", 20)], polls={"q0:0": [[2, 20]]})

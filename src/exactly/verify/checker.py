@@ -11,6 +11,9 @@ not unique per send), by the offset its send was acknowledged at.
 | recovery-divergence    | ... of which the two observations straddle a broker restart                  |
 | duplicate              | values at two offsets of one key (FRU, polls, acks); copy-out: see eos-dup    |
 | idempotence-dup        | ... of which the value came from an idempotent (non-transactional) producer  |
+|                        | (allowed, reported as idempotence-dup-epoch-bump: when that producer began an |
+|                        | epoch bump while the send was in flight — librdkafka re-sends what was in     |
+|                        | flight under the new epoch, and a broker deduplicates within an epoch only)   |
 | lost-write             | writes of `ok` transactions / acked sends missing from FRC                    |
 | unseen                 | acked writes missing from FRU                                                 |
 | G1a                    | writes of `fail` transactions visible in FRC or in a read_committed poll      |
@@ -78,7 +81,13 @@ ANOMALY_CLASSES = (
     "lso-hwm-regression",
     "bad-input-mismatch",
 )
-ALLOWED_CLASSES = ("G0", "int-send-skip", "info-committed", "info-not-committed")
+ALLOWED_CLASSES = (
+    "G0",
+    "int-send-skip",
+    "info-committed",
+    "info-not-committed",
+    "idempotence-dup-epoch-bump",
+)
 COPY_OUT = "copy-out"
 #: exactly-once pipelines: (input topic, output topic, name, per-partition order kept); their outputs repeat
 #: input values (a retried batch re-sends them), so their values are not unique per offset
@@ -163,7 +172,11 @@ def check(ops: Sequence[Op]) -> CheckReport:
     # 1, 2, 17, 18: what every observation says about (key, offset) -> value
     seen: dict[tuple[str, int], tuple[int, int]] = {}  # (key, offset) -> (value, time)
     offsets_of: dict[tuple[str, int], set[int]] = defaultdict(set)  # (key, value) -> offsets
-    idem_values: set[tuple[str, int]] = set()
+    idem_sends: dict[tuple[str, int], Op] = {}  # (key, value) -> the idempotent producer's acked send
+    bumps: dict[tuple[str, int], list[Op]] = defaultdict(list)  # (proc, inc) -> its epoch-bump ops
+    for op in ops:
+        if op.f == "epoch-bump":
+            bumps[(op.proc, op.inc)].append(op)
     diverged: set[tuple[str, int]] = set()
 
     def observe(key: str, offset: int, value: int, t: int, what: str) -> None:
@@ -189,15 +202,24 @@ def check(ops: Sequence[Op]) -> CheckReport:
                 if s.offset is not None and op.type is OpType.OK:
                     observe(s.key, s.offset, s.value, op.t, f"ack of {_desc(op)}")
                     if op.f == "send":
-                        idem_values.add((s.key, s.value))
+                        idem_sends[(s.key, s.value)] = op
             for p in op.polls():
                 for key, records in p.records.items():
                     for offset, value in records:
                         observe(key, offset, value, op.t, f"read by {_desc(op)}")
     for (key, value), offs in offsets_of.items():
         if len(offs) > 1:
-            cls = "idempotence-dup" if (key, value) in idem_values else "duplicate"
-            f.add(cls, f"{key}: value {value} at offsets {sorted(offs)}")
+            what = f"{key}: value {value} at offsets {sorted(offs)}"
+            send = idem_sends.get((key, value))
+            if send is None:
+                f.add("duplicate", what)
+                continue
+            sent = invoked_at.get((send.proc, send.inc, send.id), send.t)
+            bump = next((b for b in bumps[(send.proc, send.inc)] if sent <= b.t <= send.t), None)
+            if bump is None:
+                f.add("idempotence-dup", what)
+            else:
+                f.add("idempotence-dup-epoch-bump", f"{what}; sent, then {bump.value['why']}")
 
     # 3, 4: acknowledged writes
     for op in ops:

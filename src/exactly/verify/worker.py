@@ -14,7 +14,11 @@ Workloads (verification.md §5.3; key = "<topic>:<partition>", values run-unique
   equals its HWM.
 * `zombie`: the queue workload on topic `zombie`; the runner pauses it past its transaction timeout and
   starts a new incarnation with the same transactional.id, which records a `fence` op.
-* `idem`: a non-transactional idempotent producer (acks=all), one `send` op per record, ~50 a second.
+* `idem`: a non-transactional idempotent producer (acks=all), one `send` op per record, ~50 a second. Its
+  librdkafka `eos` debug log goes to ``<run>/logs/<proc>.<inc>.eos.log``, and every idempotent epoch bump
+  it begins (KIP-360: after a message timeout or a sequence error) is an `epoch-bump` op with the reason:
+  messages in flight then are re-sent under the new epoch, so the broker cannot tell a re-send of one whose
+  first write had landed (see the checker's `idempotence-dup-epoch-bump`).
 * `feeder`: the same into `copy-in`, the copiers' input, for the whole run; `spark-feeder` into `spark-in`.
 * `spark`: the Spark exactly-once pipeline spark-in -> spark-out (`exactly.verify.spark_job`).
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import faulthandler
+import logging
 import os
 import random
 import signal
@@ -465,11 +470,49 @@ def bank_snapshot(w: Worker, keys: list[str]) -> None:
         ru.close()
 
 
+#: librdkafka's "Beginning partition drain ... for <why> epoch bump for N partition(s) ..."
+EPOCH_BUMP_LOG = "epoch bump for"
+
+
+class EosLog(logging.Handler):
+    """librdkafka's `eos` debug lines (served by `poll`, in order with delivery reports) to a file, each
+    epoch bump also to the history."""
+
+    def __init__(self, w: Worker) -> None:
+        super().__init__(logging.DEBUG)
+        logs = w.args.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.file = (logs / f"{w.args.proc}.{w.args.inc}.eos.log").open("a", encoding="utf-8")
+        self.history = w.history
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        self.file.write(f"{time.time():.3f} {line}\n")
+        self.file.flush()
+        if EPOCH_BUMP_LOG in line:
+            self.history.record("epoch-bump", OpType.OK, {"why": line})
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
 def run_idem(w: Worker, topic: str = "idem") -> None:
     from confluent_kafka import Producer
 
     keys = [key_of(topic, p) for p in range(w.args.partitions)]
-    producer = Producer({**w.producer_config(transactional=False), "message.timeout.ms": 60000})
+    eos = logging.getLogger(f"exactly.verify.librdkafka.{w.args.proc}")
+    eos.propagate = False
+    eos.setLevel(logging.DEBUG)
+    eos.addHandler(EosLog(w))
+    producer = Producer(
+        {
+            **w.producer_config(transactional=False),
+            "message.timeout.ms": 60000,
+            "debug": "eos",
+            "logger": eos,
+        }
+    )
 
     def cb(op: Op, send: Send) -> Callable[[Any, Any], None]:
         def done(err: Any, msg: Any) -> None:
