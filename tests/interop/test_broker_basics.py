@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from exactly.errors import ErrorCode
 from exactly.protocol.api import decode_response
@@ -55,6 +57,43 @@ def test_metadata_auto_creates_and_rejects_bad_names(broker: BrokerProcess) -> N
         ApiKey.METADATA, 12, MetadataRequest([MetadataRequestTopic(name="fresh")], False)
     )
     assert again.topics[0].topic_id == by_name["fresh"].topic_id
+
+
+def test_metadata_auto_creates_the_internal_topics_as_their_coordinators_do(broker: BrokerProcess) -> None:
+    """Asked first by Metadata (kcat -L -t __consumer_offsets on a fresh broker), the internal topics get
+    their coordinators' partition counts, not num.partitions, and the coordinators then work."""
+    client = RawClient(broker.bootstrap)
+    internal = ("__consumer_offsets", "__transaction_state")
+    response = client.request(
+        ApiKey.METADATA, 12, MetadataRequest([MetadataRequestTopic(name=n) for n in internal], True)
+    )
+    by_name = {t.name: t for t in response.topics}
+    for name in internal:
+        assert by_name[name].error_code == ErrorCode.NONE
+        assert by_name[name].is_internal
+        assert len(by_name[name].partitions) == 50
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "after-metadata"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("after-metadata", b"v")
+    producer.commit_transaction(30)
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "after-metadata", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe(["after-metadata"])
+        message = None
+        deadline = time.monotonic() + 30
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+        assert message is not None
+        assert message.error() is None
+        assert message.value() == b"v"
+        consumer.commit(message, asynchronous=False)
+        committed = consumer.committed([TopicPartition("after-metadata", 0)], timeout=30)
+        assert committed[0].offset == 1
+    finally:
+        consumer.close()
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,20 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from exactly.errors import ErrorCode
 from exactly.group.partitioning import partition_for
+from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.find_coordinator import FindCoordinatorRequest
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.zookeeper import ZooKeeperProcess
 from tests.interop import cluster_support as cs
@@ -142,8 +151,7 @@ def test_kip890_verification_asks_a_coordinator_on_another_broker(cluster: Clust
         RawTxn(cluster.brokers[coordinator].bootstrap) as coord,
         RawTxn(cluster.brokers[leader].bootstrap) as lead,
     ):
-        error, pid, epoch = coord.init(txn_id)
-        assert error == ErrorCode.NONE
+        pid, epoch = _init(coord, txn_id)
         assert (
             lead.produce(txn_id, pid, epoch, "verified", partition, b"not-added")
             == ErrorCode.INVALID_TXN_STATE
@@ -157,6 +165,73 @@ def test_kip890_verification_asks_a_coordinator_on_another_broker(cluster: Clust
         assert lead.produce(txn_id, pid, epoch, "verified", partition, b"more", sequence=1) == ErrorCode.NONE
         assert coord.end(txn_id, pid, epoch, commit=True) == ErrorCode.NONE
     assert cs.read_committed(cluster, "verified") == [b"added", b"more"]
+
+
+def test_kip890_offsets_in_a_transaction_are_verified_with_a_coordinator_on_another_broker(
+    cluster: ClusterProcesses,
+) -> None:
+    """TxnOffsetCommit to a group coordinator that does not coordinate the transaction: the coordinator is
+    asked (AddPartitionsToTxn v4, VerifyOnly) whether the group's offsets partition is in the
+    transaction; without AddOffsetsToTxn the commit is refused and nothing is stored, with it the offsets
+    are committed with the transaction."""
+    _create(cluster, "verified-offsets", 1)
+    cs.until(lambda: _find_group_coordinator(cluster, "any") >= 0, 60, "__consumer_offsets")
+    txn_id = _coordinated_by(cluster)
+    coordinator = _coordinator(cluster, txn_id)
+    group = next(
+        g
+        for g in (f"offsets-{uuid.uuid4().hex[:6]}-{n}" for n in itertools.count())
+        if _find_group_coordinator(cluster, g) not in (coordinator, -1)
+    )
+    group_coordinator = _find_group_coordinator(cluster, group)
+    offsets = {"verified-offsets": {0: 42}}
+    with (
+        RawTxn(cluster.brokers[coordinator].bootstrap) as coord,
+        RawTxn(cluster.brokers[group_coordinator].bootstrap) as groups,
+    ):
+        pid, epoch = _init(coord, txn_id)
+        assert groups.commit_offsets(txn_id, pid, epoch, group, offsets) == {
+            ("verified-offsets", 0): ErrorCode.INVALID_TXN_STATE
+        }
+        assert groups.commit_offsets(txn_id, pid, epoch, group, offsets, version=4) == {
+            ("verified-offsets", 0): ErrorCode.TRANSACTION_ABORTABLE
+        }
+        assert coord.add_offsets(txn_id, pid, epoch, group) == ErrorCode.NONE
+        assert groups.commit_offsets(txn_id, pid, epoch - 1, group, offsets) == {
+            ("verified-offsets", 0): ErrorCode.INVALID_PRODUCER_EPOCH
+        }
+        assert groups.commit_offsets(txn_id, pid, epoch, group, offsets) == {("verified-offsets", 0): 0}
+        assert coord.end(txn_id, pid, epoch, commit=True) == ErrorCode.NONE
+    admin = cs.admin(cluster)
+    cs.until(
+        lambda: _committed_offsets(admin, group) == {("verified-offsets", 0): 42}, 30, "the committed offset"
+    )
+
+
+def _init(coordinator: RawTxn, txn_id: str) -> tuple[int, int]:
+    """InitProducerId, again while the coordinator (named by metadata) still loads its partition."""
+    answers: list[tuple[int, int, int]] = []
+
+    def granted() -> bool:
+        answers.append(coordinator.init(txn_id))
+        return answers[-1][0] == ErrorCode.NONE
+
+    cs.until(granted, 60, "a producer id")
+    return answers[-1][1], answers[-1][2]
+
+
+def _find_group_coordinator(cluster: ClusterProcesses, group: str) -> int:
+    """The node FindCoordinator names for `group` (-1 while none is available)."""
+    with RawTxn(cluster.brokers[1].bootstrap) as raw:
+        answer = raw.client.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(group, 0))
+    node: int = answer.node_id if answer.error_code == ErrorCode.NONE else -1
+    return node
+
+
+def _committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+    request = ConsumerGroupTopicPartitions(group)
+    found = admin.list_consumer_group_offsets([request])[group].result(30)
+    return {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions}
 
 
 def test_coordinator_killed_between_transactions(cluster: ClusterProcesses) -> None:

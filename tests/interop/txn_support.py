@@ -9,6 +9,7 @@ from typing import Any
 
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from exactly.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from exactly.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from exactly.protocol.messages.end_txn import EndTxnRequest
@@ -16,6 +17,11 @@ from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchT
 from exactly.protocol.messages.init_producer_id import InitProducerIdRequest
 from exactly.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from exactly.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from exactly.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 from exactly.records.batch import ATTR_CONTROL, iter_batches
 from exactly.records.builder import BatchBuilder
 from tests.interop.client import RawClient
@@ -198,6 +204,39 @@ class RawTxn:
             for t in response.results_by_topic_v3_and_below
             for r in t.results_by_partition
         }
+
+    def add_offsets(self, txn_id: str, pid: int, epoch: int, group: str, version: int = 3) -> int:
+        response = self.client.request(
+            ApiKey.ADD_OFFSETS_TO_TXN, version, AddOffsetsToTxnRequest(txn_id, pid, epoch, group)
+        )
+        code: int = response.error_code
+        return code
+
+    def commit_offsets(
+        self,
+        txn_id: str,
+        pid: int,
+        epoch: int,
+        group: str,
+        offsets: dict[str, dict[int, int]],
+        version: int = 3,
+    ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit (no member: a producer outside the group, as `send_offsets_to_transaction`
+        with a bare group id): the error of every partition."""
+        request = TxnOffsetCommitRequest(
+            txn_id,
+            group,
+            pid,
+            epoch,
+            topics=[
+                TxnOffsetCommitRequestTopic(
+                    t, [TxnOffsetCommitRequestPartition(p, offset) for p, offset in parts.items()]
+                )
+                for t, parts in offsets.items()
+            ],
+        )
+        response = self.client.request(ApiKey.TXN_OFFSET_COMMIT, version, request)
+        return {(t.name, r.partition_index): r.error_code for t in response.topics for r in t.partitions}
 
     def end(self, txn_id: str, pid: int, epoch: int, commit: bool = True, version: int = 3) -> int:
         response = self.client.request(ApiKey.END_TXN, version, EndTxnRequest(txn_id, pid, epoch, commit))

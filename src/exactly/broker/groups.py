@@ -168,6 +168,12 @@ class GroupService:
 
     # --- running operations ------------------------------------------------------------------------------
 
+    async def check_coordinator(self, group_id: str) -> None:
+        """Create __consumer_offsets if needed; KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)
+        when this broker does not coordinate `group_id` now."""
+        await self.ensure_topic()
+        self.runtime.check_owner(self.coordinator.partition_for(group_id))
+
     async def call(
         self,
         group_id: str,
@@ -180,8 +186,7 @@ class GroupService:
 
         A transactional offset commit's records are appended as one transactional batch of its producer
         (checked by `verification_guard`, KIP-890 part 1) and replayed as pending offsets."""
-        await self.ensure_topic()
-        self.runtime.check_owner(self.coordinator.partition_for(group_id))
+        await self.check_coordinator(group_id)
         result = op(self.coordinator)
         future: asyncio.Future[Any] | None = None
         if isinstance(result.response, Parked):

@@ -591,6 +591,39 @@ class TransactionService:
             code = ErrorCode.TRANSACTION_ABORTABLE
         return _VERIFY_ERRORS.get(code, code)
 
+    async def append_guard(
+        self,
+        transactional_id: str,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        transaction_abortable: bool = False,
+    ) -> VerificationGuard | None:
+        """The check of a producer's first transactional append to a partition (Produce, TxnOffsetCommit):
+        `verification_guard` when this broker coordinates the id; otherwise the coordinator is asked first
+        (`verify_remotely`; KafkaError with its answer when it refuses) and the append runs `remote_guard`."""
+        if not self.verifies_remotely(transactional_id):
+            return self.verification_guard(
+                transactional_id, topic, partition, transaction_abortable=transaction_abortable
+            )
+        code = await self.verify_remotely(
+            transactional_id,
+            topic,
+            partition,
+            producer_id,
+            producer_epoch,
+            transaction_abortable=transaction_abortable,
+        )
+        if code:
+            raise KafkaError(
+                code,
+                f"the coordinator of {transactional_id!r} refused producer {producer_id} epoch "
+                f"{producer_epoch} on {topic}-{partition}: {code.name}",
+            )
+        return self.remote_guard(topic, partition)
+
     def remote_guard(self, topic: str, partition: int) -> VerificationGuard:
         """The append's check after `verify_remotely`: the verification still holds (no marker came)."""
 

@@ -14,8 +14,10 @@ from collections.abc import Callable, Hashable
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.groups import OFFSETS_TOPIC
 from exactly.broker.guard import allowed, operations_field, quietly
 from exactly.broker.metadata_encoding import SPLICED_FROM_VERSION, MetadataEncodings
+from exactly.broker.transactions import TRANSACTION_TOPIC
 from exactly.cluster.metadata import TopicInfo
 from exactly.cluster.metadata_cache import MetadataCache
 from exactly.errors import ErrorCode, KafkaError
@@ -68,7 +70,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                     topics.append(MetadataResponseTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                     continue
                 try:
-                    info = await broker.topics.create_topic(name, broker.config.num_partitions, {})
+                    info = await _auto_create(ctx, name)
                 except KafkaError as e:
                     topics.append(MetadataResponseTopic(e.code, name))
                     continue
@@ -171,3 +173,17 @@ def _replicated(info: TopicInfo, cache: MetadataCache) -> list[MetadataResponseP
             )
         )
     return out
+
+
+async def _auto_create(ctx: RequestContext, name: str) -> TopicInfo | None:
+    """A topic auto-created by Metadata; the internal topics as their coordinators create them (their
+    partition counts and configs: offsets.topic.num.partitions, transaction.state.log.*), as Kafka's
+    auto topic creation does, never as a plain topic of num.partitions."""
+    broker = ctx.broker
+    if name == OFFSETS_TOPIC:
+        await broker.groups.ensure_topic()
+    elif name == TRANSACTION_TOPIC:
+        await broker.transactions.ensure_topic()
+    else:
+        return await broker.topics.create_topic(name, broker.config.num_partitions, {})
+    return broker.metadata.topics.get(name)

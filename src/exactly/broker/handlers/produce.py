@@ -132,20 +132,19 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 if broker.transactions.is_prepared(txn_id):
                     partitions.append(_error(data.index, ErrorCode.INVALID_TXN_STATE, _PREPARED))
                     continue
-                abortable = ctx.version >= _TRANSACTION_ABORTABLE_VERSION
-                if broker.transactions.verifies_remotely(txn_id):
-                    producer_id, producer_epoch = _PRODUCER.unpack_from(data.records, 43)
-                    code = await broker.transactions.verify_remotely(
-                        txn_id, name, data.index, producer_id, producer_epoch, transaction_abortable=abortable
+                producer_id, producer_epoch = _PRODUCER.unpack_from(data.records, 43)
+                try:
+                    guard = await broker.transactions.append_guard(
+                        txn_id,
+                        name,
+                        data.index,
+                        producer_id,
+                        producer_epoch,
+                        transaction_abortable=ctx.version >= _TRANSACTION_ABORTABLE_VERSION,
                     )
-                    if code:
-                        partitions.append(_error(data.index, code))
-                        continue
-                    guard = broker.transactions.remote_guard(name, data.index)
-                else:
-                    guard = broker.transactions.verification_guard(
-                        txn_id, name, data.index, transaction_abortable=abortable
-                    )
+                except KafkaError as e:
+                    partitions.append(_error(data.index, e.code))
+                    continue
             try:
                 appended = replicas.append_records(
                     partition, data.records, required_acks=acks, verification_guard=guard

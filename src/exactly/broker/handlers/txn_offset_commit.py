@@ -74,16 +74,19 @@ def _errors(topics: list[TxnOffsetCommitRequestTopic], code: ErrorCode) -> TxnOf
 async def _commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     broker = ctx.broker
     groups = broker.groups
-    guard = broker.transactions.verification_guard(
-        request.transactional_id,
-        OFFSETS_TOPIC,
-        groups.coordinator.partition_for(request.group_id),
-        transaction_abortable=ctx.version >= _TRANSACTION_ABORTABLE_VERSION,
-    )
     try:
-        # `call` creates __consumer_offsets first (`ensure_topic`), then appends the accepted offsets as
-        # one transactional batch of the producer, which runs `guard` if it is the producer's first
-        # batch of this transaction on the partition.
+        await groups.check_coordinator(request.group_id)  # as Kafka: the group's status first
+        # in a cluster the transaction coordinator may be another broker: asked before the append
+        guard = await broker.transactions.append_guard(
+            request.transactional_id,
+            OFFSETS_TOPIC,
+            groups.coordinator.partition_for(request.group_id),
+            request.producer_id,
+            request.producer_epoch,
+            transaction_abortable=ctx.version >= _TRANSACTION_ABORTABLE_VERSION,
+        )
+        # `call` appends the accepted offsets as one transactional batch of the producer, which runs
+        # `guard` if it is the producer's first batch of this transaction on the partition.
         response: TxnOffsetCommitResponse = await groups.call(
             request.group_id,
             lambda coordinator: coordinator.commit_transactional_offsets(
