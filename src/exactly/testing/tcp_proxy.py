@@ -95,9 +95,14 @@ class BlackholeProxy:
             except OSError:
                 client.close()  # nothing listens upstream: the peer sees its connection refused, closed
                 continue
-            for sock in (client, server):
-                sock.settimeout(None)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                for sock in (client, server):
+                    sock.settimeout(None)
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:  # the client reset it already: that connection only, never the accept loop
+                client.close()
+                server.close()
+                continue
             with self._lock:
                 self._socks.update((client, server))
                 self.connections += 1

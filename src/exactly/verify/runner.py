@@ -461,12 +461,23 @@ class Run:
         """The final phase's cluster: ZooKeeper and every broker running, then whole (`unwhole`)."""
         assert self.cluster is not None
         started = time.monotonic()
-        if not self.cluster.zookeeper.running:
-            self.cluster.zookeeper.start()
-        for broker_id, broker in self.brokers.items():
-            if not broker.running:
-                self.restart_broker(broker_id)
-        missing = self.cluster.wait_whole(timeout)
+        deadline = started + timeout
+        while True:
+            # as a supervisor would: a broker that exits (e.g. no ZooKeeper session within its
+            # connection timeout on a loaded machine) is started again until the deadline
+            if not self.cluster.zookeeper.running:
+                self.cluster.zookeeper.start()
+            for broker_id, broker in self.brokers.items():
+                if not broker.running:
+                    try:
+                        self.restart_broker(broker_id)
+                    except RunError as e:
+                        if time.monotonic() >= deadline:
+                            raise
+                        self.history.record("restart", OpType.FAIL, {"broker": broker_id, "error": str(e)})
+            missing = self.cluster.wait_whole(max(0.0, min(15.0, deadline - time.monotonic())))
+            if not missing or time.monotonic() >= deadline:
+                break
         seconds = round(time.monotonic() - started, 3)
         self.history.record("cluster-whole", OpType.OK, {"seconds": seconds, "missing": missing})
         if missing:
