@@ -401,6 +401,52 @@ def test_read_only_and_invalid_broker_changes_are_refused(broker: BrokerProcess,
     assert (entry.value, int(entry.source)) == (None, DEFAULT)
 
 
+def test_kafka_only_broker_configs_are_accepted_as_kafka_does(
+    broker: BrokerProcess, admin: Any, kadmin: Any
+) -> None:
+    """Configs of Kafka 4 exactly does not act on (Kerberos, KRaft, ...) change as Kafka's do."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    kerberos = "sasl.kerberos.min.time.before.relogin"
+    assert confluent_incremental(admin, BROKER, "0", (kerberos, "120000", "SET")) == 0
+    entry = confluent_describe(admin, BROKER, "0")[kerberos]
+    assert (entry.value, int(entry.source), entry.is_read_only) == (
+        "120000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        False,
+    )
+    # a per-broker config cannot be the cluster default; a cluster-wide one can
+    code, message = raw_incremental(broker.bootstrap, BROKER, "", (kerberos, SET, "1"))
+    assert (code, message) == (
+        ErrorCode.INVALID_CONFIG,
+        f"Cannot update these configs at default cluster level, broker id must be specified: Set({kerberos})",
+    )
+    assert raw_incremental(broker.bootstrap, BROKER, "", ("remote.log.reader.threads", SET, "4"))[0] == 0
+    # read-only in Kafka too, and Kafka's validators
+    assert raw_incremental(broker.bootstrap, BROKER, "0", ("process.roles", SET, "broker")) == (
+        ErrorCode.INVALID_CONFIG,
+        "Cannot update these configs dynamically: Set(process.roles)",
+    )
+    assert (
+        raw_incremental(broker.bootstrap, BROKER, "0", (kerberos, SET, "soon"))[0] == ErrorCode.INVALID_CONFIG
+    )
+    # kafka-python, which checks the key against DescribeConfigs first, then the legacy AlterConfigs
+    jitter = ConfigResource(
+        ConfigResourceType.BROKER, "0", configs={"sasl.kerberos.ticket.renew.jitter": "0.1"}
+    )
+    assert kadmin.alter_configs([jitter]) == {"broker": {"0": "OK"}}
+    assert kadmin.alter_configs([jitter], incremental=False) == {"broker": {"0": "OK"}}
+    described = confluent_describe(admin, BROKER, "0")
+    assert described["sasl.kerberos.ticket.renew.jitter"].value == "0.1"
+    assert described[kerberos].value == "120000"  # kafka-python re-sent it
+    assert (
+        raw_incremental(broker.bootstrap, BROKER, "0", ("sasl.kerberos.ticket.renew.jitter", DELETE, None))[0]
+        == 0
+    )
+    assert raw_incremental(broker.bootstrap, BROKER, "", ("remote.log.reader.threads", DELETE, None))[0] == 0
+    assert raw_incremental(broker.bootstrap, BROKER, "0", (kerberos, DELETE, None))[0] == 0
+
+
 # --- legacy AlterConfigs -----------------------------------------------------------------------------
 
 

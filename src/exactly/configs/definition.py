@@ -98,6 +98,7 @@ class ConfigDef:
     synonyms: tuple[Synonym, ...] = ()  # topic config: the broker configs that give its default, in order
     dynamic: bool = False  # broker config: may be changed at run time (IncrementalAlterConfigs)
     sensitive: bool = False
+    per_broker: bool = False  # dynamic broker config Kafka changes on a broker id only, never the default
 
     def parse(self, raw: str) -> bool | int | float | str | tuple[str, ...]:
         """The typed value of `raw` (KafkaError INVALID_CONFIG naming this config when it is not valid)."""
