@@ -34,6 +34,7 @@ from exactly.protocol.messages.incremental_alter_configs import (
     AlterConfigsResource as IncrementalResource,
 )
 from exactly.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+from exactly.protocol.messages.list_config_resources import ListConfigResourcesRequest
 from exactly.records import Compression, iter_batches
 from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
@@ -445,6 +446,26 @@ def test_kafka_only_broker_configs_are_accepted_as_kafka_does(
     )
     assert raw_incremental(broker.bootstrap, BROKER, "", ("remote.log.reader.threads", DELETE, None))[0] == 0
     assert raw_incremental(broker.bootstrap, BROKER, "0", (kerberos, DELETE, None))[0] == 0
+
+
+def test_list_config_resources(broker: BrokerProcess, admin: Any, kadmin: Any) -> None:
+    """ListConfigResources (key 74, KIP-1142): every topic, the broker (and its loggers)."""
+    confluent_create(admin, "cfg-listed", {})
+    listed = kadmin.list_config_resources()
+    assert "cfg-listed" in listed["topic"]
+    assert (listed["broker"], listed["broker_logger"]) == (["0"], ["0"])
+    assert "group" not in listed
+    assert "client_metrics" not in listed
+    assert kadmin.list_config_resources(["BROKER"]) == {"broker": ["0"]}
+    client = RawClient(broker.bootstrap)
+    try:
+        # v0 is ListClientMetricsResources: none here; an unknown type: UNSUPPORTED_VERSION
+        v0 = client.request(ApiKey.LIST_CONFIG_RESOURCES, 0, ListConfigResourcesRequest())
+        assert (v0.error_code, v0.config_resources) == (ErrorCode.NONE, [])
+        bad = client.request(ApiKey.LIST_CONFIG_RESOURCES, 1, ListConfigResourcesRequest([2, 99]))
+        assert (bad.error_code, bad.config_resources) == (ErrorCode.UNSUPPORTED_VERSION, [])
+    finally:
+        client.close()
 
 
 # --- legacy AlterConfigs -----------------------------------------------------------------------------
