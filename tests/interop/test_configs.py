@@ -468,6 +468,51 @@ def test_list_config_resources(broker: BrokerProcess, admin: Any, kadmin: Any) -
         client.close()
 
 
+def test_broker_logger_levels_change_at_run_time(broker: BrokerProcess, kadmin: Any) -> None:
+    """BROKER_LOGGER (type 8), as `kafka-configs.sh --entity-type broker-loggers` uses it."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    name = "exactly.broker.handlers.incremental_alter_configs"  # it logs every change of a level
+
+    def levels() -> dict[str, Any]:
+        resource = ConfigResource(ConfigResourceType.BROKER_LOGGER, "0")
+        described: dict[str, Any] = kadmin.describe_configs([resource], config_filter="all")["broker_logger"][
+            "0"
+        ]
+        return described
+
+    def change(op: str, level: str | None) -> Any:
+        configs = {name: (op, level)}
+        return kadmin.alter_configs([ConfigResource(ConfigResourceType.BROKER_LOGGER, "0", configs=configs)])
+
+    described = levels()
+    assert described["root"]["value"] == "INFO"
+    assert described[name]["value"] == "INFO"
+    assert described[name]["config_source"] == "DYNAMIC_BROKER_LOGGER_CONFIG"
+    assert change("SET", "DEBUG") == {"broker_logger": {"0": "OK"}}
+    assert levels()[name]["value"] == "DEBUG"
+    assert change("SET", "WARN") == {"broker_logger": {"0": "OK"}}  # not logged: the logger is at WARN now
+    assert change("DELETE", None) == {"broker_logger": {"0": "OK"}}  # back to INFO, inherited: logged
+    assert levels()[name]["value"] == "INFO"
+    deadline = time.monotonic() + TIMEOUT
+
+    def changes_logged() -> list[str]:
+        return [x for x in broker.full_log().splitlines() if "logger levels changed" in x]
+
+    while len(lines := changes_logged()) < 2:
+        assert time.monotonic() < deadline, broker.log()
+        time.sleep(0.05)
+    assert ["'DEBUG'" in lines[0], "None" in lines[1]] == [True, True]
+    assert not any("'WARN'" in line for line in lines)
+    # Kafka's refusals, per resource
+    code, message = raw_incremental(broker.bootstrap, 8, "0", ("no.such.logger", SET, "INFO"))
+    assert (code, message) == (ErrorCode.INVALID_CONFIG, "Logger no.such.logger does not exist!")
+    assert raw_incremental(broker.bootstrap, 8, "0", ("root", DELETE, None))[0] == ErrorCode.INVALID_REQUEST
+    assert raw_incremental(broker.bootstrap, 8, "0", ("root", SET, "LOUD"))[0] == ErrorCode.INVALID_CONFIG
+    assert raw_incremental(broker.bootstrap, 8, "", ("root", SET, "INFO"))[0] == ErrorCode.INVALID_REQUEST
+    assert raw_describe(broker.bootstrap, 8, "1").error_code == ErrorCode.INVALID_REQUEST
+
+
 # --- legacy AlterConfigs -----------------------------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
 CLUSTER_WRITE_TIMEOUT_S = 30.0  # how long a cluster's broker config write waits for ZooKeeper
 
 
@@ -89,6 +90,13 @@ def broker_resource(broker: Broker, name: str) -> str:
             f"Unexpected broker id, expected {node} or empty string, but received {name}",
         )
     return str(node)
+
+
+def logger_resource(broker: Broker, name: str) -> None:
+    """A BROKER_LOGGER resource names this broker (never the cluster default), as Kafka checks it."""
+    if name == "":
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+    broker_resource(broker, name)
 
 
 def check_unique(names: Iterable[str]) -> None:
