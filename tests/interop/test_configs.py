@@ -27,6 +27,7 @@ from exactly.protocol.messages.alter_configs import (
     AlterConfigsResource,
 )
 from exactly.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from exactly.protocol.messages.incremental_alter_configs import (
     AlterableConfig as IncrementalConfig,
 )
@@ -511,6 +512,40 @@ def test_broker_logger_levels_change_at_run_time(broker: BrokerProcess, kadmin: 
     assert raw_incremental(broker.bootstrap, 8, "0", ("root", SET, "LOUD"))[0] == ErrorCode.INVALID_CONFIG
     assert raw_incremental(broker.bootstrap, 8, "", ("root", SET, "INFO"))[0] == ErrorCode.INVALID_REQUEST
     assert raw_describe(broker.bootstrap, 8, "1").error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_fetch_below_v10_of_a_zstd_topic_is_unsupported_compression_type(
+    broker: BrokerProcess, admin: Any
+) -> None:
+    """KIP-110, as Kafka's `maybeConvertFetchedData`: by the topic's compression.type, not its batches."""
+    confluent_create(admin, "cfg-zstd", {"compression.type": "zstd"})
+    confluent_create(admin, "cfg-producer-codec", {})
+    client = RawClient(broker.bootstrap)
+    try:
+
+        def code(topic: str, version: int) -> int:
+            request = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[FetchTopic(topic, partitions=[FetchPartition(0, -1, 0, -1, -1, 1 << 20)])],
+            )
+            (partition,) = client.request(ApiKey.FETCH, version, request).responses[0].partitions
+            return int(partition.error_code)
+
+        assert [code("cfg-zstd", v) for v in (4, 9, 10, 12)] == [
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            ErrorCode.NONE,
+            ErrorCode.NONE,
+        ]
+        assert code("cfg-producer-codec", 9) == ErrorCode.NONE
+    finally:
+        client.close()
 
 
 # --- legacy AlterConfigs -----------------------------------------------------------------------------
