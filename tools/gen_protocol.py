@@ -73,6 +73,8 @@ APIS: dict[str, tuple[int, int]] = {
     "IncrementalAlterConfigs": (0, 1),
     "OffsetDelete": (0, 0),
     "DescribeCluster": (0, 2),
+    "DescribeQuorum": (0, 2),
+    "ListConfigResources": (0, 1),
     "DescribeProducers": (0, 0),
     "DescribeTransactions": (0, 0),
     "ListTransactions": (0, 2),

@@ -51,6 +51,7 @@ from exactly.protocol.messages.describe_groups import DescribeGroupsRequest
 from exactly.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from exactly.protocol.messages.describe_producers import DescribeProducersRequest
 from exactly.protocol.messages.describe_producers import TopicRequest as ProducersTopic
+from exactly.protocol.messages.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
 from exactly.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest
 from exactly.protocol.messages.describe_topic_partitions import TopicRequest as PartitionsTopic
 from exactly.protocol.messages.describe_transactions import DescribeTransactionsRequest
@@ -66,6 +67,7 @@ from exactly.protocol.messages.incremental_alter_configs import IncrementalAlter
 from exactly.protocol.messages.init_producer_id import InitProducerIdRequest
 from exactly.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from exactly.protocol.messages.leave_group import LeaveGroupRequest
+from exactly.protocol.messages.list_config_resources import ListConfigResourcesRequest
 from exactly.protocol.messages.list_groups import ListGroupsRequest
 from exactly.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from exactly.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
@@ -382,6 +384,15 @@ def describe_log_dirs(c: RawClient, n: Names) -> int:
     return int(c.request(ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(None)).error_code)
 
 
+def describe_quorum(c: RawClient, n: Names) -> int:
+    request = DescribeQuorumRequest([TopicData("__cluster_metadata", [PartitionData(0)])])
+    return int(c.request(ApiKey.DESCRIBE_QUORUM, 2, request).error_code)
+
+
+def list_config_resources(c: RawClient, n: Names) -> int:
+    return int(c.request(ApiKey.LIST_CONFIG_RESOURCES, 1, ListConfigResourcesRequest([2])).error_code)
+
+
 def alter_client_quotas(c: RawClient, n: Names) -> int:
     entry = EntryData([AlterEntity("client-id", n.group)], [OpData("producer_byte_rate", 1e6, False)])
     request = AlterClientQuotasRequest([entry], True)
@@ -622,6 +633,8 @@ SCENARIOS: dict[Row, Scenario] = {
     (_A.INCREMENTAL_ALTER_CONFIGS, "topic"): Scenario(_incremental_alter_configs(2)),
     (_A.INCREMENTAL_ALTER_CONFIGS, "broker"): Scenario(_incremental_alter_configs(4)),
     (_A.DESCRIBE_LOG_DIRS, "cluster"): Scenario(describe_log_dirs),
+    (_A.DESCRIBE_QUORUM, "cluster"): Scenario(describe_quorum),
+    (_A.LIST_CONFIG_RESOURCES, "cluster"): Scenario(list_config_resources),
     (_A.ALTER_CLIENT_QUOTAS, "cluster"): Scenario(alter_client_quotas),
     (_A.DESCRIBE_CLIENT_QUOTAS, "cluster"): Scenario(describe_client_quotas),
     (_A.DESCRIBE_USER_SCRAM_CREDENTIALS, "cluster"): Scenario(describe_scram),

@@ -22,6 +22,7 @@ from exactly.protocol.messages.create_topics import (
     CreatableTopicConfig,
     CreateTopicsRequest,
 )
+from exactly.protocol.messages.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
 from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
 from tests.interop.support import EARLIEST, LATEST, fetch_partition, list_offset, running_broker
@@ -355,6 +356,44 @@ def test_describe_cluster(broker: BrokerProcess, admin: Any, kadmin: Any) -> Non
     assert k["cluster_id"] == "exactly-cluster"
     assert k["controller_id"] == 0
     assert [(b["broker_id"], b["host"], b["port"]) for b in k["brokers"]] == [(0, "127.0.0.1", broker.port)]
+
+
+def test_describe_quorum_single_broker_is_the_only_voter(broker: BrokerProcess, kadmin: Any) -> None:
+    """DescribeQuorum (key 55): the broker alone is the quorum's leader and only voter."""
+    from kafka.admin import NewTopic
+
+    def quorum() -> tuple[dict[str, Any], dict[str, Any]]:
+        described = kadmin.describe_metadata_quorum()
+        (topic,) = described["topics"]
+        assert topic["topic_name"] == "__cluster_metadata"
+        (partition,) = topic["partitions"]
+        return described, partition
+
+    before = int(time.time() * 1000)
+    described, partition = quorum()
+    assert (partition["error"], partition["leader_id"], partition["leader_epoch"]) == (None, 0, 1)
+    (voter,) = partition["current_voters"]
+    assert (voter["replica_id"], voter["log_end_offset"]) == (0, partition["high_watermark"])
+    assert voter["last_fetch_timestamp"] >= before
+    assert voter["last_caught_up_timestamp"] >= before
+    assert partition["observers"] == []
+    (node,) = described["nodes"]
+    assert node["node_id"] == 0
+    assert [(x["host"], x["port"]) for x in node["listeners"]] == [("127.0.0.1", broker.port)]
+    # a metadata record (a new topic) moves the metadata offset by one
+    kadmin.create_topics([NewTopic("quorum-offset", 1, 1)])
+    assert quorum()[1]["high_watermark"] == partition["high_watermark"] + 1
+    # v0 (no nodes, no timestamps), and anything but __cluster_metadata-0
+    client = RawClient(broker.bootstrap)
+    try:
+        request = DescribeQuorumRequest([TopicData("__cluster_metadata", [PartitionData(0)])])
+        v0 = client.request(ApiKey.DESCRIBE_QUORUM, 0, request)
+        assert (v0.error_code, v0.topics[0].partitions[0].leader_id) == (ErrorCode.NONE, 0)
+        other = DescribeQuorumRequest([TopicData("quorum-offset", [PartitionData(0)])])
+        (answer,) = client.request(ApiKey.DESCRIBE_QUORUM, 2, other).topics[0].partitions
+        assert (answer.error_code, answer.leader_id) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+    finally:
+        client.close()
 
 
 # --- errors --------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from exactly.protocol.messages.alter_configs import (
     AlterConfigsResource,
 )
 from exactly.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from exactly.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from exactly.protocol.messages.incremental_alter_configs import (
     AlterableConfig as IncrementalConfig,
 )
@@ -34,6 +35,7 @@ from exactly.protocol.messages.incremental_alter_configs import (
     AlterConfigsResource as IncrementalResource,
 )
 from exactly.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+from exactly.protocol.messages.list_config_resources import ListConfigResourcesRequest
 from exactly.records import Compression, iter_batches
 from exactly.testing.processes import BrokerProcess
 from tests.interop.client import RawClient
@@ -399,6 +401,151 @@ def test_read_only_and_invalid_broker_changes_are_refused(broker: BrokerProcess,
     # nothing was applied
     entry = confluent_describe(admin, BROKER, "0")["log.retention.ms"]
     assert (entry.value, int(entry.source)) == (None, DEFAULT)
+
+
+def test_kafka_only_broker_configs_are_accepted_as_kafka_does(
+    broker: BrokerProcess, admin: Any, kadmin: Any
+) -> None:
+    """Configs of Kafka 4 exactly does not act on (Kerberos, KRaft, ...) change as Kafka's do."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    kerberos = "sasl.kerberos.min.time.before.relogin"
+    assert confluent_incremental(admin, BROKER, "0", (kerberos, "120000", "SET")) == 0
+    entry = confluent_describe(admin, BROKER, "0")[kerberos]
+    assert (entry.value, int(entry.source), entry.is_read_only) == (
+        "120000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        False,
+    )
+    # a per-broker config cannot be the cluster default; a cluster-wide one can
+    code, message = raw_incremental(broker.bootstrap, BROKER, "", (kerberos, SET, "1"))
+    assert (code, message) == (
+        ErrorCode.INVALID_CONFIG,
+        f"Cannot update these configs at default cluster level, broker id must be specified: Set({kerberos})",
+    )
+    assert raw_incremental(broker.bootstrap, BROKER, "", ("remote.log.reader.threads", SET, "4"))[0] == 0
+    # read-only in Kafka too, and Kafka's validators
+    assert raw_incremental(broker.bootstrap, BROKER, "0", ("process.roles", SET, "broker")) == (
+        ErrorCode.INVALID_CONFIG,
+        "Cannot update these configs dynamically: Set(process.roles)",
+    )
+    assert (
+        raw_incremental(broker.bootstrap, BROKER, "0", (kerberos, SET, "soon"))[0] == ErrorCode.INVALID_CONFIG
+    )
+    # kafka-python, which checks the key against DescribeConfigs first, then the legacy AlterConfigs
+    jitter = ConfigResource(
+        ConfigResourceType.BROKER, "0", configs={"sasl.kerberos.ticket.renew.jitter": "0.1"}
+    )
+    assert kadmin.alter_configs([jitter]) == {"broker": {"0": "OK"}}
+    assert kadmin.alter_configs([jitter], incremental=False) == {"broker": {"0": "OK"}}
+    described = confluent_describe(admin, BROKER, "0")
+    assert described["sasl.kerberos.ticket.renew.jitter"].value == "0.1"
+    assert described[kerberos].value == "120000"  # kafka-python re-sent it
+    assert (
+        raw_incremental(broker.bootstrap, BROKER, "0", ("sasl.kerberos.ticket.renew.jitter", DELETE, None))[0]
+        == 0
+    )
+    assert raw_incremental(broker.bootstrap, BROKER, "", ("remote.log.reader.threads", DELETE, None))[0] == 0
+    assert raw_incremental(broker.bootstrap, BROKER, "0", (kerberos, DELETE, None))[0] == 0
+
+
+def test_list_config_resources(broker: BrokerProcess, admin: Any, kadmin: Any) -> None:
+    """ListConfigResources (key 74, KIP-1142): every topic, the broker (and its loggers)."""
+    confluent_create(admin, "cfg-listed", {})
+    listed = kadmin.list_config_resources()
+    assert "cfg-listed" in listed["topic"]
+    assert (listed["broker"], listed["broker_logger"]) == (["0"], ["0"])
+    assert "group" not in listed
+    assert "client_metrics" not in listed
+    assert kadmin.list_config_resources(["BROKER"]) == {"broker": ["0"]}
+    client = RawClient(broker.bootstrap)
+    try:
+        # v0 is ListClientMetricsResources: none here; an unknown type: UNSUPPORTED_VERSION
+        v0 = client.request(ApiKey.LIST_CONFIG_RESOURCES, 0, ListConfigResourcesRequest())
+        assert (v0.error_code, v0.config_resources) == (ErrorCode.NONE, [])
+        bad = client.request(ApiKey.LIST_CONFIG_RESOURCES, 1, ListConfigResourcesRequest([2, 99]))
+        assert (bad.error_code, bad.config_resources) == (ErrorCode.UNSUPPORTED_VERSION, [])
+    finally:
+        client.close()
+
+
+def test_broker_logger_levels_change_at_run_time(broker: BrokerProcess, kadmin: Any) -> None:
+    """BROKER_LOGGER (type 8), as `kafka-configs.sh --entity-type broker-loggers` uses it."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    name = "exactly.broker.handlers.incremental_alter_configs"  # it logs every change of a level
+
+    def levels() -> dict[str, Any]:
+        resource = ConfigResource(ConfigResourceType.BROKER_LOGGER, "0")
+        described: dict[str, Any] = kadmin.describe_configs([resource], config_filter="all")["broker_logger"][
+            "0"
+        ]
+        return described
+
+    def change(op: str, level: str | None) -> Any:
+        configs = {name: (op, level)}
+        return kadmin.alter_configs([ConfigResource(ConfigResourceType.BROKER_LOGGER, "0", configs=configs)])
+
+    described = levels()
+    assert described["root"]["value"] == "INFO"
+    assert described[name]["value"] == "INFO"
+    assert described[name]["config_source"] == "DYNAMIC_BROKER_LOGGER_CONFIG"
+    assert change("SET", "DEBUG") == {"broker_logger": {"0": "OK"}}
+    assert levels()[name]["value"] == "DEBUG"
+    assert change("SET", "WARN") == {"broker_logger": {"0": "OK"}}  # not logged: the logger is at WARN now
+    assert change("DELETE", None) == {"broker_logger": {"0": "OK"}}  # back to INFO, inherited: logged
+    assert levels()[name]["value"] == "INFO"
+    deadline = time.monotonic() + TIMEOUT
+
+    def changes_logged() -> list[str]:
+        return [x for x in broker.full_log().splitlines() if "logger levels changed" in x]
+
+    while len(lines := changes_logged()) < 2:
+        assert time.monotonic() < deadline, broker.log()
+        time.sleep(0.05)
+    assert ["'DEBUG'" in lines[0], "None" in lines[1]] == [True, True]
+    assert not any("'WARN'" in line for line in lines)
+    # Kafka's refusals, per resource
+    code, message = raw_incremental(broker.bootstrap, 8, "0", ("no.such.logger", SET, "INFO"))
+    assert (code, message) == (ErrorCode.INVALID_CONFIG, "Logger no.such.logger does not exist!")
+    assert raw_incremental(broker.bootstrap, 8, "0", ("root", DELETE, None))[0] == ErrorCode.INVALID_REQUEST
+    assert raw_incremental(broker.bootstrap, 8, "0", ("root", SET, "LOUD"))[0] == ErrorCode.INVALID_CONFIG
+    assert raw_incremental(broker.bootstrap, 8, "", ("root", SET, "INFO"))[0] == ErrorCode.INVALID_REQUEST
+    assert raw_describe(broker.bootstrap, 8, "1").error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_fetch_below_v10_of_a_zstd_topic_is_unsupported_compression_type(
+    broker: BrokerProcess, admin: Any
+) -> None:
+    """KIP-110, as Kafka's `maybeConvertFetchedData`: by the topic's compression.type, not its batches."""
+    confluent_create(admin, "cfg-zstd", {"compression.type": "zstd"})
+    confluent_create(admin, "cfg-producer-codec", {})
+    client = RawClient(broker.bootstrap)
+    try:
+
+        def code(topic: str, version: int) -> int:
+            request = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[FetchTopic(topic, partitions=[FetchPartition(0, -1, 0, -1, -1, 1 << 20)])],
+            )
+            (partition,) = client.request(ApiKey.FETCH, version, request).responses[0].partitions
+            return int(partition.error_code)
+
+        assert [code("cfg-zstd", v) for v in (4, 9, 10, 12)] == [
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            ErrorCode.NONE,
+            ErrorCode.NONE,
+        ]
+        assert code("cfg-producer-codec", 9) == ErrorCode.NONE
+    finally:
+        client.close()
 
 
 # --- legacy AlterConfigs -----------------------------------------------------------------------------

@@ -4,7 +4,8 @@ A resource is a topic (its overrides, DYNAMIC_TOPIC_CONFIG) or a broker: resourc
 cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG) or this broker's id (DYNAMIC_BROKER_CONFIG). Each
 change computes the resource's complete new set, validates all of it, and only then persists it, so a
 request with one bad value changes nothing. Kafka's errors: INVALID_CONFIG for an unknown name, a bad
-value, or a broker config Kafka cannot change at run time ("Cannot update these configs dynamically");
+value, or a broker config Kafka cannot change at run time ("Cannot update these configs dynamically") or
+changes on a broker id only (a `per-broker` config on the cluster default);
 INVALID_REQUEST for a duplicate key or a broker id that is not this broker. In a cluster a broker
 resource's set goes to ZooKeeper (`ClusterMember.set_broker_configs`), which every broker applies: its own
 id's and the default's.
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
 CLUSTER_WRITE_TIMEOUT_S = 30.0  # how long a cluster's broker config write waits for ZooKeeper
 
 
@@ -90,6 +92,13 @@ def broker_resource(broker: Broker, name: str) -> str:
     return str(node)
 
 
+def logger_resource(broker: Broker, name: str) -> None:
+    """A BROKER_LOGGER resource names this broker (never the cluster default), as Kafka checks it."""
+    if name == "":
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+    broker_resource(broker, name)
+
+
 def check_unique(names: Iterable[str]) -> None:
     seen: set[str] = set()
     for name in names:
@@ -153,6 +162,13 @@ async def commit(
             ErrorCode.INVALID_CONFIG, f"Cannot update these configs dynamically: Set({', '.join(static)})"
         )
     canonical = {key: BROKER_CONFIGS[key].canonical(value) for key, value in configs.items()}
+    per_broker = sorted(key for key in configs if resource == "" and BROKER_CONFIGS[key].per_broker)
+    if per_broker:
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG,
+            "Cannot update these configs at default cluster level, broker id must be specified: "
+            f"Set({', '.join(per_broker)})",
+        )
     if broker.cluster is None:
         broker.configs.alter(resource, canonical, validate_only=validate_only)
         return

@@ -104,6 +104,7 @@ class ClusterMetadata:
         self.acls: set[AclBinding] = set()
         self.scram_credentials: dict[tuple[str, str], ScramCredential] = {}  # (user, mechanism) -> it
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.end_offset = 0  # records in the log: its offset as DescribeQuorum reports it
         data_dir.mkdir(parents=True, exist_ok=True)
         self._load()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -261,6 +262,7 @@ class ClusterMetadata:
                 pass  # the torn last line is cut off at the next load
             raise
         self._apply(record)
+        self.end_offset += 1
 
     def _apply(self, record: dict[str, Any]) -> None:
         op = record["op"]
@@ -347,6 +349,7 @@ class ClusterMetadata:
                 self._apply(record)
             except (KeyError, ValueError, TypeError) as e:
                 raise CorruptMetadataError(f"{self.path}: line {i + 1} cannot be applied: {e}") from None
+            self.end_offset += 1
             good += len(line) + 1
         if good != len(raw):
             with open(self.path, "r+b") as f:

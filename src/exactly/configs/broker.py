@@ -9,6 +9,8 @@ Three kinds:
   without its own override, and a change applies to those topics at once.
 * thread counts of Kafka's `DynamicThreadPool` / `LogCleaner` (`num.io.threads`, `log.cleaner.threads`,
   ...): dynamic, accepted, stored and described, without effect (exactly has one event loop).
+* every other config of Kafka 4's broker (`broker_accepted.py`: KRaft, share groups, tiered storage,
+  Kerberos, ...): Kafka's type, default and update mode, accepted and described without effect.
 
 `BROKER_CONFIGS` is keyed by name; `synonym_group(name)` is Kafka's `brokerConfigSynonyms` (the configs
 that set the same value, in priority order: `log.retention.ms`, `log.retention.minutes`, ...).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from exactly.configs.broker_accepted import ACCEPTED_BROKER_CONFIGS
 from exactly.configs.definition import INT_MAX, LONG_MAX, ConfigDef, ConfigType, OneOf, Range
 from exactly.configs.topic import TOPIC_CONFIGS
 
@@ -328,7 +331,7 @@ _DEFS = [
     _rw(
         "num.recovery.threads.per.data.dir",
         INT,
-        "1",
+        "2",
         "Recovery threads per data directory (accepted).",
         Range(1),
     ),
@@ -480,6 +483,7 @@ _DEFS = [
     *_SSL_DEFS,
     *_SASL_DEFS,
     *_synonym_defs(),
+    *ACCEPTED_BROKER_CONFIGS,
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}

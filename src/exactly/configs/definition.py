@@ -45,6 +45,7 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,7 @@ class ConfigDef:
     synonyms: tuple[Synonym, ...] = ()  # topic config: the broker configs that give its default, in order
     dynamic: bool = False  # broker config: may be changed at run time (IncrementalAlterConfigs)
     sensitive: bool = False
+    per_broker: bool = False  # dynamic broker config Kafka changes on a broker id only, never the default
 
     def parse(self, raw: str) -> bool | int | float | str | tuple[str, ...]:
         """The typed value of `raw` (KafkaError INVALID_CONFIG naming this config when it is not valid)."""

@@ -6,6 +6,8 @@ run-time config (DYNAMIC_BROKER_CONFIG), the cluster-wide run-time default (DYNA
 server.properties / --set (STATIC_BROKER_CONFIG), Kafka's default of a broker synonym (DEFAULT_CONFIG).
 The broker (resource name = its id) lists every broker config exactly knows (`exactly.configs.broker`),
 read-only unless Kafka changes it at run time; resource name "" lists the cluster-wide run-time defaults.
+A BROKER_LOGGER resource (the broker's id) lists the broker's loggers and their levels
+(exactly.broker.loggers), source DYNAMIC_BROKER_LOGGER_CONFIG, as Kafka does.
 Synonyms and documentation are sent only when asked (v1+, v3+); the type is KIP-569's (v3+).
 """
 
@@ -15,7 +17,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from exactly.broker import guard as authz
-from exactly.broker.config_changes import broker_resource
+from exactly.broker import loggers
+from exactly.broker.config_changes import broker_resource, logger_resource
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.cluster.metadata import TopicInfo
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS)
@@ -64,6 +68,9 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
                     request.include_synonyms,
                     request.include_documentation,
                 )
+            elif resource.resource_type == RESOURCE_BROKER_LOGGER:
+                logger_resource(ctx.broker, resource.resource_name)
+                entries = logger_entries(wanted)
             else:
                 raise KafkaError(
                     ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported"
@@ -135,6 +142,25 @@ def broker_entries(
             _entry(definition, value, synonyms, read_only, include_synonyms, include_documentation)
         )
     return entries
+
+
+def logger_entries(wanted: set[str] | None) -> list[DescribeConfigsResourceResult]:
+    """The broker's loggers and their levels, as Kafka describes a BROKER_LOGGER (no type, no synonyms)."""
+    return [
+        DescribeConfigsResourceResult(
+            name=name,
+            value=level,
+            read_only=False,
+            config_source=ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+            is_default=False,
+            is_sensitive=False,
+            synonyms=[],
+            config_type=0,
+            documentation=None,
+        )
+        for name, level in loggers.loggers().items()
+        if wanted is None or name in wanted
+    ]
 
 
 def _broker_layers(broker: Broker) -> list[tuple[ConfigSource, Mapping[str, str]]]:

@@ -25,6 +25,9 @@ RackAwareReplicaSelector, the leader answers a consumer's fetch (v11+, with the 
 `preferred_read_replica` and no records when an in-sync follower in the client's rack covers the fetch
 offset (exactly.replication.replica_selector); the fetch returns at once, as with an error.
 
+Before v10 a partition of a topic whose `compression.type` is zstd is UNSUPPORTED_COMPRESSION_TYPE (KIP-110:
+such clients cannot read zstd; Kafka's `maybeConvertFetchedData` checks the topic's config, not the batches).
+
 v16 adds KIP-951 leader hints: a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH partition carries the
 `current_leader` (id and epoch), and the response's `node_endpoints` that leader's endpoint on the
 request's listener (exactly.broker.leader_hints; one broker alone never answers these errors).
@@ -66,6 +69,7 @@ from exactly.protocol.messages.fetch import (
 )
 from exactly.replication.partition import Partition
 from exactly.replication.replica_selector import preferred_read_replica
+from exactly.storage.config import BrokerCompressionType
 from exactly.storage.log import Isolation
 
 # An error partition carries an empty record set, never a null one: Kafka always sends one
@@ -74,6 +78,7 @@ from exactly.storage.log import Isolation
 NO_RECORDS = b""
 
 _TOPIC_IDS_VERSION = 13
+_ZSTD_VERSION = 10  # the first version whose clients read zstd batches (KIP-110)
 _CLIENT_RACK_VERSION = 11  # rack_id, preferred_read_replica; a consumer may fetch from a follower
 _LEADER_HINTS_VERSION = 16
 CONSUMER_REPLICA_ID = -1
@@ -268,6 +273,12 @@ def _read(
                     records=NO_RECORDS,
                 )
                 continue
+        if ctx.version < _ZSTD_VERSION and partition.config.compression_type is BrokerCompressionType.ZSTD:
+            errors = True  # Kafka: the topic's compression.type, whatever the batches read would hold
+            out[key] = PartitionData(
+                key.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1, -1, -1, records=NO_RECORDS
+            )
+            continue
         if followers is not None:
             last_fetched_epoch, follower_log_start = followers[key]
             diverging = _follower_position(

@@ -1,14 +1,20 @@
 """IncrementalAlterConfigs (key 44): SET / DELETE / APPEND / SUBTRACT on a topic's overrides or on the
-broker's run-time configs (resource name "" = cluster default, or this broker's id)."""
+broker's run-time configs (resource name "" = cluster default, or this broker's id); SET / DELETE of the
+level of one of the broker's loggers (BROKER_LOGGER, exactly.broker.loggers)."""
 
 from __future__ import annotations
 
+import logging
+
 from exactly.broker import guard as authz
+from exactly.broker import loggers
 from exactly.broker.config_changes import (
+    RESOURCE_BROKER_LOGGER,
     apply_incremental,
     check_unique,
     commit,
     current_configs,
+    logger_resource,
     per_resource,
 )
 from exactly.broker.context import RequestContext
@@ -20,6 +26,8 @@ from exactly.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+
+log = logging.getLogger(__name__)
 
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS)
@@ -38,6 +46,14 @@ async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_o
     api = ApiKey.INCREMENTAL_ALTER_CONFIGS
     authz.check_config_resource(ctx, api, resource.resource_type, resource.resource_name)
     check_unique(change.name for change in resource.configs)
+    if resource.resource_type == RESOURCE_BROKER_LOGGER:
+        logger_resource(ctx.broker, resource.resource_name)
+        changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        loggers.check(changes)
+        if not validate_only:
+            loggers.apply(changes)
+            log.info("logger levels changed by %s: %s", ctx.principal, changes)
+        return
     configs = current_configs(ctx.broker, resource.resource_type, resource.resource_name)
     for change in resource.configs:
         apply_incremental(resource.resource_type, configs, change.name, change.config_operation, change.value)

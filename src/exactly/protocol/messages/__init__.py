@@ -30,6 +30,7 @@ from exactly.protocol.messages import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_quorum,
     describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
@@ -42,6 +43,7 @@ from exactly.protocol.messages import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     list_partition_reassignments,
@@ -106,10 +108,12 @@ class ApiKey(IntEnum):
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
     PREPARE_TXN = 10000
     COMMIT_BATCH = 10001
@@ -161,10 +165,12 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
+    ApiKey.DESCRIBE_QUORUM: describe_quorum,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster,
     ApiKey.DESCRIBE_PRODUCERS: describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
     ApiKey.LIST_TRANSACTIONS: list_transactions,
+    ApiKey.LIST_CONFIG_RESOURCES: list_config_resources,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions,
     ApiKey.PREPARE_TXN: prepare_txn,
     ApiKey.COMMIT_BATCH: commit_batch,
