@@ -72,8 +72,8 @@ def _bootstrap(broker: BrokerProcess) -> Iterator[None]:
 def test_a_packed_virtualenv_shipped_with_archives(cluster: str, tmp_path: Path) -> None:
     venv_pack = pytest.importorskip("venv_pack")
     make_worker_env(tmp_path / "env")
-    archive = tmp_path / "env.tar"
-    venv_pack.pack(prefix=str(tmp_path / "env"), output=str(archive), format="tar", verbose=False)
+    archive = tmp_path / "env.tar.gz"
+    venv_pack.pack(prefix=str(tmp_path / "env"), output=str(archive), format="tar.gz", verbose=False)
     code, out, err = submit(
         cluster, "./environment/bin/python", "--archives", f"{archive}#environment", cwd=tmp_path
     )
