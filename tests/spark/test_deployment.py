@@ -41,7 +41,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield master
 
 
-def submit(master: str, worker_python: str, *extra: str, cwd: Path) -> tuple[int, str, str]:
+def submit(master: str, bootstrap: str, worker_python: str, *extra: str, cwd: Path) -> tuple[int, str, str]:
     """`spark-submit` of packed_job.py; returns (exit code, stdout, stderr)."""
     env = {
         **_bare_env(),
@@ -53,29 +53,27 @@ def submit(master: str, worker_python: str, *extra: str, cwd: Path) -> tuple[int
     args = [spark_bin("spark-submit"), "--master", master, *extra]
     args += ["--conf", "spark.executor.memory=512m", "--conf", "spark.driver.host=127.0.0.1"]
     args += ["--conf", "spark.ui.enabled=false", "--conf", "spark.task.maxFailures=1"]
-    args += [str(JOB), BOOTSTRAP[0], topic, str(ROWS)]
-    create_topic(BOOTSTRAP[0], topic, 2)
+    args += [str(JOB), bootstrap, topic, str(ROWS)]
+    create_topic(bootstrap, topic, 2)
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False)
     (cwd / "spark-submit.log").write_text(proc.stderr)
     return proc.returncode, proc.stdout, proc.stderr
 
 
-BOOTSTRAP: list[str] = []
-
-
-@pytest.fixture(autouse=True)
-def _bootstrap(broker: BrokerProcess) -> Iterator[None]:
-    BOOTSTRAP[:] = [broker.bootstrap]
-    yield
-
-
-def test_a_packed_virtualenv_shipped_with_archives(cluster: str, tmp_path: Path) -> None:
+def test_a_packed_virtualenv_shipped_with_archives(
+    cluster: str, broker: BrokerProcess, tmp_path: Path
+) -> None:
     venv_pack = pytest.importorskip("venv_pack")
     make_worker_env(tmp_path / "env")
     archive = tmp_path / "env.tar.gz"
     venv_pack.pack(prefix=str(tmp_path / "env"), output=str(archive), format="tar.gz", verbose=False)
     code, out, err = submit(
-        cluster, "./environment/bin/python", "--archives", f"{archive}#environment", cwd=tmp_path
+        cluster,
+        broker.bootstrap,
+        "./environment/bin/python",
+        "--archives",
+        f"{archive}#environment",
+        cwd=tmp_path,
     )
     assert code == 0, err[-5000:]
     result = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
@@ -84,10 +82,12 @@ def test_a_packed_virtualenv_shipped_with_archives(cluster: str, tmp_path: Path)
     assert all(path.endswith("environment/bin/python") for path in result["executors"]), result
 
 
-def test_workers_without_exactly_fail_with_one_line(cluster: str, tmp_path: Path) -> None:
+def test_workers_without_exactly_fail_with_one_line(
+    cluster: str, broker: BrokerProcess, tmp_path: Path
+) -> None:
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    code, out, err = submit(cluster, str(bare / "bin" / "python"), cwd=tmp_path)
+    code, out, err = submit(cluster, broker.bootstrap, str(bare / "bin" / "python"), cwd=tmp_path)
     assert code != 0, out
     lines = [line for line in err.splitlines() if "WorkerEnvironmentError" in line]
     assert len(lines) == 1, err[-5000:]
