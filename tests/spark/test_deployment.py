@@ -56,7 +56,8 @@ def submit(master: str, bootstrap: str, worker_python: str, *extra: str, cwd: Pa
     args += [str(JOB), bootstrap, topic, str(ROWS)]
     create_topic(bootstrap, topic, 2)
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False)
-    (cwd / "spark-submit.log").write_text(proc.stderr)
+    # spark-submit copies the Python driver's stdout and stderr to its own stdout
+    (cwd / "spark-submit.log").write_text(proc.stdout + "\n---- stderr ----\n" + proc.stderr)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -67,6 +68,9 @@ def test_a_packed_virtualenv_shipped_with_archives(
     make_worker_env(tmp_path / "env")
     archive = tmp_path / "env.tar.gz"
     venv_pack.pack(prefix=str(tmp_path / "env"), output=str(archive), format="tar.gz", verbose=False)
+    # client mode: the driver's JVM starts Python workers too (to plan the data source's reads and
+    # writes), with the same PYSPARK_PYTHON, relative to the directory spark-submit runs in
+    (tmp_path / "environment").symlink_to(tmp_path / "env")
     code, out, err = submit(
         cluster,
         broker.bootstrap,
@@ -75,7 +79,7 @@ def test_a_packed_virtualenv_shipped_with_archives(
         f"{archive}#environment",
         cwd=tmp_path,
     )
-    assert code == 0, err[-5000:]
+    assert code == 0, (out + err)[-5000:]
     result = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
     assert result["values"] == list(range(ROWS))
     assert result["executors"], result
@@ -89,8 +93,12 @@ def test_workers_without_exactly_fail_with_one_line(
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     code, out, err = submit(cluster, broker.bootstrap, str(bare / "bin" / "python"), cwd=tmp_path)
     assert code != 0, out
-    lines = [line for line in err.splitlines() if "WorkerEnvironmentError" in line]
-    assert len(lines) == 1, err[-5000:]
+    lines = [
+        line
+        for line in (out + err).splitlines()
+        if line.startswith("exactly.spark.preflight.WorkerEnvironmentError: ")
+    ]
+    assert len(lines) == 1, (out + err)[-5000:]
     assert f"Spark's Python workers ({bare / 'bin' / 'python'}) cannot load the data source" in lines[0]
     assert "No module named 'exactly'" in lines[0]
     assert "PYSPARK_PYTHON" in lines[0]

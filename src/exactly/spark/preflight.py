@@ -43,7 +43,7 @@ class ColumnLayout:
     headers: str | None = None
 
 
-WORKER_MODULES = ("exactly.spark.writer", "exactly.spark.reader", "confluent_kafka")
+WORKER_MODULES = ("exactly.spark.writer", "exactly.spark.reader", "exactly.client.twopc", "confluent_kafka")
 DEPLOYMENT_DOC = "docs/spark-deployment.md"
 _IMPORT_ERROR = re.compile(r"(?:ModuleNotFoundError|ImportError): ([^\n\r]+)")
 _NO_PROGRAM = re.compile(r'Cannot run program "([^"]+)"[^\n\r]*')
@@ -230,9 +230,8 @@ def check_broker(options: WriterOptions) -> None:
 def two_phase_commit_supported(options: WriterOptions) -> bool:
     try:
         from exactly.client.twopc import TwoPhaseClient
-    except ImportError:
-        log.warning("exactly writer: exactly.client.twopc is not installed")
-        return False
+    except ImportError as e:  # this runs in a Python worker: an environment without exactly's dependencies
+        raise OptionsError(worker_environment_message(sys.executable, str(e))) from None
     with TwoPhaseClient(options.bootstrap_servers, config=options.client_config()) as client:
         return bool(client.supported())
 
