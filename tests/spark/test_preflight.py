@@ -74,3 +74,25 @@ def test_probe_names_every_address_tried() -> None:
     assert f"tried 127.0.0.1:{first} (Connection refused), 127.0.0.1:{second} (Connection refused)" in text
     with pytest.raises(OptionsError, match="is not host:port"):
         probe("localhost")
+
+
+def test_a_worker_that_cannot_import_the_data_source_is_named_in_one_line() -> None:
+    from exactly.spark.preflight import worker_environment_message, worker_failure
+
+    java = (
+        "An error occurred while calling o42.collect.\n: org.apache.spark.SparkException: Job aborted\n"
+        'Traceback (most recent call last):\n  File "worker.py"\nModuleNotFoundError: No module named '
+        "'exactly'\n\n\tat org.apache.spark.api.python.BasePythonRunner"
+    )
+    assert worker_failure(java) == "No module named 'exactly'"
+    assert worker_failure("ImportError: libssl.so.3: cannot open shared object file\n") == (
+        "libssl.so.3: cannot open shared object file"
+    )
+    no_program = 'java.io.IOException: Cannot run program "./environment/bin/python": error=2, No such file'
+    assert worker_failure(no_program) == no_program.removeprefix("java.io.IOException: ")
+    assert worker_failure("org.apache.spark.SparkException: Job aborted: executor lost") is None
+    line = worker_environment_message("/usr/bin/python3", "No module named 'exactly'")
+    assert "\n" not in line
+    assert line.startswith("exactly: Spark's Python workers (/usr/bin/python3) cannot load the data source: ")
+    for hint in ("PYSPARK_PYTHON", "--archives env.tar.gz#environment", "docs/spark-deployment.md"):
+        assert hint in line

@@ -10,16 +10,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from exactly.testing.processes import BrokerProcess, free_port
+from exactly.testing.processes import BrokerProcess
 from tests.spark.kafka_io import create_topic, read_committed
+from tests.spark.standalone import standalone_cluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -28,62 +27,11 @@ ROWS_PER_BATCH = 50
 BATCHES = 4
 
 
-def spark_class() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[str]:
     """spark://127.0.0.1:<port> with two registered workers of one core each."""
-    port, ui_port = free_port(), free_port()
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(tmp_path / "spark-logs")}
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(name: str, *args: str) -> None:
-        log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 (the child keeps it)
-        procs.append(
-            subprocess.Popen(
-                [spark_class(), *args], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-        )
-        log.close()
-
-    master = f"spark://127.0.0.1:{port}"
-    try:
-        start(
-            "master",
-            "org.apache.spark.deploy.master.Master",
-            *("--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui_port)),
-        )
-        procs_args = ["--cores", "1", "--memory", "1g", "--host", "127.0.0.1"]
-        for i in range(2):
-            start(
-                f"worker-{i}",
-                "org.apache.spark.deploy.worker.Worker",
-                master,
-                *procs_args,
-                "--webui-port",
-                "0",
-            )
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as response:
-                    alive = json.load(response).get("aliveworkers", 0)
-                if alive == 2:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "master.log").read_text()[-3000:]
-            time.sleep(0.5)
+    with standalone_cluster(tmp_path, {**os.environ, "PYSPARK_PYTHON": sys.executable}) as master:
         yield master
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
 
 
 def test_exactly_once_stream_on_a_standalone_cluster(

@@ -70,13 +70,6 @@ ConfigOpt = Annotated[
 
 
 class _Admin(AdminSession):
-    def __init__(self, ctx: typer.Context, bootstrap: str | None, settings: dict[str, str]) -> None:
-        super().__init__(ctx, bootstrap)
-        if settings:
-            from confluent_kafka.admin import AdminClient
-
-            self.client = AdminClient({**self.session.config(), **settings})
-
     def wait(self, future: concurrent.futures.Future[Any], what: str) -> Any:
         from confluent_kafka import KafkaError, KafkaException
 

@@ -170,9 +170,13 @@ def client_settings(ctx: typer.Context) -> dict[str, str]:
     return parse_key_values(list(items), "client setting")
 
 
-def session_for(ctx: typer.Context, bootstrap: str | None) -> KafkaSession:
-    """The KafkaSession of a client command: its bootstrap and the global client settings."""
-    return KafkaSession(bootstrap_server(ctx, bootstrap), settings=client_settings(ctx))
+def session_for(
+    ctx: typer.Context, bootstrap: str | None, settings: dict[str, str] | None = None
+) -> KafkaSession:
+    """The KafkaSession of a client command: its bootstrap and the global client settings, overridden by
+    the command's own (`exactly acls --command-config`, `exactly users -X`)."""
+    merged = {**client_settings(ctx), **(settings or {})}
+    return KafkaSession(bootstrap_server(ctx, bootstrap), settings=merged)
 
 
 def _quiet_logger() -> logging.Logger:
@@ -276,12 +280,19 @@ class KafkaSession:
 
 
 class AdminSession:
-    """An AdminClient plus the session that turns its failures into one-line errors."""
+    """An AdminClient plus the session that turns its failures into one-line errors.
 
-    def __init__(self, ctx: typer.Context, bootstrap: str | None) -> None:
+    The one client of a command, made once with every setting given (the global ``-X`` and the
+    command's own `settings`): librdkafka connects as soon as a client exists, so a client made first
+    without the security settings and replaced would reach a SASL listener unauthenticated.
+    """
+
+    def __init__(
+        self, ctx: typer.Context, bootstrap: str | None, settings: dict[str, str] | None = None
+    ) -> None:
         from confluent_kafka.admin import AdminClient
 
-        self.session = session_for(ctx, bootstrap)
+        self.session = session_for(ctx, bootstrap, settings)
         self.client: AdminClient = AdminClient(self.session.config())
         self.timeout = self.session.timeout
 
@@ -306,19 +317,58 @@ KAFKA_PYTHON_TIMEOUT_MS = 15_000
 KAFKA_PYTHON_BOOTSTRAP_TIMEOUT_MS = 5_000
 
 
+# librdkafka's setting names (what `exactly -X` takes) -> kafka-python's KafkaAdminClient arguments
+_KAFKA_PYTHON_NAMES = {
+    "client.id": "client_id",
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "ssl.crl.location": "ssl_crlfile",
+}
+
+
+def kafka_python_settings(settings: dict[str, str]) -> dict[str, Any]:
+    """The `exactly -X` client settings (librdkafka names) as kafka-python arguments, so the commands
+    built on kafka-python reach a SASL or SSL listener with the same settings as the others.
+
+    >>> kafka_python_settings({"security.protocol": "sasl_plaintext", "sasl.username": "u"})
+    {'security_protocol': 'SASL_PLAINTEXT', 'sasl_plain_username': 'u'}
+    """
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key == "ssl.endpoint.identification.algorithm":
+            out["ssl_check_hostname"] = value.lower() == "https"
+        elif key in _KAFKA_PYTHON_NAMES:
+            name = _KAFKA_PYTHON_NAMES[key]
+            upper = name in ("security_protocol", "sasl_mechanism")
+            out[name] = value.upper() if upper else value
+        else:
+            known = ", ".join(sorted([*_KAFKA_PYTHON_NAMES, "ssl.endpoint.identification.algorithm"]))
+            fail(f"client setting {key!r} is not supported by this command (it takes: {known})", 2)
+    return out
+
+
 def kafka_python_admin(ctx: typer.Context, bootstrap: str | None) -> KafkaAdminClient:
     """kafka-python's admin client, for the APIs confluent-kafka's lacks (DescribeLogDirs, the KIP-664
-    transaction APIs, partition reassignments). One line when the broker cannot be reached."""
+    transaction APIs, partition reassignments), with the global `exactly -X` settings. One line when
+    the broker cannot be reached."""
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaTimeoutError
 
     server = bootstrap_server(ctx, bootstrap)
+    conf: dict[str, Any] = {
+        "client_id": "exactly-cli",
+        "request_timeout_ms": KAFKA_PYTHON_TIMEOUT_MS,
+        "bootstrap_timeout_ms": KAFKA_PYTHON_BOOTSTRAP_TIMEOUT_MS,
+        **kafka_python_settings(client_settings(ctx)),
+    }
     try:
-        return KafkaAdminClient(
-            bootstrap_servers=server,
-            client_id="exactly-cli",
-            request_timeout_ms=KAFKA_PYTHON_TIMEOUT_MS,
-            bootstrap_timeout_ms=KAFKA_PYTHON_BOOTSTRAP_TIMEOUT_MS,
-        )
+        return KafkaAdminClient(bootstrap_servers=server, **conf)
     except KafkaTimeoutError:
         fail(f"cannot reach the broker at {server}")

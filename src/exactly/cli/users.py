@@ -19,10 +19,9 @@ from typing import Annotated, Any
 import typer
 
 from exactly.cli.common import (
+    AdminSession,
     BootstrapOption,
     CliError,
-    KafkaSession,
-    bootstrap_server,
     fail,
     kafka_error_text,
     parse_key_values,
@@ -55,20 +54,17 @@ def _mechanism(name: str) -> str:
     return upper
 
 
-class _Admin:
-    def __init__(self, ctx: typer.Context, bootstrap: str | None, settings: list[str] | None) -> None:
-        from confluent_kafka.admin import AdminClient
+class _Admin(AdminSession):
+    """The global `exactly -X` settings and the command's own `-X` (which win), in one client."""
 
-        self.session = KafkaSession(bootstrap_server(ctx, bootstrap))
-        conf = self.session.config()
-        conf.update(parse_key_values(settings, "client setting"))
-        self.client = AdminClient(conf)
+    def __init__(self, ctx: typer.Context, bootstrap: str | None, settings: list[str] | None) -> None:
+        super().__init__(ctx, bootstrap, parse_key_values(settings, "client setting"))
 
     def wait(self, future: Any, what: str) -> Any:
         from confluent_kafka import KafkaError, KafkaException
 
         try:
-            return self.session.wait(future, self.client.poll, what)
+            return super().wait(future, what)
         except KafkaException as e:
             err = e.args[0] if e.args else None
             if isinstance(err, KafkaError):

@@ -1,4 +1,10 @@
-"""Checks the writer makes on the driver at planning time, before any data moves.
+"""Checks the data source makes on the driver before any data moves.
+
+`check_workers` runs one tiny job on Spark's Python workers that imports the data source and
+confluent-kafka there: a worker Python without them (PYSPARK_PYTHON unset in a virtualenv, executors on
+machines that were never given the packages) otherwise fails deep inside a task with a Java stack trace
+around `ModuleNotFoundError: No module named 'exactly'`; here it fails with one line saying what to do.
+`exactly.spark.register` runs it.
 
 `check_schema` maps the DataFrame's columns onto Kafka record fields (Spark's Kafka sink columns:
 ``key``, ``value``, ``topic``, ``partition``, ``headers``); `check_broker` connects to the broker
@@ -8,8 +14,11 @@ for ``guarantee=exactly-once`` that the broker offers the two-phase commit exten
 
 from __future__ import annotations
 
+import importlib
 import logging
+import re
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +41,56 @@ class ColumnLayout:
     topic: str | None = None
     partition: str | None = None
     headers: str | None = None
+
+
+WORKER_MODULES = ("exactly.spark.writer", "exactly.spark.reader", "exactly.client.twopc", "confluent_kafka")
+DEPLOYMENT_DOC = "docs/spark-deployment.md"
+_IMPORT_ERROR = re.compile(r"(?:ModuleNotFoundError|ImportError): ([^\n\r]+)")
+_NO_PROGRAM = re.compile(r'Cannot run program "([^"]+)"[^\n\r]*')
+
+
+class WorkerEnvironmentError(RuntimeError):
+    """Spark's Python workers cannot import the data source (one line: what failed, what to do)."""
+
+
+def worker_environment_message(python: str, detail: str) -> str:
+    """The one line of a `WorkerEnvironmentError` (`python`: the workers' interpreter as configured)."""
+    return (
+        f"exactly: Spark's Python workers ({python}) cannot load the data source: {detail}; set "
+        f"PYSPARK_PYTHON to a Python that has exactly and confluent-kafka installed (this driver runs "
+        f"{sys.executable}), or ship a packed environment with "
+        "spark-submit --archives env.tar.gz#environment and PYSPARK_PYTHON=./environment/bin/python "
+        f"(see {DEPLOYMENT_DOC})"
+    )
+
+
+def worker_failure(text: str) -> str | None:
+    """What made a worker unable to load the data source, from a failed job's error text, or None when
+    the job failed for another reason."""
+    missing = _IMPORT_ERROR.search(text)
+    if missing is not None:
+        return missing.group(1).strip()
+    no_program = _NO_PROGRAM.search(text)
+    if no_program is not None:
+        return no_program.group(0).strip()
+    return None
+
+
+def check_workers(spark: Any, modules: tuple[str, ...] = WORKER_MODULES) -> None:
+    """Import `modules` in Spark's Python workers, one task per default parallelism slot;
+    `WorkerEnvironmentError` when they cannot."""
+    context = spark.sparkContext
+    slots = max(1, int(context.defaultParallelism))
+    names = [name for _ in range(slots) for name in modules]
+    try:
+        # builtins and importlib only: the job itself must not need exactly in the worker
+        context.parallelize(names, slots).map(importlib.import_module).map(bool).collect()
+    except Exception as e:  # Py4JJavaError, PythonException: the text tells
+        detail = worker_failure(str(e))
+        if detail is None:
+            raise
+        python = str(getattr(context, "pythonExec", None) or "python3")
+        raise WorkerEnvironmentError(worker_environment_message(python, detail)) from None
 
 
 def _is_headers_type(data_type: Any) -> bool:
@@ -171,9 +230,8 @@ def check_broker(options: WriterOptions) -> None:
 def two_phase_commit_supported(options: WriterOptions) -> bool:
     try:
         from exactly.client.twopc import TwoPhaseClient
-    except ImportError:
-        log.warning("exactly writer: exactly.client.twopc is not installed")
-        return False
+    except ImportError as e:  # this runs in a Python worker: an environment without exactly's dependencies
+        raise OptionsError(worker_environment_message(sys.executable, str(e))) from None
     with TwoPhaseClient(options.bootstrap_servers, config=options.client_config()) as client:
         return bool(client.supported())
 

@@ -1,7 +1,7 @@
 """`ExactlyDataSource`: the PySpark data source named "exactly" (readers in reader.py, writers in writer.py).
 
     from exactly.spark import ExactlyDataSource
-    spark.dataSource.register(ExactlyDataSource)
+    spark.dataSource.register(ExactlyDataSource)    # or exactly.spark.register(spark): checks the workers
     spark.readStream.format("exactly").option("kafka.bootstrap.servers", "127.0.0.1:9092")
         .option("subscribe", "events").load()
 
@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 from exactly.spark.admin import SourceAdmin
 from exactly.spark.arrow import schema_ddl, unknown_columns
 from exactly.spark.options import ReaderOptions, SourceOptionError, parse_reader_options
-from exactly.spark.preflight import check_broker, check_schema
+from exactly.spark.preflight import check_broker, check_schema, check_workers
 from exactly.spark.reader import ExactlyBatchReader, ExactlyStreamReader
 from exactly.spark.writer import ExactlyBatchWriter, ExactlyStreamWriter
 from exactly.spark.writer_options import writer_options
@@ -67,3 +67,12 @@ class ExactlyDataSource(DataSource):
         layout = check_schema(schema, options)
         check_broker(options)
         return ExactlyStreamWriter(options, layout)
+
+
+def register(spark: Any, check: bool = True) -> None:
+    """Register the "exactly" format with `spark` after checking (`check`) that Spark's Python workers
+    can import the data source: `WorkerEnvironmentError`, one line saying what to do, when they cannot
+    (preflight.check_workers; a tiny job, about a second)."""
+    if check:
+        check_workers(spark)
+    spark.dataSource.register(ExactlyDataSource)
