@@ -147,7 +147,8 @@ def test_a_zombie_cannot_prepare_the_transaction_of_the_instance_that_took_its_i
     assert txn.producer_epoch > zombie_epoch
     records = len(h.log)
     assert h.prepare(tid, "q", 0, 0, zombie_pid, zombie_epoch).error == E.INVALID_PRODUCER_EPOCH
-    assert h.state(tid) is S.ONGOING and len(h.log) == records  # the new instance's work untouched
+    assert h.state(tid) is S.ONGOING  # the new instance's work untouched
+    assert len(h.log) == records
     assert h.prepare(tid, "q", 0, 0, txn.producer_id, txn.producer_epoch).error == E.NONE
     assert h.state(tid) is S.PREPARED
 
