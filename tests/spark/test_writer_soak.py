@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 BROKER_SETTINGS = ["transaction.two.phase.decisions.retained.batches=5"]
 TASKS = 2
-BATCHES = 30
+BATCHES = 20
 
 
 def test_a_streaming_query_keeps_the_broker_bounded(
