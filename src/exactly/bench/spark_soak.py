@@ -2,7 +2,7 @@
 (issue 23 part 1: a query that runs for a month must not grow the broker).
 
     python -m exactly.bench.spark_soak [--batches N] [--rows R] [--partitions P] [--tasks T]
-        [--trigger-ms MS] [--sample-every K] [--out DIR]
+        [--trigger-ms MS] [--sample-every K] [--out DIR] [--broker-set key=value ...]
     exactly bench spark-soak ...
 
 Starts a broker on a temporary data directory and a local[2] Spark session, then runs Spark's
@@ -14,7 +14,9 @@ Every K batches (and at the end) it samples:
 * the transactional ids the coordinator knows (ListTransactions);
 * the producer ids each output partition holds (DescribeProducers; the figure is the largest);
 * the retained batch decisions of the query (ListPreparedTxns);
-* the bytes of ``__transaction_state`` on disk (every segment of every partition).
+* the bytes of ``__transaction_state`` on disk (every segment of every partition). By default the broker
+  runs with 64-KiB ``__transaction_state`` segments and a 1-s cleaner backoff, so that compaction (which
+  only cleans rolled segments) shows within minutes instead of after a 100-MB segment.
 
 At the end the topic is read read_committed: its values must be exactly ``0 .. R x decided batches - 1``,
 each once (the output is the input). `SoakSample` rows go to ``DIR/raw/spark_soak.csv`` (bench/figures.py
@@ -42,6 +44,7 @@ from exactly.testing.processes import BrokerProcess
 __all__ = ["SoakResult", "SoakSample", "broker_rss_mb", "run_soak", "sample_broker"]
 
 TRANSACTION_TOPIC = "__transaction_state"
+SOAK_BROKER_SETTINGS = ("transaction.state.log.segment.bytes=65536", "log.cleaner.backoff.ms=1000")
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,11 +263,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trigger-ms", type=int, default=100)
     parser.add_argument("--sample-every", type=int, default=50)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--broker-set",
+        action="append",
+        default=None,
+        help="a broker setting key=value (repeatable); default: small __transaction_state segments and "
+        "a 1-s cleaner backoff, so compaction shows within minutes rather than after 100 MB",
+    )
     args = parser.parse_args(argv)
+    settings = args.broker_set if args.broker_set is not None else list(SOAK_BROKER_SETTINGS)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with tempfile.TemporaryDirectory(prefix="exactly-bench-soak-") as tmp:
-        broker = BrokerProcess(Path(tmp) / "data").start(BROKER_START_TIMEOUT)
+        broker = BrokerProcess(Path(tmp) / "data", *settings).start(BROKER_START_TIMEOUT)
+        print(f"broker settings: {' '.join(settings) or '(defaults)'}", flush=True)
         spark = None
         try:
             from pyspark.sql import SparkSession
