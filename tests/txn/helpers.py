@@ -11,7 +11,7 @@ from exactly.txn.decisions import (
     DECISION_KEY_VERSION,
     BatchDecisionRecord,
     decode_decision_key,
-    decode_decision_value,
+    decode_decision_value_or_tombstone,
     encode_decision_key,
     encode_decision_value,
 )
@@ -57,7 +57,11 @@ class Harness:
         for key, value in self.log:
             if key_version(key) == DECISION_KEY_VERSION:
                 query_id, batch_id = decode_decision_key(key)
-                self.coordinator.load_decision(decode_decision_value(query_id, batch_id, value))
+                decision = decode_decision_value_or_tombstone(query_id, batch_id, value)
+                if decision is None:
+                    self.coordinator.load_decision_tombstone(query_id, batch_id)
+                else:
+                    self.coordinator.load_decision(decision)
             else:
                 self.coordinator.load_record(decode_key(key), decode_value(value))
         self.jobs = list(self.coordinator.pending_marker_jobs())
@@ -67,7 +71,9 @@ class Harness:
 
     # --- two-phase commit ------------------------------------------------------------------------------
 
-    def append_decision(self, decision: BatchDecisionRecord) -> None:
+    def append_decision(self, decision: BatchDecisionRecord, pruned: tuple[int, ...] = ()) -> None:
+        for batch_id in pruned:  # their tombstones, in the decision's record batch
+            self.log.append((encode_decision_key(decision.query_id, batch_id), None))
         self.log.append(
             (encode_decision_key(decision.query_id, decision.batch_id), encode_decision_value(decision))
         )
@@ -79,16 +85,18 @@ class Harness:
         owed: list[TxnResult] = list(result.aborts)
         if result.record:
             assert result.decision is not None
-            self.append_decision(result.decision)
-            owed = self.coordinator.complete_decision(result.decision)
+            self.append_decision(result.decision, result.pruned)
+            owed = self.coordinator.complete_decision(result.decision, result.pruned)
         for item in owed[:transitions]:
             self.apply(item)
         for item in owed[len(owed) if transitions is None else transitions :]:
             self.coordinator.abort_transition(item.transactional_id)  # not appended: as a failed append
         return result
 
-    def prepare(self, txn_id: str, query: str, batch: int, partition: int = 0) -> TxnResult:
-        return self.apply(self.coordinator.prepare(txn_id, query, batch, partition))
+    def prepare(
+        self, txn_id: str, query: str, batch: int, partition: int = 0, pid: int = -1, epoch: int = -1
+    ) -> TxnResult:
+        return self.apply(self.coordinator.prepare(txn_id, query, batch, partition, pid, epoch))
 
     def commit_batch(self, query: str, batch: int, winners: list[str], **kw: int) -> BatchResult:
         return self.apply_batch(self.coordinator.commit_batch(query, batch, winners), **kw)

@@ -183,6 +183,10 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     # exactly's two-phase commit extension (docs/two-phase-commit.md; KIP-939's name for the switch)
     "transaction.two.phase.commit.enable": ("transaction_two_phase_commit_enable", _bool),
     "transaction.prepared.max.age.ms": ("transaction_prepared_max_age_ms", _int(-1, 2**62)),
+    "transaction.two.phase.decisions.retained.batches": (
+        "transaction_two_phase_decisions_retained_batches",
+        _int(-1, 2**62),
+    ),
     # authorization (exactly.security.authorizer)
     "authorizer.class.name": ("authorizer_class_name", _authorizer_class),
     "super.users": ("super_users", parse_super_users),
@@ -273,6 +277,7 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     transaction_two_phase_commit_enable: bool = True
     transaction_prepared_max_age_ms: int = 604_800_000  # 7 days; -1: never
+    transaction_two_phase_decisions_retained_batches: int = 100  # minBatchesToRetain; -1: keep all
     authorizer_class_name: str = ""  # empty: no authorizer, everything allowed
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False

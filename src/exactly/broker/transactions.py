@@ -66,7 +66,7 @@ from exactly.txn.decisions import (
     DECISION_KEY_VERSION,
     BatchDecisionRecord,
     decode_decision_key,
-    decode_decision_value,
+    decode_decision_value_or_tombstone,
     encode_decision_key,
     encode_decision_value,
 )
@@ -121,6 +121,7 @@ class TransactionService:
                 max_timeout_ms=config.transaction_max_timeout_ms,
                 id_expiration_ms=config.transactional_id_expiration_ms,
                 prepared_max_age_ms=config.transaction_prepared_max_age_ms,
+                decisions_retained_batches=config.transaction_two_phase_decisions_retained_batches,
             ),
             next_producer_id,
             clock.milliseconds,
@@ -178,9 +179,11 @@ class TransactionService:
                         raise CorruptRecordError("record without a key")
                     if key_version(record.key) == DECISION_KEY_VERSION:
                         query_id, batch_id = decode_decision_key(record.key)
-                        self.coordinator.load_decision(
-                            decode_decision_value(query_id, batch_id, record.value)
-                        )
+                        decision = decode_decision_value_or_tombstone(query_id, batch_id, record.value)
+                        if decision is None:  # a pruned decision
+                            self.coordinator.load_decision_tombstone(query_id, batch_id)
+                        else:
+                            self.coordinator.load_decision(decision)
                     else:
                         self.coordinator.load_record(decode_key(record.key), decode_value(record.value))
                 except CorruptRecordError as e:
@@ -683,11 +686,19 @@ class TransactionService:
 
     # --- two-phase commit extension ----------------------------------------------------------------------
 
-    async def prepare(self, transactional_id: str, query_id: str, batch_id: int, partition: int) -> TxnResult:
+    async def prepare(
+        self,
+        transactional_id: str,
+        query_id: str,
+        batch_id: int,
+        partition: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> TxnResult:
         """PrepareTxn: Ongoing -> Prepared, durable before this returns."""
         result = await self.run(
             transactional_id,
-            lambda c: c.prepare(transactional_id, query_id, batch_id, partition),
+            lambda c: c.prepare(transactional_id, query_id, batch_id, partition, producer_id, producer_epoch),
             f"PrepareTxn ({query_id!r}, {batch_id}, {partition})",
         )
         if result.error == ErrorCode.NONE:
@@ -707,18 +718,23 @@ class TransactionService:
             log.debug("CommitBatch (%r, %d): %s", query_id, batch_id, result)
             if result.record:
                 assert result.decision is not None
-                error = await asyncio.shield(self._spawn(self._record_decision(result.decision)))
+                record = self._record_decision(result.decision, result.pruned)
+                error = await asyncio.shield(self._spawn(record))
                 if error:
                     return BatchResult(query_id, batch_id, error, "cannot record the decision")
             elif result.already_decided:
                 await self._carry_out(self.coordinator.redrive(query_id))
             return result
 
-    async def _record_decision(self, decision: BatchDecisionRecord) -> ErrorCode:
+    async def _record_decision(self, decision: BatchDecisionRecord, pruned: Sequence[int] = ()) -> ErrorCode:
+        """Append the decision and, in the same record batch, the tombstones of the decisions it prunes."""
         query_id = decision.query_id
         builder = BatchBuilder()
+        now = self._clock.milliseconds()
+        for batch_id in pruned:
+            builder.append(now, encode_decision_key(query_id, batch_id), None)
         builder.append(
-            self._clock.milliseconds(),
+            now,
             encode_decision_key(query_id, decision.batch_id),
             encode_decision_value(decision),
         )
@@ -737,7 +753,7 @@ class TransactionService:
             query_id,
             len(decision.winners),
         )
-        owed = self.coordinator.complete_decision(decision)
+        owed = self.coordinator.complete_decision(decision, pruned)
         if self._config.debug_end_txn_pause == "decision-written":
             log.warning("exactly.debug.end.txn.pause: batch %d of %r parked", decision.batch_id, query_id)
             await asyncio.Event().wait()  # until the process is killed or stopped

@@ -250,3 +250,22 @@ def report(
     code = bench.main(argv)
     if code:
         raise typer.Exit(code)
+
+
+@app.command("spark-soak")
+def spark_soak(
+    batches: Annotated[int, typer.Option(help="micro-batches to commit")] = 10_000,
+    rows: Annotated[int, typer.Option(help="rows per micro-batch")] = 20,
+    partitions: Annotated[int, typer.Option(help="partitions of the output topic")] = 4,
+    tasks: Annotated[int, typer.Option(help="Spark partitions (tasks) per micro-batch")] = 2,
+    trigger_ms: Annotated[int, typer.Option(help="the processing-time trigger")] = 100,
+    sample_every: Annotated[int, typer.Option(help="sample the broker every this many batches")] = 50,
+    out: Annotated[Path | None, typer.Option(help="write raw/spark_soak.csv and spark_soak.png here")] = None,
+) -> None:
+    """A long-running exactly-once streaming query: broker RSS, transactional ids, producer ids,
+    decisions and __transaction_state size stay flat (issue 23)."""
+    from exactly.bench import spark_soak as bench
+
+    argv = ["--batches", str(batches), "--rows", str(rows), "--partitions", str(partitions)]
+    argv += ["--tasks", str(tasks), "--trigger-ms", str(trigger_ms), "--sample-every", str(sample_every)]
+    bench.main([*argv, *(["--out", str(out)] if out is not None else [])])

@@ -1,11 +1,14 @@
 """A synchronous client of exactly's two-phase commit extension (docs/two-phase-commit.md).
 
 Used by the Spark sink (design (b) of the Spark notes): each task produces its rows with a confluent-kafka
-transactional producer whose `transactional.id` is unique per task attempt, flushes, calls
-`prepare(tid, query, batch, partition)` and drops the producer without commit or abort; the driver's
-`commit(messages, batchId)` calls `commit_batch(query, batch, tids)` and its `abort` calls
-`abort_batch(query, batch)`. librdkafka does not expose producer ids and epochs, so the transactional id
-alone names a transaction.
+transactional producer whose `transactional.id` comes from its query's bounded pool
+(`exactly.spark.txn_ids`), flushes, calls `prepare(tid, query, batch, partition, producer_id, epoch)` and
+drops the producer without commit or abort; the driver's `commit(messages, batchId)` calls
+`commit_batch(query, batch, tids)` and its `abort` calls `abort_batch(query, batch)`. librdkafka does not
+expose producer ids and epochs, so the task asks the coordinator (`producer_of`, DescribeTransactions)
+right after `init_transactions`: the instance it names is the task's own (one that took the id over later
+fences the task's AddPartitionsToTxn, so the task never gets to prepare), and PrepareTxn names it so a
+zombie cannot prepare the transaction of the instance that took its pooled id over.
 
 Blocking connections (`exactly.client.connection.KafkaConnection`), opened lazily: the first reachable
 address of `bootstrap`, and one to each coordinator. Every operation goes to the coordinator of its key
@@ -36,6 +39,10 @@ from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.abort_batch import AbortBatchRequest, AbortBatchResponse
 from exactly.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from exactly.protocol.messages.commit_batch import CommitBatchRequest, CommitBatchResponse
+from exactly.protocol.messages.describe_transactions import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+)
 from exactly.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from exactly.protocol.messages.list_prepared_txns import (
     ListPreparedTxnsRequest,
@@ -129,10 +136,43 @@ class TwoPhaseClient:
         keys = {key.api_key for key in response.api_keys}
         return all(int(key) in keys for key in _REQUIRED)
 
-    def prepare(self, transactional_id: str, query_id: str, batch_id: int, partition: int) -> None:
-        """Move the id's Ongoing transaction to Prepared for (query, batch, partition); durable on return."""
-        request = PrepareTxnRequest(transactional_id, query_id, batch_id, partition)
+    def prepare(
+        self,
+        transactional_id: str,
+        query_id: str,
+        batch_id: int,
+        partition: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        """Move the id's Ongoing transaction to Prepared for (query, batch, partition); durable on return.
+        `producer_id`/`producer_epoch` (-1: unchecked): the instance whose transaction is meant
+        (INVALID_PRODUCER_EPOCH if another instance holds the id now)."""
+        request = PrepareTxnRequest(
+            transactional_id, query_id, batch_id, partition, producer_id, producer_epoch
+        )
         self._until_done(ApiKey.PREPARE_TXN, request, f"PrepareTxn of {transactional_id!r}", transactional_id)
+
+    def producer_of(self, transactional_id: str) -> tuple[int, int]:
+        """The producer id and epoch the transactional id has now (DescribeTransactions)."""
+        request = DescribeTransactionsRequest([transactional_id])
+        deadline = time.monotonic() + self._timeout
+        attempt = 0
+        while True:
+            address = self._coordinator(transactional_id, deadline)
+            response: DescribeTransactionsResponse = self._call(
+                ApiKey.DESCRIBE_TRANSACTIONS, 0, request, deadline, address
+            )
+            state = response.transaction_states[0]
+            code = ErrorCode.of(state.error_code)
+            if code == ErrorCode.NONE:
+                return state.producer_id, state.producer_epoch
+            if code in _MOVED:
+                self._coordinators.pop(transactional_id, None)
+            if code not in _RETRIABLE or time.monotonic() >= deadline:
+                raise TwoPhaseCommitError(code, f"DescribeTransactions of {transactional_id!r}")
+            time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+            attempt += 1
 
     def commit_batch(self, query_id: str, batch_id: int, winners: Sequence[str]) -> BatchDecision:
         """Decide the batch (once): `winners` commit, every other transaction prepared for it aborts. A

@@ -406,6 +406,15 @@ _DEFS = [
         Range(-1),
     ),
     _ro(
+        "transaction.two.phase.decisions.retained.batches",
+        LONG,
+        "100",
+        "How many batch decisions of a query the two-phase commit extension keeps: CommitBatch of batch B "
+        "writes tombstones for the query's decisions below B minus this (Spark's "
+        "spark.sql.streaming.minBatchesToRetain; -1: keep them all).",
+        Range(-1),
+    ),
+    _ro(
         "max.request.partition.size.limit",
         INT,
         "2000",

@@ -8,11 +8,13 @@ commit has nothing to do. A retried task or a replayed micro-batch writes its ro
 
 guarantee=exactly-once (design (b) of the Spark notes, over `exactly.client.twopc`):
 
-- a task attempt opens a transaction under a transactional id unique to the attempt,
-  ``exactly-spark.<query>.<batch>.<partition>.<uuid4 hex>``, produces its rows, flushes, and asks the
-  broker to PREPARE it tagged (query, batch, partition). A prepared transaction is never timed out by
-  ``transaction.timeout.ms``; the task then drops its producer without committing or aborting. Its
-  commit message carries the transactional id (librdkafka never reveals producer id/epoch).
+- a task attempt opens a transaction under a transactional id from its query's bounded pool,
+  ``exactly-spark.<query>.<partition>.<slot>`` (`exactly.spark.txn_ids`: 8 ids per Spark partition,
+  chosen by batch parity and attempt number among those no Prepared transaction holds), learns its
+  producer id and epoch from the coordinator, produces its rows, flushes, and asks the broker to PREPARE
+  it tagged (query, batch, partition) for that producer instance. A prepared transaction is never timed
+  out by ``transaction.timeout.ms``; the task then drops its producer without committing or aborting.
+  Its commit message carries the transactional id (librdkafka never reveals producer id/epoch).
 - the driver's ``commit(messages, batchId)`` sends one idempotent decision ``commit_batch(query,
   batch, winners)``: the broker commits the winners and aborts every other transaction tagged (query,
   batch) — failed attempts, speculative losers, attempts of an earlier run of the batch. A second call
@@ -33,7 +35,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -42,9 +44,13 @@ from pyspark.sql.datasource import (
 )
 
 from exactly.spark.preflight import ColumnLayout
+from exactly.spark.txn_ids import PoolExhaustedError, choose_transactional_id
 from exactly.spark.writer_hooks import load_hooks
 from exactly.spark.writer_options import Guarantee, WriterOptions
 from exactly.txn.coordinator import TWO_PHASE_ID_PREFIX
+
+if TYPE_CHECKING:
+    from exactly.client.twopc import TwoPhaseClient
 
 log = logging.getLogger("exactly.spark.writer")
 
@@ -80,9 +86,12 @@ class TaskIdentity:
     partition: int
     attempt: int
 
-    def transactional_id(self) -> str:
-        unique = uuid.uuid4().hex
-        return f"{TRANSACTIONAL_ID_PREFIX}.{self.query_id}.{self.batch_id}.{self.partition}.{unique}"
+    def transactional_id(self, held: set[str]) -> str:
+        """The attempt's id from its query's pool, avoiding the ids in `held` (Prepared transactions)."""
+        try:
+            return choose_transactional_id(self.query_id, self.batch_id, self.partition, self.attempt, held)
+        except PoolExhaustedError as e:
+            raise WriteFailedError(f"exactly writer: {e}") from None
 
 
 def task_identity(job_query_id: str | None) -> TaskIdentity:
@@ -173,8 +182,7 @@ class _TaskProducer:
         self.producer = Producer(config)
         self.transactional = transactional_id is not None
         if self.transactional:
-            self.producer.init_transactions(TXN_TIMEOUT)
-            self.producer.begin_transaction()
+            self.producer.init_transactions(TXN_TIMEOUT)  # the caller begins the transaction
 
     def produce(self, record: dict[str, Any], default_topic: str | None) -> None:
         if "topic" not in record:
@@ -239,16 +247,31 @@ class _WriterCore:
         )
 
     def _write_prepared(self, batches: Iterator[Any], task: TaskIdentity) -> ExactlyCommitMessage:
-        from exactly.client.twopc import TwoPhaseClient, TwoPhaseCommitError
+        from exactly.client.twopc import TwoPhaseClient
+
+        with TwoPhaseClient(self.options.bootstrap_servers, config=self.options.client_config()) as client:
+            return self._write_prepared_with(client, batches, task)
+
+    def _write_prepared_with(
+        self, client: TwoPhaseClient, batches: Iterator[Any], task: TaskIdentity
+    ) -> ExactlyCommitMessage:
+        from exactly.client.twopc import TwoPhaseCommitError
         from exactly.errors import ErrorCode
 
         producer: _TaskProducer | None = None
-        transactional_id = task.transactional_id()
+        transactional_id = ""
+        producer_id, producer_epoch = -1, -1
         rows = 0
         try:
             for record in kafka_records(batches, self.layout):
                 if producer is None:  # a task without rows opens no transaction
+                    prepared, _ = client.list_prepared(task.query_id)
+                    transactional_id = task.transactional_id({t.transactional_id for t in prepared})
                     producer = _TaskProducer(self.options, transactional_id)
+                    # This instance's (producer id, epoch): an instance that took the id over since
+                    # fences this one's AddPartitionsToTxn, so a task that gets to prepare names itself.
+                    producer_id, producer_epoch = client.producer_of(transactional_id)
+                    producer.producer.begin_transaction()
                 producer.produce(record, self.options.topic)
                 rows += 1
             if producer is None:
@@ -261,10 +284,9 @@ class _WriterCore:
                 producer.abort_quietly()
             raise
         try:
-            with TwoPhaseClient(
-                self.options.bootstrap_servers, config=self.options.client_config()
-            ) as client:
-                client.prepare(transactional_id, task.query_id, task.batch_id, task.partition)
+            client.prepare(
+                transactional_id, task.query_id, task.batch_id, task.partition, producer_id, producer_epoch
+            )
         except TwoPhaseCommitError as e:
             if e.code is not ErrorCode.PRODUCER_FENCED:
                 raise

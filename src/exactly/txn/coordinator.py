@@ -32,7 +32,8 @@ versions are the handlers' business):
 Two-phase commit extension (PrepareTxn, CommitBatch, AbortBatch): `two_phase.py`, mixed in.
 
 Placement: a transactional id lives in partition `hash(id) % partitions` of `__transaction_state`
-(Kafka's rule), except the ids of the two-phase commit's tasks, `exactly-spark.<query>.<batch>...`,
+(Kafka's rule), except the ids of the two-phase commit's tasks, `exactly-spark.<query>.<rest>` (the
+Spark sink's pooled ids `exactly-spark.<query>.<partition>.<slot>`, and the older per-attempt form),
 which live in their query's partition (`placement_key`): the batch decisions of a query and every
 transaction they decide then share one partition, so one leader decides and carries out a batch, and a
 failover moves them together. Clients never compute this; they ask FindCoordinator, which uses it.
@@ -54,9 +55,9 @@ from exactly.txn.metadata import (
 from exactly.txn.records import TransactionLogValue
 from exactly.txn.results import BatchResult, MarkerJob, TxnConfig, TxnResult
 from exactly.txn.state import TxnState
-from exactly.txn.two_phase import TwoPhaseCommit
+from exactly.txn.two_phase import PreparedIndex, TwoPhaseCommit
 
-#: transactional ids `<prefix>.<query id>.<batch>.<partition>.<unique>`: the Spark sink's task attempts
+#: transactional ids `<prefix>.<query id>.<rest>`: the Spark sink's tasks (placed with their query)
 TWO_PHASE_ID_PREFIX = "exactly-spark"
 
 
@@ -89,6 +90,7 @@ class TransactionCoordinator(TwoPhaseCommit):
         self._now = now_ms
         self.transactions: dict[str, TransactionMetadata] = {}
         self.decisions = Decisions()
+        self.prepared_index = PreparedIndex()  # Prepared ids by (query, batch): kept at every change
         self._deciding: set[tuple[str, int]] = set()  # decision records being appended
         # partition of __transaction_state -> its coordinator epoch (in a cluster: its leader epoch)
         self.coordinator_epochs: dict[int, int] = {}
@@ -258,8 +260,10 @@ class TransactionCoordinator(TwoPhaseCommit):
         if transit.state is _S.DEAD:
             txn.abort_transition()
             del self.transactions[transactional_id]
+            self.prepared_index.update(None, transactional_id)
             return None
         txn.complete_transition(transit)
+        self.prepared_index.update(txn, transactional_id)
         return self._marker_job(txn)
 
     def abort_transition(self, transactional_id: str) -> None:
@@ -328,12 +332,16 @@ class TransactionCoordinator(TwoPhaseCommit):
         """Replay one `__transaction_state` record (start-up): the last record of an id is its state."""
         if value is None:
             self.transactions.pop(transactional_id, None)
+            self.prepared_index.update(None, transactional_id)
             return
         txn = self.transactions.get(transactional_id)
         if txn is None:
-            self.transactions[transactional_id] = TransactionMetadata.from_value(transactional_id, value)
+            txn = self.transactions[transactional_id] = TransactionMetadata.from_value(
+                transactional_id, value
+            )
         else:
             txn.apply_loaded(value)
+        self.prepared_index.update(txn, transactional_id)
 
     def coordinator_epoch(self, partition: int) -> int:
         """The epoch markers of `partition`'s transactions carry (fences markers of older coordinators)."""
@@ -345,6 +353,7 @@ class TransactionCoordinator(TwoPhaseCommit):
         self.coordinator_epochs.pop(partition, None)
         for tid in [tid for tid in self.transactions if self.partition_for(tid) == partition]:
             del self.transactions[tid]
+            self.prepared_index.update(None, tid)
         self.decisions.remove_queries(lambda query_id: self.partition_for(query_id) != partition)
 
     def load_decision(self, decision: BatchDecisionRecord) -> None:

@@ -19,7 +19,12 @@ Value::
     string  winner transactional id, count times (int16 length + UTF-8)
     int64   timestamp_ms         when the decision was recorded
 
-Decisions are never deleted (compaction keeps the last record of each key; there is one).
+A null value is a tombstone: the decision was pruned. CommitBatch of batch B prunes the query's
+decisions below ``B - retain`` (`TxnConfig.decisions_retained_batches`, default 100, Spark's
+``spark.sql.streaming.minBatchesToRetain``: Spark never replays a batch that old), appending their
+tombstones in the same record batch as B's decision; loading a tombstone forgets the decision, and
+compaction then drops the key. The query's `decided_hw` is kept (the newest decision is never pruned),
+so a prepare for a pruned batch is still a zombie's.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ __all__ = [
     "Decisions",
     "decode_decision_key",
     "decode_decision_value",
+    "decode_decision_value_or_tombstone",
     "encode_decision_key",
     "encode_decision_value",
 ]
@@ -112,11 +118,20 @@ def decode_decision_value(
     return BatchDecisionRecord(query_id, batch_id, tuple(winners), int(timestamp))
 
 
+def decode_decision_value_or_tombstone(
+    query_id: str, batch_id: int, raw: bytes | memoryview | None
+) -> BatchDecisionRecord | None:
+    """The decision, or None for a tombstone (a pruned decision)."""
+    return None if raw is None else decode_decision_value(query_id, batch_id, raw)
+
+
 class Decisions:
-    """Every recorded decision, and per query the highest decided batch (`decided_hw`)."""
+    """The retained decisions, and per query the highest decided batch (`decided_hw`, kept when older
+    decisions are pruned)."""
 
     def __init__(self) -> None:
         self._by_batch: dict[tuple[str, int], BatchDecisionRecord] = {}
+        self._by_query: dict[str, set[int]] = {}  # query -> its retained decided batches
         self._hw: dict[str, int] = {}
 
     def add(self, decision: BatchDecisionRecord) -> None:
@@ -124,7 +139,27 @@ class Decisions:
         if key in self._by_batch:
             return  # decided once: a replayed duplicate changes nothing
         self._by_batch[key] = decision
+        self._by_query.setdefault(decision.query_id, set()).add(decision.batch_id)
         self._hw[decision.query_id] = max(self._hw.get(decision.query_id, -1), decision.batch_id)
+
+    def prunable(self, query_id: str, below: int) -> list[int]:
+        """The query's retained decided batches older than `below` (never its highest), ascending."""
+        hw = self._hw.get(query_id, -1)
+        return sorted(b for b in self._by_query.get(query_id, ()) if b < below and b != hw)
+
+    def remove(self, query_id: str, batch_id: int) -> None:
+        """Forget one decision (pruned, or a tombstone loaded); `decided_hw` stays."""
+        if self._by_batch.pop((query_id, batch_id), None) is None:
+            return
+        batches = self._by_query.get(query_id)
+        if batches is not None:
+            batches.discard(batch_id)
+            if not batches:
+                del self._by_query[query_id]
+
+    def batches(self, query_id: str) -> list[int]:
+        """The query's retained decided batches, ascending."""
+        return sorted(self._by_query.get(query_id, ()))
 
     def get(self, query_id: str, batch_id: int) -> BatchDecisionRecord | None:
         return self._by_batch.get((query_id, batch_id))
@@ -139,6 +174,7 @@ class Decisions:
     def remove_queries(self, keep: Callable[[str], bool]) -> None:
         """Forget every decision of the queries `keep` refuses (their partition moved to another broker)."""
         self._by_batch = {key: d for key, d in self._by_batch.items() if keep(key[0])}
+        self._by_query = {query: batches for query, batches in self._by_query.items() if keep(query)}
         self._hw = {query: hw for query, hw in self._hw.items() if keep(query)}
 
     def __len__(self) -> int:

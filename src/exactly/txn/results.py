@@ -21,6 +21,9 @@ class TxnConfig:
     id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
     coordinator_epoch: int = 0  # single node: the epoch of every __transaction_state partition
     prepared_max_age_ms: int = 604_800_000  # transaction.prepared.max.age.ms (-1: never)
+    # transaction.two.phase.decisions.retained.batches: CommitBatch of batch B prunes the query's
+    # decisions below B - this (Spark's spark.sql.streaming.minBatchesToRetain); -1 keeps them all
+    decisions_retained_batches: int = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,9 @@ class BatchResult:
     `decision`: the batch's decision (new or stored), None when there is none. `record`: the decision is
     new — append it and call `complete_decision` once durable (or `abort_decision` if the append failed)
     before answering. `already_decided`: decided by an earlier request. `aborts`: PrepareAbort
-    transitions to append (AbortBatch) before answering.
+    transitions to append (AbortBatch) before answering. `pruned`: with a new decision, the query's
+    older decided batches it prunes — append their tombstones with the decision record and pass them to
+    `complete_decision`.
     """
 
     query_id: str
@@ -65,3 +70,4 @@ class BatchResult:
     record: bool = False
     already_decided: bool = False
     aborts: tuple[TxnResult, ...] = ()
+    pruned: tuple[int, ...] = ()

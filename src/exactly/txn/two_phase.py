@@ -1,9 +1,12 @@
 """The transaction coordinator's two-phase commit extension (docs/two-phase-commit.md), mixed into
 `TransactionCoordinator`; sans-IO like it. The Spark sink's design (b):
 
-* PrepareTxn(id, query, batch, partition): Ongoing -> Prepared, tagged; answered once durable. A prepare
-  for a batch that is decided, or older than the query's highest decided batch (`decided_hw`), is a
-  zombie's: its transaction is aborted (epoch + 1) and it gets PRODUCER_FENCED.
+* PrepareTxn(id, query, batch, partition[, producer id, epoch]): Ongoing -> Prepared, tagged; answered
+  once durable. A prepare for a batch that is decided, or older than the query's highest decided batch
+  (`decided_hw`), is a zombie's: its transaction is aborted (epoch + 1) and it gets PRODUCER_FENCED. The
+  Spark sink reuses ids from a pool, so it names the producer (id, epoch) it prepares for: a prepare
+  naming another instance than the one that holds the id now (a zombie whose id was taken over) changes
+  nothing and gets INVALID_PRODUCER_EPOCH (PRODUCER_FENCED if its batch is closed).
 * CommitBatch(query, batch, winners): decided before -> the stored decision (ALREADY_DECIDED) and a
   re-drive. Else every winner must be Prepared for (query, batch); the decision record is appended
   (`BatchResult.record`), and once it is durable `complete_decision` applies it and returns the
@@ -15,6 +18,8 @@
 * Recovery: after loading, `redrive_all` re-derives the transitions of every decided batch whose
   transactions are still Prepared (a crash after the decision record, before or between transitions);
   PrepareX transactions resume their markers through `pending_marker_jobs` as usual.
+* `PreparedIndex`: the Prepared transactions by (query, batch), kept by the coordinator at every applied
+  transition and loaded record, so a batch's or a query's prepared work is a lookup, not a scan.
 """
 
 from __future__ import annotations
@@ -28,10 +33,61 @@ from exactly.txn.records import PreparedTag
 from exactly.txn.results import BatchResult, TxnConfig, TxnResult
 from exactly.txn.state import TxnState
 
-__all__ = ["TwoPhaseCommit"]
+__all__ = ["PreparedIndex", "TwoPhaseCommit"]
 
 _S = TxnState
 _NONE = ErrorCode.NONE
+
+
+class PreparedIndex:
+    """The transactional ids whose state is Prepared, by (query, batch) and by query."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, int], set[str]] = {}  # (query, batch) -> prepared ids
+        self._batches: dict[str, set[int]] = {}  # query -> batches with prepared ids
+        self._key: dict[str, tuple[str, int]] = {}  # id -> its (query, batch)
+
+    def update(self, txn: TransactionMetadata | None, transactional_id: str) -> None:
+        """Index the id as it is now (`txn` None: the id is gone)."""
+        key = None
+        if txn is not None and txn.state is _S.PREPARED and txn.prepared is not None:
+            key = (txn.prepared.query_id, txn.prepared.batch_id)
+        old = self._key.get(transactional_id)
+        if old == key:
+            return
+        if old is not None:
+            del self._key[transactional_id]
+            ids = self._ids[old]
+            ids.discard(transactional_id)
+            if not ids:
+                del self._ids[old]
+                batches = self._batches[old[0]]
+                batches.discard(old[1])
+                if not batches:
+                    del self._batches[old[0]]
+        if key is not None:
+            self._key[transactional_id] = key
+            self._ids.setdefault(key, set()).add(transactional_id)
+            self._batches.setdefault(key[0], set()).add(key[1])
+
+    def of_batch(self, query_id: str, batch_id: int) -> list[str]:
+        return sorted(self._ids.get((query_id, batch_id), ()))
+
+    def of_query(self, query_id: str) -> list[str]:
+        return [
+            tid for batch in sorted(self._batches.get(query_id, ())) for tid in self.of_batch(query_id, batch)
+        ]
+
+    def all(self) -> list[str]:
+        return sorted(self._key)
+
+    def clear(self) -> None:
+        self._ids.clear()
+        self._batches.clear()
+        self._key.clear()
+
+    def __len__(self) -> int:
+        return len(self._key)
 
 
 class TwoPhaseCommit:
@@ -41,13 +97,24 @@ class TwoPhaseCommit:
     config: TxnConfig
     transactions: dict[str, TransactionMetadata]
     decisions: Decisions
+    prepared_index: PreparedIndex
     _deciding: set[tuple[str, int]]  # decision records being appended
     _now: Callable[[], int]
 
     def _fence_and_abort(self, txn: TransactionMetadata, error: ErrorCode) -> TxnResult:
         raise NotImplementedError
 
-    def prepare(self, transactional_id: str, query_id: str, batch_id: int, partition: int) -> TxnResult:
+    def prepare(
+        self,
+        transactional_id: str,
+        query_id: str,
+        batch_id: int,
+        partition: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> TxnResult:
+        """PrepareTxn. `producer_id`/`producer_epoch` (-1: not checked) name the producer instance whose
+        transaction is prepared: with a pooled id, another instance may hold the id by now."""
         if not transactional_id or not query_id or batch_id < 0 or partition < 0:
             return TxnResult(transactional_id, ErrorCode.INVALID_REQUEST)
         txn = self.transactions.get(transactional_id)
@@ -55,6 +122,13 @@ class TwoPhaseCommit:
             return TxnResult(transactional_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
         if txn.pending_state is not None:
             return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
+        if producer_id >= 0 and (producer_id, producer_epoch) != (txn.producer_id, txn.producer_epoch):
+            # A zombie whose id another instance took over (InitProducerId fenced it): its transaction
+            # was aborted then, and the transaction there now is not its to prepare.
+            closed = self.batch_closed(query_id, batch_id)
+            return TxnResult(
+                transactional_id, ErrorCode.PRODUCER_FENCED if closed else ErrorCode.INVALID_PRODUCER_EPOCH
+            )
         if txn.state is _S.PREPARED:
             tag = txn.prepared
             same = tag is not None and (tag.query_id, tag.batch_id, tag.partition) == (
@@ -108,17 +182,16 @@ class TwoPhaseCommit:
     def redrive(self, query_id: str) -> list[TxnResult]:
         """Carry out the query's decisions: the transitions of its Prepared transactions that are owed."""
         out: list[TxnResult] = []
-        for txn in list(self.transactions.values()):
-            if txn.state is _S.PREPARED and txn.prepared is not None and txn.prepared.query_id == query_id:
-                result = self.settle(txn.transactional_id)
-                if result is not None:
-                    out.append(result)
+        for txn_id in self.prepared_index.of_query(query_id):
+            result = self.settle(txn_id)
+            if result is not None:
+                out.append(result)
         return out
 
     def redrive_all(self) -> list[TxnResult]:
         """After loading: every transition owed to a recorded decision (a crash cut the fan-out short)."""
         out: list[TxnResult] = []
-        for txn_id in list(self.transactions):
+        for txn_id in self.prepared_index.all():
             result = self.settle(txn_id)
             if result is not None:
                 out.append(result)
@@ -173,13 +246,22 @@ class TwoPhaseCommit:
             )
         decision = BatchDecisionRecord(query_id, batch_id, wanted, self._now())
         self._deciding.add((query_id, batch_id))
-        return BatchResult(query_id, batch_id, decision=decision, record=True)
+        retain = self.config.decisions_retained_batches
+        pruned = tuple(self.decisions.prunable(query_id, batch_id - retain)) if retain >= 0 else ()
+        return BatchResult(query_id, batch_id, decision=decision, record=True, pruned=pruned)
 
-    def complete_decision(self, decision: BatchDecisionRecord) -> list[TxnResult]:
-        """The decision record is durable: apply it; returns the transitions that carry it out."""
+    def complete_decision(self, decision: BatchDecisionRecord, pruned: Iterable[int] = ()) -> list[TxnResult]:
+        """The decision record (and the tombstones of the `pruned` batches) is durable: apply it; returns
+        the transitions that carry it out."""
         self._deciding.discard((decision.query_id, decision.batch_id))
         self.decisions.add(decision)
+        for batch_id in pruned:
+            self.decisions.remove(decision.query_id, batch_id)
         return self.redrive(decision.query_id)
+
+    def load_decision_tombstone(self, query_id: str, batch_id: int) -> None:
+        """Replay a pruned decision's tombstone (start-up): the decision is forgotten."""
+        self.decisions.remove(query_id, batch_id)
 
     def abort_decision(self, decision: BatchDecisionRecord) -> None:
         """The decision record could not be appended: nothing is decided."""
@@ -196,11 +278,15 @@ class TwoPhaseCommit:
             if decided is not None:
                 return BatchResult(query_id, batch_id, decision=decided, already_decided=True)
         aborts: list[TxnResult] = []
-        for txn in list(self.transactions.values()):
+        ids = (
+            self.prepared_index.of_batch(query_id, batch_id)
+            if batch_id >= 0
+            else self.prepared_index.of_query(query_id)
+        )
+        for txn_id in ids:
+            txn = self.transactions[txn_id]
             tag = txn.prepared
             if txn.state is not _S.PREPARED or txn.pending_state is not None or tag is None:
-                continue
-            if tag.query_id != query_id or (batch_id >= 0 and tag.batch_id != batch_id):
                 continue
             if (
                 self.decisions.get(query_id, tag.batch_id) is not None
@@ -211,14 +297,9 @@ class TwoPhaseCommit:
         return BatchResult(query_id, batch_id, aborts=tuple(aborts))
 
     def list_prepared(self, query_id: str | None = None) -> list[TransactionMetadata]:
+        ids = self.prepared_index.all() if query_id is None else self.prepared_index.of_query(query_id)
         return sorted(
-            (
-                txn
-                for txn in self.transactions.values()
-                if txn.state is _S.PREPARED
-                and txn.prepared is not None
-                and (query_id is None or txn.prepared.query_id == query_id)
-            ),
+            (self.transactions[txn_id] for txn_id in ids),
             key=lambda t: (
                 (t.prepared.query_id, t.prepared.batch_id, t.prepared.partition, t.transactional_id)
                 if t.prepared is not None

@@ -15,6 +15,8 @@ _MESSAGES = {
     ErrorCode.INVALID_TXN_STATE: "only an Ongoing transaction can be prepared (a producer that wrote "
     "nothing has none; a prepared one only for the same query, batch and partition)",
     ErrorCode.PRODUCER_FENCED: "the batch is already decided: this transaction was aborted",
+    ErrorCode.INVALID_PRODUCER_EPOCH: "another producer instance holds the transactional id now: the "
+    "named producer's transaction was aborted when it was fenced",
     ErrorCode.INVALID_REQUEST: "needs a transactional id, a query id, batch id >= 0 and partition >= 0",
 }
 
@@ -28,6 +30,11 @@ async def handle(ctx: RequestContext, request: PrepareTxnRequest) -> PrepareTxnR
             error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error_message=None
         )
     result = await ctx.broker.transactions.prepare(
-        request.transactional_id, request.query_id, request.batch_id, request.partition
+        request.transactional_id,
+        request.query_id,
+        request.batch_id,
+        request.partition,
+        request.producer_id,
+        request.producer_epoch,
     )
     return PrepareTxnResponse(error_code=result.error, error_message=_MESSAGES.get(result.error))

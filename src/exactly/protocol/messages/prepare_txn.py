@@ -21,9 +21,10 @@ RESPONSE_FLEXIBLE_FROM = 0
 _Decoder = Callable[[memoryview, int], tuple[Any, int]]
 _Encoder = Callable[[Any, list[_p.Chunk]], None]
 _S_B = _struct.Struct(">B")
+_S_h = _struct.Struct(">h")
 _S_ih = _struct.Struct(">ih")
+_S_q = _struct.Struct(">q")
 _S_qi = _struct.Struct(">qi")
-_S_qiB = _struct.Struct(">qiB")
 
 
 @dataclass(slots=True)
@@ -32,6 +33,8 @@ class PrepareTxnRequest:
     query_id: str = ""
     batch_id: int = 0
     partition: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -46,17 +49,35 @@ def _dec_PrepareTxnRequest_v0(buf: memoryview, pos: int) -> tuple[PrepareTxnRequ
     f_query_id, pos = _p.read_compact_string(buf, pos)
     f_batch_id, f_partition = _S_qi.unpack_from(buf, pos)
     pos += 12
-    if buf[pos]:
-        pos = _p.skip_tagged_fields(buf, pos)
-    else:
-        pos += 1
-    return PrepareTxnRequest(f_transactional_id, f_query_id, f_batch_id, f_partition), pos
+    f_producer_id: int = -1
+    f_producer_epoch: int = -1
+    _count, pos = _p.read_uvarint(buf, pos)
+    for _ in range(_count):
+        _tag, _end, pos = _p.read_tag_header(buf, pos)
+        if _tag == 0:
+            (f_producer_id,) = _S_q.unpack_from(buf, pos)
+        elif _tag == 1:
+            (f_producer_epoch,) = _S_h.unpack_from(buf, pos)
+        pos = _end
+    return PrepareTxnRequest(
+        f_transactional_id, f_query_id, f_batch_id, f_partition, f_producer_id, f_producer_epoch
+    ), pos
 
 
 def _enc_PrepareTxnRequest_v0(m: PrepareTxnRequest, out: list[_p.Chunk]) -> None:
     out.append(_p.compact_string(m.transactional_id))
     out.append(_p.compact_string(m.query_id))
-    out.append(_S_qiB.pack(m.batch_id, m.partition, 0))
+    out.append(_S_qi.pack(m.batch_id, m.partition))
+    _tags: list[tuple[int, bytes]] = []
+    if m.producer_id != -1:
+        _t_producer_id: list[_p.Chunk] = []
+        _t_producer_id.append(_S_q.pack(m.producer_id))
+        _tags.append((0, b"".join(_t_producer_id)))
+    if m.producer_epoch != -1:
+        _t_producer_epoch: list[_p.Chunk] = []
+        _t_producer_epoch.append(_S_h.pack(m.producer_epoch))
+        _tags.append((1, b"".join(_t_producer_epoch)))
+    out.append(_p.tagged_fields(_tags))
 
 
 def _dec_PrepareTxnResponse_v0(buf: memoryview, pos: int) -> tuple[PrepareTxnResponse, int]:
