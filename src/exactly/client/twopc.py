@@ -159,10 +159,20 @@ class TwoPhaseClient:
         deadline = time.monotonic() + self._timeout
         attempt = 0
         while True:
-            address = self._coordinator(transactional_id, deadline)
-            response: DescribeTransactionsResponse = self._call(
-                ApiKey.DESCRIBE_TRANSACTIONS, 0, request, deadline, address
-            )
+            try:
+                address = self._coordinator(transactional_id, deadline)
+                response: DescribeTransactionsResponse = self._call(
+                    ApiKey.DESCRIBE_TRANSACTIONS, 0, request, deadline, address
+                )
+            except TwoPhaseCommitError as e:  # as `_until_done`: the coordinator may have died, ask again
+                if (e.code not in _RETRIABLE and e.code != ErrorCode.NETWORK_EXCEPTION) or (
+                    time.monotonic() >= deadline
+                ):
+                    raise
+                self._coordinators.pop(transactional_id, None)
+                time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+                attempt += 1
+                continue
             state = response.transaction_states[0]
             code = ErrorCode.of(state.error_code)
             if code == ErrorCode.NONE:
