@@ -27,7 +27,7 @@ winners. Errors raise `TwoPhaseCommitError`. Not thread-safe: one client per thr
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -155,34 +155,15 @@ class TwoPhaseClient:
 
     def producer_of(self, transactional_id: str) -> tuple[int, int]:
         """The producer id and epoch the transactional id has now (DescribeTransactions)."""
-        request = DescribeTransactionsRequest([transactional_id])
-        deadline = time.monotonic() + self._timeout
-        attempt = 0
-        while True:
-            try:
-                address = self._coordinator(transactional_id, deadline)
-                response: DescribeTransactionsResponse = self._call(
-                    ApiKey.DESCRIBE_TRANSACTIONS, 0, request, deadline, address
-                )
-            except TwoPhaseCommitError as e:  # as `_until_done`: the coordinator may have died, ask again
-                if (e.code not in _RETRIABLE and e.code != ErrorCode.NETWORK_EXCEPTION) or (
-                    time.monotonic() >= deadline
-                ):
-                    raise
-                self._coordinators.pop(transactional_id, None)
-                time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
-                attempt += 1
-                continue
-            state = response.transaction_states[0]
-            code = ErrorCode.of(state.error_code)
-            if code == ErrorCode.NONE:
-                return state.producer_id, state.producer_epoch
-            if code in _MOVED:
-                self._coordinators.pop(transactional_id, None)
-            if code not in _RETRIABLE or time.monotonic() >= deadline:
-                raise TwoPhaseCommitError(code, f"DescribeTransactions of {transactional_id!r}")
-            time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
-            attempt += 1
+        response: DescribeTransactionsResponse = self._until_done(
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            DescribeTransactionsRequest([transactional_id]),
+            f"DescribeTransactions of {transactional_id!r}",
+            transactional_id,
+            error_of=lambda r: r.transaction_states[0].error_code,
+        )
+        state = response.transaction_states[0]
+        return state.producer_id, state.producer_epoch
 
     def commit_batch(self, query_id: str, batch_id: int, winners: Sequence[str]) -> BatchDecision:
         """Decide the batch (once): `winners` commit, every other transaction prepared for it aborts. A
@@ -248,17 +229,24 @@ class TwoPhaseClient:
     # --- plumbing --------------------------------------------------------------------------------------
 
     def _until_done(
-        self, key: ApiKey, request: Any, what: str, route: str | None = None, *, address: str | None = None
+        self,
+        key: ApiKey,
+        request: Any,
+        what: str,
+        route: str | None = None,
+        *,
+        address: str | None = None,
+        error_of: Callable[[Any], int] = lambda response: int(response.error_code),
     ) -> Any:
         """Send (to the coordinator of `route`, or to `address`) until answered without a retriable error
-        (or `timeout` passes)."""
+        (or `timeout` passes); `error_of` reads a response's error (by default its `error_code`)."""
         deadline = time.monotonic() + self._timeout
         attempt = 0
         while True:
             try:
                 target = address if route is None else self._coordinator(route, deadline)
                 response = self._call(key, 0, request, deadline, target)
-                code = ErrorCode.of(response.error_code)
+                code = ErrorCode.of(error_of(response))
             except TwoPhaseCommitError as e:  # no coordinator yet (FindCoordinator's error), or unreachable
                 moving = route is not None and e.code == ErrorCode.NETWORK_EXCEPTION  # it may have died
                 if (e.code not in _RETRIABLE and not moving) or time.monotonic() >= deadline:
