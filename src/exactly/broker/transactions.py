@@ -540,7 +540,7 @@ class TransactionService:
         """The check a partition runs before a producer's first transactional batch on it.
 
         In a cluster only when this broker coordinates the transactional id (None otherwise: the
-        produce handler then asks the coordinator with `verify_remotely` and appends with `remote_guard`).
+        append asks the coordinator with `verify_remotely` and runs `remote_guard`: see `append_guard`).
 
         `transaction_abortable`: the request version knows TRANSACTION_ABORTABLE (Produce v11+), which
         then replaces INVALID_TXN_STATE for a partition that is not in the transaction (Kafka's

@@ -474,7 +474,8 @@ class Run:
                     except RunError as e:
                         if time.monotonic() >= deadline:
                             raise
-                        self.history.record("restart", OpType.FAIL, {"broker": broker_id, "error": str(e)})
+                        failed = {"broker": broker_id, "error": str(e)}
+                        self.history.record("restart-failed", OpType.FAIL, failed)
             missing = self.cluster.wait_whole(max(0.0, min(15.0, deadline - time.monotonic())))
             if not missing or time.monotonic() >= deadline:
                 break
