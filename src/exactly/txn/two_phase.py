@@ -44,7 +44,6 @@ class PreparedIndex:
 
     def __init__(self) -> None:
         self._ids: dict[tuple[str, int], set[str]] = {}  # (query, batch) -> prepared ids
-        self._batches: dict[str, set[int]] = {}  # query -> batches with prepared ids
         self._key: dict[str, tuple[str, int]] = {}  # id -> its (query, batch)
 
     def update(self, txn: TransactionMetadata | None, transactional_id: str) -> None:
@@ -61,29 +60,23 @@ class PreparedIndex:
             ids.discard(transactional_id)
             if not ids:
                 del self._ids[old]
-                batches = self._batches[old[0]]
-                batches.discard(old[1])
-                if not batches:
-                    del self._batches[old[0]]
         if key is not None:
             self._key[transactional_id] = key
             self._ids.setdefault(key, set()).add(transactional_id)
-            self._batches.setdefault(key[0], set()).add(key[1])
 
     def of_batch(self, query_id: str, batch_id: int) -> list[str]:
         return sorted(self._ids.get((query_id, batch_id), ()))
 
     def of_query(self, query_id: str) -> list[str]:
-        return [
-            tid for batch in sorted(self._batches.get(query_id, ())) for tid in self.of_batch(query_id, batch)
-        ]
+        """By batch, then id (a scan of the prepared batches only: a few per query)."""
+        keys = sorted(key for key in self._ids if key[0] == query_id)
+        return [tid for key in keys for tid in sorted(self._ids[key])]
 
     def all(self) -> list[str]:
         return sorted(self._key)
 
     def clear(self) -> None:
         self._ids.clear()
-        self._batches.clear()
         self._key.clear()
 
     def __len__(self) -> int:
