@@ -181,6 +181,7 @@ class ClusterMember:
         replicas.fetchers = self.fetchers
         replicas.isr_writer = self._write_isr
         replicas.isr_eligible = self._isr_eligible
+        replicas.leadership_current = self._leadership_current
         self.controller = Controller(self)
         self.security = ZkSecurityStore(self.zk, metadata)  # ACLs and SCRAM credentials of the cluster
         # client quotas and dynamic broker configs of the cluster
@@ -194,6 +195,7 @@ class ClusterMember:
         self._pid_refill: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._session_up = asyncio.Event()  # set on each CONNECTED (requests waiting for ZooKeeper)
+        self._view_current = True  # False from a LOST session until the internal topics' states are re-read
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
 
@@ -334,16 +336,42 @@ class ClusterMember:
         else:
             self._session_up.clear()
         if state is SessionState.LOST:
+            self._view_current = False
             self.controller.resign("the ZooKeeper session expired")
         elif state is SessionState.CONNECTED and not self._stopping:
             self._spawn(self._after_reconnect())
+
+    def _leadership_current(self) -> bool:
+        """The replica manager's `leadership_current`: whether this broker may still trust that it leads
+        what it leads. Not while its ZooKeeper connection is down: the server expires the session a third
+        of the session timeout after kazoo gives the connection up, and the controller then elects other
+        leaders while this broker still believes its old view (a coordinator answering from that view
+        would serve offsets and transactions another broker has moved on from). Not after a LOST session
+        either, until `_after_reconnect` has read the coordinators' partitions' states again."""
+        return self._view_current and self.zk.connected_now
 
     async def _after_reconnect(self) -> None:
         me = self.config.broker_id
         found = await self.zk.get(znodes.broker_path(me))
         if found is None or found[1].ephemeralOwner != self.zk.session_id:
             await self._register()  # a new session: a new broker epoch (Kafka re-registers the same way)
+        if not self._view_current:
+            await self._reread_internal_leadership()
         await self.controller.campaign()
+
+    async def _reread_internal_leadership(self) -> None:
+        """After a LOST session: the current state of each internal topic's partition this broker led
+        (the watches deliver it too, but in their own time), then the view is current again."""
+        led = [
+            (p.topic, p.index)
+            for p in self.replicas.partitions()
+            if p.is_leader and (info := self.metadata.topics.get(p.topic)) is not None and info.internal
+        ]
+        for topic, index in led:
+            found = await self.zk.get(znodes.partition_state_path(topic, index))
+            self._state_changed(topic, index, *(found if found is not None else (None, None)))
+        self._view_current = True
+        log.info("the leadership of %d internal partition(s) was read again after a new session", len(led))
 
     def _registration(self) -> BrokerRegistration:
         return BrokerRegistration(

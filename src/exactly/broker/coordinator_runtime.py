@@ -164,6 +164,12 @@ class CoordinatorRuntime:
         found = self._replicas.partition(self.topic, partition)
         return found is not None and found.is_leader
 
+    def coordinates(self, partition: int) -> bool:
+        """This broker answers clients for the partition's keys: it leads it (`is_leader`) and its view of
+        leadership is current (a leader cut off from ZooKeeper may already have been replaced). Internal
+        bookkeeping (markers reaching the partition, the shard's own transitions) follows `is_leader`."""
+        return self.is_leader(partition) and self._replicas.leadership_current()
+
     def is_loading(self, partition: int) -> bool:
         return partition in self._loading
 
@@ -174,11 +180,15 @@ class CoordinatorRuntime:
 
     def check_owner(self, partition: int) -> None:
         """Raise KafkaError unless this broker coordinates the partition's keys now: NOT_COORDINATOR when
-        it does not lead it (or resigned it), COORDINATOR_LOAD_IN_PROGRESS while it loads it."""
+        it does not lead it (or resigned it) or cannot be sure it still does (`coordinates`),
+        COORDINATOR_LOAD_IN_PROGRESS while it loads it."""
         if partition in self._loading:
             raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{self.topic}-{partition} is loading")
         if not self.is_leader(partition):
             raise KafkaError(ErrorCode.NOT_COORDINATOR, f"{self.topic}-{partition} is led by another broker")
+        if not self._replicas.leadership_current():
+            stale = f"{self.topic}-{partition}: this broker's view of its leadership may be stale"
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, stale)
 
     def resigned(self, partition: int) -> None:
         """Another broker leads the partition now: its appends answer NOT_COORDINATOR, its state goes."""

@@ -228,7 +228,7 @@ class GroupService:
         COORDINATOR_LOAD_IN_PROGRESS while a partition loads (Kafka's answer: the list would be partial)."""
         if self.runtime.loading:
             raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"{OFFSETS_TOPIC} is loading")
-        owned = self.runtime.is_leader
+        owned = self.runtime.coordinates
         partition_for = self.coordinator.partition_for
         return [g for g in self.coordinator.list_groups(states, types) if owned(partition_for(g.group_id))]
 

@@ -73,6 +73,10 @@ class ReplicaManager:
         # may this broker join the partition's ISR (live, not drained, not being reassigned away)?
         self.isr_eligible: Callable[[Partition, int], bool] = lambda partition, broker_id: True
         self.leadership_listeners: list[LeadershipListener] = []
+        # is this broker's view of who leads what current? (the cluster: its ZooKeeper session is
+        # connected and, after a new session, the coordinators' partitions were read again) A leader whose
+        # view may be stale still appends, but its coordinators answer no client (CoordinatorRuntime)
+        self.leadership_current: Callable[[], bool] = lambda: True
         # the group coordinator learns of markers on `__consumer_offsets` here, whoever wrote them (the
         # local transaction coordinator, or another broker's through WriteTxnMarkers)
         self.marker_listeners: list[MarkerListener] = []

@@ -285,7 +285,7 @@ class TransactionService:
         a commit while its markers are written.
         """
         async with self._turn(transactional_id):
-            if not self.runtime.is_leader(self.coordinator.partition_for(transactional_id)):
+            if not self.runtime.coordinates(self.coordinator.partition_for(transactional_id)):
                 return TxnResult(transactional_id, ErrorCode.NOT_COORDINATOR)
             await self.ensure_topic()
             loop = asyncio.get_running_loop()
@@ -711,7 +711,7 @@ class TransactionService:
     async def commit_batch(self, query_id: str, batch_id: int, winners: list[str]) -> BatchResult:
         """CommitBatch: the decision is durable, and so are its transitions, before this returns."""
         async with self._turn(query_id, self._query_turns):
-            if not self.runtime.is_leader(self.coordinator.partition_for(query_id)):
+            if not self.runtime.coordinates(self.coordinator.partition_for(query_id)):
                 return BatchResult(query_id, batch_id, ErrorCode.NOT_COORDINATOR, "not this broker's query")
             await self.ensure_topic()
             result = self.coordinator.commit_batch(query_id, batch_id, winners)
@@ -768,7 +768,7 @@ class TransactionService:
     async def abort_batch(self, query_id: str, batch_id: int) -> tuple[BatchResult, list[str]]:
         """AbortBatch (batch_id -1: every undecided batch): the aborted ids' PrepareAbort is durable."""
         async with self._turn(query_id, self._query_turns):
-            if not self.runtime.is_leader(self.coordinator.partition_for(query_id)):
+            if not self.runtime.coordinates(self.coordinator.partition_for(query_id)):
                 return BatchResult(
                     query_id, batch_id, ErrorCode.NOT_COORDINATOR, "not this broker's query"
                 ), []

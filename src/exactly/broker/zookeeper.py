@@ -234,6 +234,19 @@ class ZooKeeper:
     def state(self) -> SessionState:
         return self._state
 
+    @property
+    def connected_now(self) -> bool:
+        """kazoo's own view, read at once rather than after the event loop's delivery: connected, in the
+        session the event loop knows. False from the moment kazoo's connection thread misses a heartbeat
+        (two thirds of the session timeout after the last answer, so before the server can expire the
+        session and the controller move this broker's partitions), and in a new session until its
+        CONNECTED has been delivered (after the LOST before it)."""
+        session = self._session
+        if session is None or self._client.state != KazooState.CONNECTED:  # type: ignore[attr-defined]
+            return False
+        current = self._client.client_id
+        return current is not None and current[0] == session[0]
+
     def on_state(self, callback: Callable[[SessionState], None]) -> None:
         """Call `callback` in the event loop on each state change (see the module docstring for LOST)."""
         self._state_callbacks.append(callback)

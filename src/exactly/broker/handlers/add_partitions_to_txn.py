@@ -111,7 +111,7 @@ def _verify_only(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Add
         wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
         if not txn.verify_only:
             codes = dict.fromkeys(wanted, ErrorCode.INVALID_REQUEST)
-        elif not service.runtime.is_leader(service.partition_for(txn.transactional_id)):
+        elif not service.runtime.coordinates(service.partition_for(txn.transactional_id)):
             codes = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
         else:
             verify = service.coordinator.verify

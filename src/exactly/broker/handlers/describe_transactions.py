@@ -1,13 +1,14 @@
 """DescribeTransactions (key 65, KIP-664): state, timeout, start time, producer and partitions of each
-transactional id (TRANSACTIONAL_ID_NOT_FOUND for an id the coordinator does not know). A Prepared
-transaction (two-phase commit extension) is reported as Ongoing: `TxnState.reported_name`."""
+transactional id (TRANSACTIONAL_ID_NOT_FOUND for an id the coordinator does not know, NOT_COORDINATOR for
+one another broker coordinates or may coordinate by now). A Prepared transaction (two-phase commit
+extension) is reported as Ongoing: `TxnState.reported_name`."""
 
 from __future__ import annotations
 
 from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.errors import ErrorCode
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
@@ -19,11 +20,17 @@ from exactly.protocol.messages.describe_transactions import (
 
 @handler(ApiKey.DESCRIBE_TRANSACTIONS)
 async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    known = ctx.broker.transactions.coordinator.transactions
+    service = ctx.broker.transactions
+    known = service.coordinator.transactions
     states: list[TransactionState] = []
     for txn_id in request.transactional_ids:
         if not authz.allowed(ctx, ApiKey.DESCRIBE_TRANSACTIONS, "transactional_id", txn_id):
             states.append(TransactionState(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, txn_id))
+            continue
+        try:  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS: Kafka's answer for an id coordinated elsewhere
+            service.runtime.check_owner(service.partition_for(txn_id))
+        except KafkaError as e:
+            states.append(TransactionState(e.code, txn_id))
             continue
         txn = known.get(txn_id)
         if txn is None:

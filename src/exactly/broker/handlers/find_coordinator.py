@@ -57,6 +57,14 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
         cluster = broker.cluster
         if cluster is None:
             return node, host, port, ErrorCode.NONE, None
+        if not broker.replicas.leadership_current():  # cut off from ZooKeeper: who leads may have changed
+            return (
+                -1,
+                "",
+                -1,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "this broker's view of the cluster may be stale",
+            )
         service = broker.groups if request.key_type == GROUP else broker.transactions
         topic = service.runtime.topic
         leader = cluster.cache.leader_of(topic, service.partition_for(key))
