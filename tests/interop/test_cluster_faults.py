@@ -439,20 +439,23 @@ def test_a_leader_cut_off_from_zookeeper_and_its_followers_steps_down_and_rejoin
 def _led_group(cluster: ClusterProcesses, leader: int) -> tuple[str, int]:
     """A group id whose `__consumer_offsets` partition `leader` leads (a preferred election puts it there
     when it leads none, as it may not after the earlier faults), and that partition."""
+    cs.until(lambda: _isr_full(cluster, OFFSETS), 90, f"{OFFSETS} in sync")
     partitions = cs.view(cluster, OFFSETS)
     for n in range(10_000):
         group = f"stale-{n}"
         index = partition_for(group, len(partitions))
         if partitions[index][1][0] == leader:
             break
-    if partitions[index][0] != leader:
-        with contextlib.suppress(KafkaException):  # ELECTION_NOT_NEEDED when it led already
-            cs.admin(cluster).elect_leaders(ElectionType.PREFERRED, [TopicPartition(OFFSETS, index)]).result(
-                30
-            )
-        cs.until(
-            lambda: cs.view(cluster, OFFSETS)[index][0] == leader, 60, f"broker {leader} leading {index}"
-        )
+
+    def elected() -> bool:
+        if cs.view(cluster, OFFSETS)[index][0] == leader:
+            return True
+        with contextlib.suppress(KafkaException):  # not yet possible, or done meanwhile
+            election = [TopicPartition(OFFSETS, index)]
+            cs.admin(cluster).elect_leaders(ElectionType.PREFERRED, election).result(30)
+        return False
+
+    cs.until(elected, 90, f"broker {leader} leading {OFFSETS}-{index}")
     return group, index
 
 
