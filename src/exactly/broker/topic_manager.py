@@ -149,7 +149,7 @@ class TopicManager:
         made: list[int] = []
         try:
             with files.synced_together(
-                self._logs.data_dir
+                self._logs.log_dirs
             ):  # one syncfs, not an fsync per file and directory
                 for partition in partitions:
                     if self._configs.current.debug_create_crash_after_partitions == len(made) and made:
