@@ -546,6 +546,10 @@ class LogManager:
         log.info("moving %s-%d from %s to %s", topic, partition, self._dir_of[tp], log_dir)
         return True
 
+    def abandon_move(self, topic: str, partition: int) -> None:
+        """Stop moving the partition: its future log is removed, the current one stays."""
+        self._drop_future((topic, partition))
+
     def _drop_future(self, tp: TopicPartition) -> None:
         future = self._futures.pop(tp, None)
         if future is None:
