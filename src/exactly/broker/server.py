@@ -249,7 +249,13 @@ class Broker:
         replicas = self.replicas
         while True:
             await replicas.moves_wanted.wait()
-            if not replicas.move_replicas():
+            try:
+                more = replicas.move_replicas()
+            except Exception:
+                log.exception("moving replicas between log dirs failed; the moves are retried")
+                more = True
+                await asyncio.sleep(1)
+            if not more:
                 replicas.moves_wanted.clear()
             await asyncio.sleep(0)  # requests are served between steps
 
