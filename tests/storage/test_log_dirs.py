@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
@@ -255,7 +256,7 @@ def test_a_restart_resumes_an_unfinished_move(tmp_path: Path) -> None:
     mgr.close()
     again = _manager(dirs)
     assert again.dir_of("r", 0) == dirs[0]
-    ((tp, future),) = again.future_logs()
+    ((tp, _future),) = again.future_logs()
     assert tp == ("r", 0)
     while not again.copy_to_future("r", 0):
         pass
@@ -295,8 +296,8 @@ def test_a_restart_after_the_old_copy_went_completes_the_move(tmp_path: Path) ->
     unique=st.uuids(),
     suffix=st.sampled_from([files.FUTURE_DIR_SUFFIX, files.DELETE_DIR_SUFFIX]),
 )
-def test_moved_dir_names_round_trip(topic: str, partition: int, unique: object, suffix: str) -> None:
-    name = files.moved_dir_name(topic, partition, getattr(unique, "hex"), suffix)
+def test_moved_dir_names_round_trip(topic: str, partition: int, unique: uuid.UUID, suffix: str) -> None:
+    name = files.moved_dir_name(topic, partition, unique.hex, suffix)
     assert files.parse_moved_dir_name(name, suffix) == (topic, partition)
     assert files.parse_partition_dir_name(name) is None  # never taken for a current log
     other = files.DELETE_DIR_SUFFIX if suffix == files.FUTURE_DIR_SUFFIX else files.FUTURE_DIR_SUFFIX
