@@ -80,6 +80,7 @@ APIS: dict[str, tuple[int, int]] = {
     "ListTransactions": (0, 2),
     "AlterConfigs": (0, 2),
     "DescribeLogDirs": (1, 5),
+    "AlterReplicaLogDirs": (1, 2),
     "ElectLeaders": (0, 2),
     "AlterPartitionReassignments": (0, 1),
     "ListPartitionReassignments": (0, 0),

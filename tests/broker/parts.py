@@ -39,16 +39,21 @@ class Parts:
 
 def build_parts(data_dir: Path, clock: ManualClock | None = None, **properties: str) -> Parts:
     """Call from a running event loop (the scheduler's tasks need one). `properties`: Kafka names with
-    `_` for `.` (group_initial_rebalance_delay_ms="0")."""
+    `_` for `.` (group_initial_rebalance_delay_ms="0"); `log_dirs="a,b"` gives more log dirs after
+    `data_dir`."""
     clock = clock or ManualClock()
-    props = {"log.dirs": str(data_dir), **{k.replace("_", "."): v for k, v in properties.items()}}
+    more = properties.pop("log_dirs", "")
+    props = {
+        "log.dirs": ",".join([str(data_dir), *filter(None, more.split(","))]),
+        **{k.replace("_", "."): v for k, v in properties.items()},
+    }
     config = BrokerConfig.from_properties(props)
     metadata = ClusterMetadata(config.data_dir)
     configs = BrokerConfigs(config, metadata)
-    logs = LogManager(config.data_dir, configs.current.log, clock)
+    logs = LogManager(config.all_log_dirs, configs.current.log, clock)
     configs.apply_to(logs)
     logs.startup()
-    replicas = ReplicaManager(logs, Flusher(logs.data_dir))
+    replicas = ReplicaManager(logs, Flusher(logs.log_dirs))
     topics = TopicManager(metadata, replicas, configs)
     topics.sync_logs_with_metadata()
     return Parts(configs.current, clock, metadata, logs, replicas, topics, Scheduler())

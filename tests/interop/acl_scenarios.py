@@ -28,6 +28,11 @@ from exactly.protocol.messages.alter_client_quotas import AlterClientQuotasReque
 from exactly.protocol.messages.alter_client_quotas import EntityData as AlterEntity
 from exactly.protocol.messages.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
 from exactly.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from exactly.protocol.messages.alter_replica_log_dirs import (
+    AlterReplicaLogDir,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirTopic,
+)
 from exactly.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     ScramCredentialUpsertion,
@@ -384,6 +389,15 @@ def describe_log_dirs(c: RawClient, n: Names) -> int:
     return int(c.request(ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(None)).error_code)
 
 
+def alter_replica_log_dirs(c: RawClient, n: Names) -> int:
+    """To a dir that is not the broker's: LOG_DIR_NOT_FOUND once allowed (nothing moves)."""
+    request = AlterReplicaLogDirsRequest(
+        [AlterReplicaLogDir("/no/such/log/dir", [AlterReplicaLogDirTopic(n.topic, [0])])]
+    )
+    response = c.request(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, request)
+    return int(response.results[0].partitions[0].error_code)
+
+
 def describe_quorum(c: RawClient, n: Names) -> int:
     request = DescribeQuorumRequest([TopicData("__cluster_metadata", [PartitionData(0)])])
     return int(c.request(ApiKey.DESCRIBE_QUORUM, 2, request).error_code)
@@ -633,6 +647,9 @@ SCENARIOS: dict[Row, Scenario] = {
     (_A.INCREMENTAL_ALTER_CONFIGS, "topic"): Scenario(_incremental_alter_configs(2)),
     (_A.INCREMENTAL_ALTER_CONFIGS, "broker"): Scenario(_incremental_alter_configs(4)),
     (_A.DESCRIBE_LOG_DIRS, "cluster"): Scenario(describe_log_dirs),
+    (_A.ALTER_REPLICA_LOG_DIRS, "cluster"): Scenario(
+        alter_replica_log_dirs, passes=ErrorCode.LOG_DIR_NOT_FOUND
+    ),
     (_A.DESCRIBE_QUORUM, "cluster"): Scenario(describe_quorum),
     (_A.LIST_CONFIG_RESOURCES, "cluster"): Scenario(list_config_resources),
     (_A.ALTER_CLIENT_QUOTAS, "cluster"): Scenario(alter_client_quotas),

@@ -100,6 +100,16 @@ def _replica_selector_class(raw: str) -> str | None:
     return name or None
 
 
+def _log_dirs(raw: str) -> tuple[Path, ...]:
+    """log.dirs: comma-separated paths, at least one, none twice."""
+    dirs = tuple(Path(part.strip()) for part in raw.split(",") if part.strip())
+    if not dirs:
+        raise ValueError("no directory")
+    if len({str(d) for d in dirs}) != len(dirs):
+        raise ValueError("a directory is listed twice")
+    return dirs
+
+
 def _authorizer_class(raw: str) -> str:
     name = raw.strip()
     if name and name not in AUTHORIZER_CLASS_NAMES:
@@ -115,7 +125,7 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "advertised.listeners": ("advertised_endpoints", parse_endpoints),
     "listener.security.protocol.map": ("listener_protocol_map", parse_protocol_map),
     "inter.broker.listener.name": ("inter_broker_listener_name", lambda raw: raw.strip().upper() or None),
-    "log.dirs": ("data_dir", lambda raw: Path(raw.split(",")[0].strip())),
+    "log.dirs": ("log_dirs", lambda raw: _log_dirs(raw)),
     "log.dir": ("data_dir", lambda raw: Path(raw.strip())),
     "num.partitions": ("num_partitions", _int(1, 1_000_000)),
     "default.replication.factor": ("default_replication_factor", _int(1, 32767)),
@@ -223,7 +233,8 @@ class BrokerConfig:
     )
     inter_broker_listener_name: str | None = None
     listeners: tuple[Listener, ...] = DEFAULT_LISTENERS
-    data_dir: Path = Path("exactly-data")
+    data_dir: Path = Path("exactly-data")  # the first log dir (log.dir, or the first of log.dirs)
+    log_dirs: tuple[Path, ...] = ()  # log.dirs when set: every log dir (storage/log_manager.py)
     cluster_id: str = "exactly-cluster"
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -295,6 +306,13 @@ class BrokerConfig:
     properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
+    def all_log_dirs(self) -> tuple[Path, ...]:
+        """Every log dir: log.dirs, or the data dir alone."""
+        if self.log_dirs and self.log_dirs[0] == self.data_dir:
+            return self.log_dirs
+        return (self.data_dir,)
+
+    @property
     def listen(self) -> tuple[str, int]:
         """The first listener's address."""
         first = self.listeners[0]
@@ -316,6 +334,9 @@ class BrokerConfig:
             else:
                 log.warning("ignoring unknown config %s", name)
         values = _parse_fields(known, ConfigError)
+        dirs = values.get("log_dirs")
+        if isinstance(dirs, tuple) and dirs:  # log.dirs wins over log.dir, as in Kafka
+            values["data_dir"] = dirs[0]
         _check_security_values(known)
         try:
             log_config = LogConfig.from_properties(_topic_defaults(known, known))

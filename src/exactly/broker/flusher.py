@@ -6,7 +6,7 @@ arrives during a flush waits for it and then, if still not covered, for the one 
 
 Many logs at once (a Produce to thousands of partitions): one fsync each would cost ~0.17 ms apiece on
 ext4; instead one worker writes them all out with their fsyncs deferred and makes them durable with one
-syncfs(2) of the data dir's file system (`files.synced_together`), then moves their recovery points. Should
+syncfs(2) of each log dir's file system (`files.synced_together`), then moves their recovery points. Should
 that sync fail, the logs are still behind their targets and take the one-by-one path, which reports each
 log's own error.
 """
@@ -14,7 +14,7 @@ log's own error.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ GROUP_SYNC_MIN_LOGS = 32  # from this many logs to flush at once, one syncfs bea
 
 
 class Flusher:
-    def __init__(self, data_dir: Path | None = None, threads: int = 4) -> None:
+    def __init__(self, data_dir: Path | Sequence[Path] | None = None, threads: int = 4) -> None:
         self._data_dir = data_dir
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="exactly-flush")
         self._running: dict[int, asyncio.Future[Any]] = {}

@@ -82,6 +82,8 @@ class ReplicaManager:
         self.marker_listeners: list[MarkerListener] = []
         self._replication_waiters: dict[Partition, list[tuple[int, asyncio.Future[ErrorCode]]]] = {}
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        # set when a replica is to be moved to another log dir; the broker then runs `move_replicas`
+        self.moves_wanted = asyncio.Event()
 
     def partition(self, topic: str, index: int) -> Partition | None:
         """The partition, or None when this broker has no such partition (or its log is offline)."""
@@ -117,6 +119,34 @@ class ReplicaManager:
 
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
+
+    # --- moving replicas between log dirs (AlterReplicaLogDirs) --------------------------------------------
+
+    def alter_log_dir(self, topic: str, index: int, log_dir: str) -> None:
+        """Move the partition's replica to `log_dir` (KafkaError as `LogManager.alter_log_dir`)."""
+        if self.logs.alter_log_dir(topic, index, log_dir):
+            self.moves_wanted.set()
+
+    def move_replicas(self) -> bool:
+        """One copy step of every move under way (`LogManager.copy_to_future`); a future log that caught up
+        replaces its partition's log at once, nothing appended in between (Kafka does it under the
+        partition's lock; here the event loop runs this in one go). True while moves remain."""
+        for (topic, index), _future in self.logs.future_logs():
+            try:
+                if not self.logs.copy_to_future(topic, index):
+                    continue
+                new = self.logs.replace_current_with_future(topic, index)
+            except (KafkaError, OSError) as e:
+                log.warning(
+                    "moving %s-%d to another log dir failed, it stays where it is: %s", topic, index, e
+                )
+                self.logs.abandon_move(topic, index)
+                continue
+            partition = self._partitions.get((topic, index))
+            if partition is not None:
+                partition.log = new
+            self.wakeups.appended()  # parked fetches read the new log
+        return bool(self.logs.future_logs())
 
     # --- the cluster: leadership from ZooKeeper ----------------------------------------------------------
 

@@ -92,7 +92,7 @@ class Broker:
             lambda: min(self.config.max_connections, self.connection_descriptors)
         )
         logs = LogManager(
-            config.data_dir,
+            config.all_log_dirs,
             self.config.log,
             self.clock,
             {
@@ -100,12 +100,13 @@ class Broker:
                 for name, info in self.metadata.topics.items()
             },
             keep_high_watermarks=bool(config.zookeeper_connect),
+            broker_id=config.node_id,
         )
         self.configs.apply_to(logs)
         clustered = bool(config.zookeeper_connect)
         self.replicas = ReplicaManager(
             logs,
-            Flusher(logs.data_dir),
+            Flusher(logs.log_dirs),
             local_id=config.node_id,
             cluster=clustered,
             now_ms=self.clock.monotonic_ms,
@@ -242,6 +243,22 @@ class Broker:
             await asyncio.sleep(0)
         log.info("loaded %d logs in the background in %.1f s", total, time.monotonic() - started)
 
+    async def _move_replicas(self) -> None:
+        """Copy the replicas being moved between log dirs (AlterReplicaLogDirs) a step per loop turn, so
+        produce and fetch go on; a caught-up copy takes over its partition (ReplicaManager.move_replicas)."""
+        replicas = self.replicas
+        while True:
+            await replicas.moves_wanted.wait()
+            try:
+                more = replicas.move_replicas()
+            except Exception:
+                log.exception("moving replicas between log dirs failed; the moves are retried")
+                more = True
+                await asyncio.sleep(1)
+            if not more:
+                replicas.moves_wanted.clear()
+            await asyncio.sleep(0)  # requests are served between steps
+
     # --- lifecycle ---------------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -260,6 +277,9 @@ class Broker:
         every(config.producer_id_expiration_check_interval_ms, logs.remove_expired_producers)
         if logs.pending:
             self.scheduler.spawn(self._load_logs_in_background())
+        if logs.future_logs():  # moves a restart interrupted go on
+            self.replicas.moves_wanted.set()
+        self.scheduler.spawn(self._move_replicas())
         self.groups.start()  # loads __consumer_offsets before the broker listens
         self.transactions.start()  # loads __transaction_state, resumes marker writing
         for listener in self.config.listeners:

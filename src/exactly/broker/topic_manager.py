@@ -149,7 +149,7 @@ class TopicManager:
         made: list[int] = []
         try:
             with files.synced_together(
-                self._logs.data_dir
+                self._logs.log_dirs
             ):  # one syncfs, not an fsync per file and directory
                 for partition in partitions:
                     if self._configs.current.debug_create_crash_after_partitions == len(made) and made:
@@ -216,8 +216,20 @@ class TopicManager:
                 if existing is None
                 else f"the topic has {existing.partitions} partitions (an interrupted CreatePartitions)",
             )
+        offline = self._logs.offline_dirs
         for name, info in self._metadata.topics.items():
             missing = [p for p in range(info.partitions) if (name, p) not in present]
+            if missing and offline:  # they may be in the offline dir: KAFKA_STORAGE_ERROR, not made anew
+                log.warning(
+                    "%d %s of %s (%s) in no online log dir: not made again while %s %s offline",
+                    len(missing),
+                    "log" if len(missing) == 1 else "logs",
+                    name,
+                    _partition_list(missing),
+                    ", ".join(map(str, offline)),
+                    "is" if len(offline) == 1 else "are",
+                )
+                continue
             for partition in missing:
                 self._logs.get_or_create_log(name, partition, self.log_config(info.configs))
             if missing:

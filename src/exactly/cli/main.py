@@ -60,7 +60,8 @@ Clients of a running broker (exactly -b HOST:PORT ..., default ${BOOTSTRAP_ENV} 
   exactly groups reset-offsets GROUP --topic T (--to-earliest|--to-latest|--to-offset N|--shift-by N)
                         [--execute]
   exactly groups delete GROUP...
-  exactly log-dirs describe [--topic T]  the log dir's free space and each partition's size on disk
+  exactly log-dirs describe [--topic T]  each log dir's free space and each partition's size on disk
+  exactly log-dirs move --topic T --partition P --to DIR   move a replica to another log dir
   exactly users add USER [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--password P] [--iterations N]
   exactly users list | delete USER [--mechanism M]
                         SCRAM credentials; --data-dir DIR writes the metadata log while the broker is down
@@ -137,8 +138,9 @@ def serve(
 
     try:
         props = parse_overrides(overrides or [])
-        if data_dir is not None:
-            props["log.dirs"] = str(data_dir)
+        if data_dir is not None:  # the first log dir; those of a --set log.dirs= follow it
+            more = [d.strip() for d in props.get("log.dirs", "").split(",") if d.strip()]
+            props["log.dirs"] = ",".join([str(data_dir), *(d for d in more if d != str(data_dir))])
         if listen is not None:
             props["listeners"] = listen
         if advertise is not None:

@@ -206,7 +206,7 @@ _DEFS = [
         None,
         "The listener brokers use between them (one broker: validated only).",
     ),
-    _ro("log.dirs", LIST, None, "The directory of the broker's data (the first of a list)."),
+    _ro("log.dirs", LIST, None, "The directories of the broker's partitions, comma-separated."),
     _ro("log.dir", STRING, "/tmp/kafka-logs", "The data directory when log.dirs is not set."),
     _ro("cluster.id", STRING, "exactly-cluster", "The id of the cluster (exactly: a setting)."),
     _ro("num.partitions", INT, "1", "The default number of partitions of a new topic.", Range(1)),

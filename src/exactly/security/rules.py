@@ -123,6 +123,7 @@ RULES: Mapping[ApiKey, Mapping[str, Need]] = MappingProxyType(
             "broker": _n(_C, _O.ALTER_CONFIGS, CLUSTER_FAIL),
         },
         _A.DESCRIBE_LOG_DIRS: {"cluster": _n(_C, _O.DESCRIBE, CLUSTER_FAIL)},
+        _A.ALTER_REPLICA_LOG_DIRS: {"cluster": _n(_C, _O.ALTER, CLUSTER_FAIL)},
         _A.DESCRIBE_QUORUM: {"cluster": _n(_C, _O.DESCRIBE, CLUSTER_FAIL)},
         _A.LIST_CONFIG_RESOURCES: {"cluster": _n(_C, _O.DESCRIBE_CONFIGS, CLUSTER_FAIL)},
         _A.CREATE_ACLS: {"cluster": _n(_C, _O.ALTER, CLUSTER_FAIL)},

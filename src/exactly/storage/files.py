@@ -49,7 +49,7 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import cast
 
@@ -70,6 +70,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"  # a cluster's replicas only (log_manager.py)
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"  # in each partition directory (leader_epoch.py)
+META_PROPERTIES = "meta.properties"  # in each log dir: which broker it belongs to (log_manager.py)
 
 
 def filename_prefix(offset: int) -> str:
@@ -113,6 +114,25 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     if not sep or not topic or not part.isdigit():
         return None
     return topic, int(part)
+
+
+FUTURE_DIR_SUFFIX = "-future"  # a replica being moved to another log dir (Kafka's LogFileUtils names)
+DELETE_DIR_SUFFIX = "-delete"  # a replica's old directory after a move, removed at once or at start-up
+
+
+def moved_dir_name(topic: str, partition: int, unique: str, suffix: str) -> str:
+    """`<topic>-<partition>.<32 hex digits><suffix>`, as Kafka names future and deleted logs."""
+    return f"{partition_dir_name(topic, partition)}.{unique}{suffix}"
+
+
+def parse_moved_dir_name(name: str, suffix: str) -> tuple[str, int] | None:
+    """The partition of a `moved_dir_name` with `suffix`, or None."""
+    if not name.endswith(suffix):
+        return None
+    base, dot, unique = name[: -len(suffix)].rpartition(".")
+    if not dot or len(unique) != 32 or any(c not in "0123456789abcdef" for c in unique):
+        return None
+    return parse_partition_dir_name(base)
 
 
 class _Ledger:
@@ -181,15 +201,31 @@ def sync_filesystem(directory: Path | None) -> None:
         os.close(fd)
 
 
+def _one_per_file_system(directories: Sequence[Path]) -> list[Path]:
+    """The first of `directories` on each file system (by st_dev); one that cannot be stat-ed is skipped."""
+    seen: set[int] = set()
+    chosen: list[Path] = []
+    for directory in directories:
+        try:
+            dev = os.stat(directory).st_dev
+        except OSError:
+            continue  # an offline log dir: nothing of it to sync
+        if dev not in seen:
+            seen.add(dev)
+            chosen.append(directory)
+    return chosen
+
+
 def deferring() -> bool:
     """True inside `synced_together()` on this thread."""
     return _deferral.files is not None
 
 
 @contextlib.contextmanager
-def synced_together(directory: Path | None = None) -> Iterator[None]:
+def synced_together(directory: Path | Sequence[Path] | None = None) -> Iterator[None]:
     """Defer this thread's fsyncs (data files and directories) to one syncfs(2) of `directory`'s file system
-    (sync(2) without one) at the end of the block. Thread-local: other threads' fsyncs are not deferred.
+    (sync(2) without one) at the end of the block; several directories (a broker's log dirs): one syncfs
+    per file system they are on. Thread-local: other threads' fsyncs are not deferred.
     Nothing inside may claim durability before the block ends."""
     if _deferral.files is not None:
         yield
@@ -199,7 +235,11 @@ def synced_together(directory: Path | None = None) -> Iterator[None]:
         yield
     finally:
         pending, _deferral.files = _deferral.files, None
-        sync_filesystem(directory)
+        if directory is None or isinstance(directory, Path):
+            sync_filesystem(directory)
+        else:
+            for each in _one_per_file_system(directory):
+                sync_filesystem(each)
         ledger = _ledger
         if ledger is not None:
             for path in sorted(pending):

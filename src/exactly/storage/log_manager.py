@@ -1,23 +1,48 @@
-"""All partition logs under one data directory (Kafka's `LogManager`).
+"""Every partition log of the broker, over one or more log directories (Kafka's `LogManager`).
 
-Layout::
+A log dir is one of `log.dirs` (`log.dir` when that is unset). Layout of each::
 
-    <data_dir>/
+    <log dir>/
+      meta.properties                      version=0 and broker.id=<id> (Kafka's, ZooKeeper mode); a dir
+                                           whose broker.id is another broker's is refused at start-up
       .exactly_cleanshutdown               present only between a clean shutdown and the next start
-      recovery-point-offset-checkpoint     see checkpoint.py
+      recovery-point-offset-checkpoint     see checkpoint.py; each dir's files hold its own partitions
       log-start-offset-checkpoint
       replication-offset-checkpoint        high watermarks, in a cluster only (Kafka's HW checkpoint:
                                            a replica restarts with the HW it had, not its log end)
       <topic>-<partition>/                 one PartitionLog each (see files.py)
+      <topic>-<partition>.<uuid>-future/   a replica being moved here from another dir (AlterReplicaLogDirs)
+      <topic>-<partition>.<uuid>-delete/   the old copy of a moved replica, removed right after the move
 
-`startup()` finds every partition directory and removes the clean-shutdown marker, so a crash from then on
-is noticed at the next start; it loads no log. A partition is loaded (and recovered when the last stop was
-not clean, from its checkpointed recovery point, see loader.py) when first asked for (`get_log`), or by
-`load_pending`, which the broker calls in small slices after it listens until none is left: start-up time
-does not grow with the partition count (Kafka loads every log before it listens). A log enters the map only
-after the sync that ends its loading, so no recovery point is read before it is durable. `close()` closes
-every loaded log cleanly, writes the checkpoints (an unloaded partition keeps its checkpointed values) and
-puts the marker back, unless a partition that needed recovery was never loaded.
+Placement (Kafka's `nextLogDirs`): a new partition goes to the online dir holding the fewest partitions
+(current and future logs), the first in `log.dirs` order on a tie. The same partition in two dirs (not as a
+future) is a start-up error (`LogDirError`): Kafka refuses to start then too.
+
+`startup()` finds every partition directory and removes the clean-shutdown markers, so a crash from then on
+is noticed at the next start; it loads no current log. A partition is loaded (and recovered when the last
+stop was not clean, from its checkpointed recovery point, see loader.py) when first asked for (`get_log`),
+or by `load_pending`, which the broker calls in small slices after it listens until none is left: start-up
+time does not grow with the partition count (Kafka loads every log before it listens). A log enters the map
+only after the sync that ends its loading, so no recovery point is read before it is durable. `close()`
+closes every loaded log cleanly, writes the checkpoints (an unloaded partition keeps its checkpointed
+values) and puts the markers back, unless a partition that needed recovery was never loaded.
+
+Moving a replica between dirs (AlterReplicaLogDirs, Kafka's `ReplicaAlterLogDirsThread`): `alter_log_dir`
+creates `<topic>-<p>.<uuid>-future` in the target dir; the broker then calls `copy_to_future` step by step
+(each appends what the current log has past the future's log end, as a follower append: same batches,
+same offsets) while the current log keeps serving produce and fetch; once a step finds the future caught
+up with the log end, `replace_current_with_future` swaps them with nothing appended in between (the
+broker's event loop runs it in one go, Kafka takes the partition's lock): the future log is closed (all of
+it durable), the current directory renamed to `...-delete`, the future one renamed to `<topic>-<p>`, the
+old one removed. A restart in the middle resumes the move (the future dir is found next to its current
+log) or completes it (a future dir without a current log was already caught up: it becomes the log); there
+are never two current copies.
+
+A log dir that cannot be used at start-up (it cannot be created, listed or its meta.properties read: an
+I/O error) is offline, logged once: its partitions are unknown to this broker, so while a dir is offline a
+partition found in no online dir answers KAFKA_STORAGE_ERROR (Kafka's "log directories are offline" for a
+partition that is not new), the others are served. Every dir offline is a start-up error. A partition
+whose files cannot be loaded goes offline alone, as before.
 
 The broker owns the timers; storage only exposes the periodic work: `flush_dirty_logs` (flush.ms),
 `checkpoint` (recovery points, only ever advanced by flushes), `delete_old_segments` (retention),
@@ -33,23 +58,29 @@ import itertools
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from exactly.clock import Clock
-from exactly.errors import ErrorCode, KafkaError
+from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.storage import files
 from exactly.storage.checkpoint import read_checkpoint, write_checkpoint
 from exactly.storage.config import LogConfig
 from exactly.storage.loader import create_log, load_log
-from exactly.storage.log import PartitionLog
+from exactly.storage.log import Isolation, PartitionLog
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
 _JAVA_LONG_MAX = 2**63 - 1
+MOVE_STEP_BYTES = 1 << 20  # what one `copy_to_future` step copies at most (a replica fetch's size)
+
+
+class LogDirError(ExactlyError):
+    """The log dirs cannot be served (the same partition in two dirs, another broker's dir, none usable)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +101,45 @@ class DiskSpace:
     usable_bytes: int
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """One replica in a log dir, as DescribeLogDirs reports it."""
+
+    topic: str
+    partition: int
+    size: int  # bytes of its segment files
+    offset_lag: int  # a future log: how far behind the current log's end it is; a current log: 0
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    """One log dir: its absolute path, why it is offline (None: online) and the replicas it holds."""
+
+    path: str
+    error: str | None
+    replicas: tuple[ReplicaInfo, ...]
+
+
 class LogManager:
     def __init__(
         self,
-        data_dir: Path,
+        log_dirs: Path | Sequence[Path],
         default_config: LogConfig,
         clock: Clock,
         topic_configs: Mapping[str, LogConfig] | None = None,
         *,
         keep_high_watermarks: bool = False,
+        broker_id: int | None = None,
     ) -> None:
-        self.data_dir = Path(data_dir)
+        dirs = [Path(log_dirs)] if isinstance(log_dirs, (str, Path)) else [Path(d) for d in log_dirs]
+        if not dirs:
+            raise LogDirError("no log directory configured")
+        absolute = [os.path.abspath(d) for d in dirs]
+        if len(set(absolute)) != len(absolute):
+            raise LogDirError(f"a log directory is listed twice in {', '.join(map(str, dirs))}")
+        self.log_dirs: tuple[Path, ...] = tuple(dirs)
+        self.broker_id = broker_id
         # a cluster's replica restarts with its checkpointed HW (one broker alone: everything is committed)
         self.keep_high_watermarks = keep_high_watermarks
         self._high_watermarks: dict[TopicPartition, int] = {}
@@ -90,31 +149,146 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._unloaded: dict[TopicPartition, _Unloaded] = {}
         self._offline: dict[TopicPartition, tuple[_Unloaded, str]] = {}  # its loading failed: why
+        self._dir_of: dict[TopicPartition, Path] = {}  # the log dir of every current log above
+        self._futures: dict[TopicPartition, PartitionLog] = {}  # replicas being moved (in their target dir)
+        self._offline_dirs: dict[Path, str] = {}  # log dirs that failed: why
+        self._future_recovery: dict[TopicPartition, _Unloaded] = {}  # future logs found at start-up
         self._started = False
+
+    @property
+    def data_dir(self) -> Path:
+        """The first log dir (where a broker keeps what is not a partition: its metadata)."""
+        return self.log_dirs[0]
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self._offline_dirs]
+
+    @property
+    def offline_dirs(self) -> dict[Path, str]:
+        """The log dirs that failed, with why."""
+        return dict(self._offline_dirs)
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Find every partition directory (loading none, see the module doc)."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        marker = self.data_dir / files.CLEAN_SHUTDOWN_FILE
+        """Find every partition directory of every log dir (loading none, see the module doc)."""
+        found: dict[TopicPartition, Path] = {}
+        futures: dict[TopicPartition, Path] = {}
+        for log_dir in self.log_dirs:
+            try:
+                self._startup_dir(log_dir, found, futures)
+            except OSError as e:
+                self._dir_failed(log_dir, e)
+        if not self.online_dirs:
+            raise LogDirError(
+                "no log directory is usable: "
+                + "; ".join(f"{d}: {why}" for d, why in self._offline_dirs.items())
+            )
+        for tp, path in futures.items():
+            self._resume_move(tp, path)
+        self._started = True
+
+    def _startup_dir(
+        self, log_dir: Path, found: dict[TopicPartition, Path], futures: dict[TopicPartition, Path]
+    ) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._check_meta_properties(log_dir)
+        marker = log_dir / files.CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
-        recovery = read_checkpoint(self.data_dir / files.RECOVERY_POINT_CHECKPOINT)
-        starts = read_checkpoint(self.data_dir / files.LOG_START_CHECKPOINT)
+        recovery = read_checkpoint(log_dir / files.RECOVERY_POINT_CHECKPOINT)
+        starts = read_checkpoint(log_dir / files.LOG_START_CHECKPOINT)
         if self.keep_high_watermarks:
-            self._high_watermarks = read_checkpoint(self.data_dir / files.HIGH_WATERMARK_CHECKPOINT)
-        for name in sorted(os.listdir(self.data_dir)):
-            path = self.data_dir / name
-            if name.endswith(".tmp-delete"):
+            self._high_watermarks.update(read_checkpoint(log_dir / files.HIGH_WATERMARK_CHECKPOINT))
+        for name in sorted(os.listdir(log_dir)):
+            path = log_dir / name
+            if name.endswith(".tmp-delete") or files.parse_moved_dir_name(name, files.DELETE_DIR_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)
+                continue
+            future = files.parse_moved_dir_name(name, files.FUTURE_DIR_SUFFIX)
+            if future is not None and path.is_dir():
+                if future in futures:
+                    raise LogDirError(
+                        f"two future logs of partition {future[0]}-{future[1]}: {futures[future]} and {path}"
+                    )
+                futures[future] = path
                 continue
             tp = files.parse_partition_dir_name(name)
             if tp is None or not path.is_dir():
                 continue
+            if tp in found:
+                raise LogDirError(
+                    f"partition {tp[0]}-{tp[1]} is in two log directories: {found[tp]} and {path}; "
+                    "remove the one that is not current"
+                )
+            found[tp] = path
             self._unloaded[tp] = _Unloaded(path, recovery.get(tp, 0), starts.get(tp, 0), clean)
+            self._dir_of[tp] = log_dir
+        # a future log is recovered as any log after a crash: from its dir's checkpointed recovery point
+        for tp, path in futures.items():
+            if path.parent == log_dir:
+                self._future_recovery[tp] = _Unloaded(path, recovery.get(tp, 0), starts.get(tp, 0), clean)
         files.unlink(marker, missing_ok=True)
-        files.fsync_dir(self.data_dir)
-        self._started = True
+        files.fsync_dir(log_dir)
+
+    def _check_meta_properties(self, log_dir: Path) -> None:
+        """Write meta.properties in a dir that has none; refuse a dir that belongs to another broker."""
+        path = log_dir / files.META_PROPERTIES
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            lines = ["version=0"] + ([] if self.broker_id is None else [f"broker.id={self.broker_id}"])
+            files.write_atomically(path, ("\n".join(lines) + "\n").encode())
+            return
+        props = dict(
+            line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#")
+        )
+        theirs = props.get("broker.id", props.get("node.id"))
+        if self.broker_id is not None and theirs is not None and theirs.strip() != str(self.broker_id):
+            raise LogDirError(
+                f"log directory {log_dir} belongs to broker {theirs.strip()} (its meta.properties), "
+                f"this is broker {self.broker_id}"
+            )
+
+    def _dir_failed(self, log_dir: Path, e: OSError) -> None:
+        why = f"{type(e).__name__}: {e.strerror or e}"
+        if log_dir not in self._offline_dirs:
+            log.error(
+                "log directory %s is offline (%s): its partitions answer KAFKA_STORAGE_ERROR, the broker "
+                "serves the others",
+                log_dir,
+                why,
+            )
+        self._offline_dirs[log_dir] = why
+
+    def _resume_move(self, tp: TopicPartition, path: Path) -> None:
+        """A future log found at start-up: the move goes on (its current log is here) or is completed (the
+        current one was already renamed away: the future caught up before the restart)."""
+        found = self._future_recovery.pop(tp)
+        if tp not in self._dir_of:  # the swap had begun: the future is the partition now
+            final = path.with_name(files.partition_dir_name(*tp))
+            files.replace(path, final)
+            files.fsync_dir(path.parent)
+            log.info("completed the move of %s-%d to %s (interrupted by a restart)", *tp, path.parent)
+            self._unloaded[tp] = _Unloaded(final, found.recovery_point, found.log_start_offset, found.clean)
+            self._dir_of[tp] = path.parent
+            return
+        try:
+            with files.synced_together(path.parent):
+                self._futures[tp] = load_log(
+                    path,
+                    tp[0],
+                    tp[1],
+                    self.config_for(tp[0]),
+                    self.clock,
+                    recovery_point=found.recovery_point,
+                    log_start_offset=found.log_start_offset,
+                    had_clean_shutdown=found.clean,
+                )
+            log.info("resuming the move of %s-%d to %s", *tp, path.parent)
+        except Exception as e:  # noqa: BLE001 (the copy is dropped; the current log is intact)
+            log.warning("dropping the unfinished move of %s-%d to %s: %s", *tp, path.parent, e)
+            shutil.rmtree(path, ignore_errors=True)
 
     @property
     def pending(self) -> int:
@@ -125,7 +299,7 @@ class LogManager:
         """Load up to `limit` of the partitions not loaded yet, with one sync; returns how many are left."""
         batch = list(itertools.islice(self._unloaded, limit))
         loaded: list[tuple[TopicPartition, PartitionLog]] = []
-        with files.synced_together(self.data_dir):  # one syncfs for every recovery, not fsyncs each
+        with files.synced_together(self.online_dirs):  # one syncfs for every recovery, not fsyncs each
             for tp in batch:
                 plog = self._load_or_offline(tp)
                 if plog is not None:
@@ -168,10 +342,11 @@ class LogManager:
         return plog
 
     def close(self) -> None:
-        """Clean shutdown: flush and close every log, checkpoint, write the clean-shutdown marker."""
+        """Clean shutdown: flush and close every log, checkpoint, write the clean-shutdown markers."""
+        online = self.online_dirs
         try:
-            with files.synced_together(self.data_dir):  # one syncfs for every log, not fsyncs each
-                for plog in self._logs.values():
+            with files.synced_together(online):  # one syncfs for every log, not fsyncs each
+                for plog in [*self._logs.values(), *self._futures.values()]:
                     plog.close()
             self.checkpoint()
             pending = [found for found in self._unloaded.values() if not found.clean]
@@ -182,14 +357,17 @@ class LogManager:
                     len(pending),
                 )
             else:
-                files.write_atomically(self.data_dir / files.CLEAN_SHUTDOWN_FILE, b"")
+                for log_dir in online:
+                    files.write_atomically(log_dir / files.CLEAN_SHUTDOWN_FILE, b"")
         except (OSError, KafkaError) as e:  # a full disk: stop as after a crash (recovery at next start)
             log.warning("shutting down without the clean-shutdown marker: %s", e)
-            for plog in self._logs.values():
+            for plog in [*self._logs.values(), *self._futures.values()]:
                 plog.close_without_flush()
         self._logs.clear()
         self._unloaded.clear()
         self._offline.clear()
+        self._futures.clear()
+        self._dir_of.clear()
         self._started = False
 
     # -- partitions ---------------------------------------------------------------------------------------
@@ -199,16 +377,28 @@ class LogManager:
 
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         self._topic_configs[topic] = config
-        for (t, _p), plog in list(self._logs.items()):
+        for (t, _p), plog in [*self._logs.items(), *self._futures.items()]:
             if t == topic:
                 plog.update_config(config)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
-        """The log (loaded now if it was not); KAFKA_STORAGE_ERROR for a partition that is offline."""
+        """The log (loaded now if it was not); KAFKA_STORAGE_ERROR for a partition that is offline, and
+        for one found nowhere while a log dir is offline (it may be in that dir)."""
+        plog = self._find(topic, partition)
+        if plog is None and self._offline_dirs:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"partition {topic}-{partition} is in no online log directory "
+                f"(offline: {', '.join(map(str, self._offline_dirs))})",
+            )
+        return plog
+
+    def _find(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log, or None when no online dir has it; KAFKA_STORAGE_ERROR when it is offline."""
         tp = (topic, partition)
         plog = self._logs.get(tp)
         if plog is None and tp in self._unloaded:
-            with files.synced_together(self.data_dir):
+            with files.synced_together(self._dir_of[tp]):
                 plog = self._load_or_offline(tp)
             if plog is not None:
                 self._logs[tp] = plog
@@ -233,22 +423,49 @@ class LogManager:
         """Every partition with a directory, loaded or not (offline ones too)."""
         return [*self._logs, *self._unloaded, *self._offline]
 
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir holding the partition's current log (None: no online dir has it)."""
+        return self._dir_of.get((topic, partition))
+
+    def next_log_dir(self) -> Path:
+        """Where a new partition goes (Kafka's `nextLogDirs`): the online dir with the fewest partitions,
+        current and future logs counted, the first in `log.dirs` order on a tie."""
+        online = self.online_dirs
+        if not online:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "every log directory is offline")
+        counts = dict.fromkeys(online, 0)
+        for log_dir in self._dir_of.values():
+            if log_dir in counts:
+                counts[log_dir] += 1
+        for future in self._futures.values():
+            parent = future.directory.parent
+            if parent in counts:
+                counts[parent] += 1
+        return min(online, key=lambda d: counts[d])  # min keeps the first of equals
+
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
-        existing = self.get_log(topic, partition)
+        existing = self._find(topic, partition)
         if existing is not None:
             return existing
         if config is not None:
             self._topic_configs[topic] = config
         _check_topic_name(topic)
-        path = self.data_dir / files.partition_dir_name(topic, partition)
+        log_dir = self.next_log_dir()
+        path = log_dir / files.partition_dir_name(topic, partition)
         try:
-            plog = create_log(path, topic, partition, self.config_for(topic), self.clock)
-        except FileExistsError:  # left by an interrupted create or delete: load what is there
-            plog = load_log(
-                path, topic, partition, self.config_for(topic), self.clock, had_clean_shutdown=True
-            )
-        files.fsync_dir(self.data_dir)
+            try:
+                plog = create_log(path, topic, partition, self.config_for(topic), self.clock)
+            except FileExistsError:  # left by an interrupted create or delete: load what is there
+                plog = load_log(
+                    path, topic, partition, self.config_for(topic), self.clock, had_clean_shutdown=True
+                )
+            files.fsync_dir(log_dir)
+        except OSError as e:
+            if not log_dir.is_dir():  # the dir itself is gone: offline, as a Kafka log dir that fails
+                self._dir_failed(log_dir, e)
+            raise
         self._logs[(topic, partition)] = plog
+        self._dir_of[(topic, partition)] = log_dir
         return plog
 
     def remove_partition_dir(self, topic: str, partition: int) -> None:
@@ -260,16 +477,20 @@ class LogManager:
             or (topic, partition) in self._offline
         ):
             return
-        path = self.data_dir / files.partition_dir_name(topic, partition)
-        if path.exists():
-            shutil.rmtree(path, ignore_errors=True)
-            files.note_deleted(path, tree=True)
+        for log_dir in self.online_dirs:
+            path = log_dir / files.partition_dir_name(topic, partition)
+            if path.exists():
+                shutil.rmtree(path, ignore_errors=True)
+                files.note_deleted(path, tree=True)
 
     def delete_log(self, topic: str, partition: int) -> None:
-        plog = self._logs.pop((topic, partition), None)
-        found = self._unloaded.pop((topic, partition), None)
-        if found is None and (topic, partition) in self._offline:
-            found = self._offline.pop((topic, partition))[0]
+        tp = (topic, partition)
+        self._drop_future(tp)
+        plog = self._logs.pop(tp, None)
+        found = self._unloaded.pop(tp, None)
+        if found is None and tp in self._offline:
+            found = self._offline.pop(tp)[0]
+        self._dir_of.pop(tp, None)
         if plog is not None:
             plog.close_without_flush()
             path = plog.directory
@@ -279,41 +500,211 @@ class LogManager:
             return
         doomed = path.with_name(path.name + ".tmp-delete")
         os.replace(path, doomed)
-        files.fsync_dir(self.data_dir)
+        files.fsync_dir(path.parent)
         files.note_deleted(path, tree=True)
         shutil.rmtree(doomed, ignore_errors=True)
 
+    # -- moving a replica to another log dir (AlterReplicaLogDirs) ------------------------------------------
+
+    def resolve_log_dir(self, path: str | Path) -> Path | None:
+        """The configured log dir that `path` names (absolute, or the same directory), or None."""
+        wanted = os.path.abspath(path)
+        for log_dir in self.log_dirs:
+            if os.path.abspath(log_dir) == wanted or os.path.realpath(log_dir) == os.path.realpath(wanted):
+                return log_dir
+        return None
+
+    def alter_log_dir(self, topic: str, partition: int, target: str | Path) -> bool:
+        """Start moving the partition's replica to the log dir `target` (Kafka's `alterReplicaLogDirs` on
+        one broker); True when a move is now under way, False when the replica already is there (a no-op;
+        a move under way elsewhere is abandoned then, as Kafka's). Raises KafkaError LOG_DIR_NOT_FOUND (no
+        such log dir), KAFKA_STORAGE_ERROR (the target or the replica is offline), REPLICA_NOT_AVAILABLE
+        (no replica of the partition here)."""
+        tp = (topic, partition)
+        log_dir = self.resolve_log_dir(target)
+        if log_dir is None:
+            raise KafkaError(ErrorCode.LOG_DIR_NOT_FOUND, f"{target} is not one of this broker's log dirs")
+        if log_dir in self._offline_dirs:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log dir {log_dir} is offline")
+        current = self._find(topic, partition)
+        if current is None:
+            raise KafkaError(
+                ErrorCode.REPLICA_NOT_AVAILABLE, f"this broker has no replica of {topic}-{partition}"
+            )
+        future = self._futures.get(tp)
+        if future is not None and future.directory.parent == log_dir:
+            return True  # already moving there
+        self._drop_future(tp)
+        if self._dir_of[tp] == log_dir:
+            return False
+        path = log_dir / files.moved_dir_name(topic, partition, uuid.uuid4().hex, files.FUTURE_DIR_SUFFIX)
+        future = create_log(path, topic, partition, self.config_for(topic), self.clock)
+        if current.log_start_offset > 0:
+            future.truncate_fully_and_start_at(current.log_start_offset)
+        files.fsync_dir(log_dir)
+        self._futures[tp] = future
+        log.info("moving %s-%d from %s to %s", topic, partition, self._dir_of[tp], log_dir)
+        return True
+
+    def abandon_move(self, topic: str, partition: int) -> None:
+        """Stop moving the partition: its future log is removed, the current one stays."""
+        self._drop_future((topic, partition))
+
+    def _drop_future(self, tp: TopicPartition) -> None:
+        future = self._futures.pop(tp, None)
+        if future is None:
+            return
+        future.close_without_flush()
+        doomed = future.directory.with_name(
+            files.moved_dir_name(*tp, uuid.uuid4().hex, files.DELETE_DIR_SUFFIX)
+        )
+        os.replace(future.directory, doomed)
+        files.fsync_dir(doomed.parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+        log.info("abandoned the move of %s-%d to %s", *tp, doomed.parent)
+
+    def future_logs(self) -> list[tuple[TopicPartition, PartitionLog]]:
+        """The replicas being moved: their future logs."""
+        return list(self._futures.items())
+
+    def future_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._futures.get((topic, partition))
+
+    def copy_to_future(self, topic: str, partition: int, max_bytes: int = MOVE_STEP_BYTES) -> bool:
+        """One step of a move (Kafka's `ReplicaAlterLogDirsThread`): bring the future log in line with the
+        current one (a truncated current log truncates it, as the future's OffsetForLeaderEpoch against the
+        current replica would; a moved log start moves its start) and append at most `max_bytes` of what
+        the current log has past its end. True when the future log has caught up with the log end."""
+        tp = (topic, partition)
+        future = self._futures[tp]
+        current = self._find(topic, partition)
+        if current is None:
+            self._drop_future(tp)
+            raise KafkaError(ErrorCode.REPLICA_NOT_AVAILABLE, f"{topic}-{partition} has no current log")
+        epoch = future.leader_epochs.latest_epoch
+        if epoch is not None and future.log_end_offset > future.log_start_offset:
+            current_epoch, end = current.end_offset_for_epoch(epoch)
+            if current_epoch != epoch or end < future.log_end_offset:
+                future.truncate_to(max(min(end, future.log_end_offset), 0))
+        if future.log_end_offset > current.log_end_offset:
+            future.truncate_to(current.log_end_offset)
+        if future.log_end_offset < current.log_start_offset:
+            future.truncate_fully_and_start_at(current.log_start_offset)
+        elif future.log_start_offset < current.log_start_offset:
+            future.update_follower_high_watermark(current.high_watermark)
+            future.delete_records_before(current.log_start_offset)
+        if future.log_end_offset < current.log_end_offset:
+            data = current.read(future.log_end_offset, max_bytes, Isolation.LOG_END)
+            future.append_as_follower(data.records)
+        future.update_follower_high_watermark(current.high_watermark)
+        return future.log_end_offset == current.log_end_offset
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """Finish a move whose future log has caught up (`copy_to_future` said so, and nothing was appended
+        since): the future log becomes the partition's log, the old directory is removed. Returns the new
+        log; the caller hands it to whoever held the old one (closed now)."""
+        tp = (topic, partition)
+        future = self._futures[tp]
+        current = self._logs[tp]
+        if future.log_end_offset != current.log_end_offset:
+            raise ValueError(
+                f"{topic}-{partition}: the future log ends at {future.log_end_offset}, "
+                f"the current one at {current.log_end_offset}"
+            )
+        target = future.directory.parent
+        high_watermark = current.high_watermark
+        future.start_leader_epoch(current.leader_epoch)  # an epoch begun with nothing appended in it yet
+        with files.synced_together([target, self._dir_of[tp]]):
+            future.close()  # all of it durable before the current copy goes
+        current.close_without_flush()
+        del self._futures[tp]
+        old = current.directory
+        doomed = old.with_name(
+            files.moved_dir_name(topic, partition, uuid.uuid4().hex, files.DELETE_DIR_SUFFIX)
+        )
+        files.replace(old, doomed)
+        files.fsync_dir(old.parent)  # from here a restart completes the move (see `_resume_move`)
+        final = target / files.partition_dir_name(topic, partition)
+        files.replace(future.directory, final)
+        files.fsync_dir(target)
+        self._dir_of[tp] = target
+        plog = load_log(
+            final,
+            topic,
+            partition,
+            self.config_for(topic),
+            self.clock,
+            recovery_point=future.log_end_offset,
+            log_start_offset=future.log_start_offset,
+            had_clean_shutdown=True,
+        )
+        if self.keep_high_watermarks:
+            plog.update_follower_high_watermark(high_watermark)
+        else:
+            plog.update_high_watermark(high_watermark)
+        self._logs[tp] = plog
+        files.note_deleted(doomed, tree=True)
+        shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint()
+        log.info("moved %s-%d to %s", topic, partition, target)
+        return plog
+
+    # -- describing --------------------------------------------------------------------------------------
+
     @property
     def absolute_path(self) -> str:
-        """The data directory as Kafka names a log dir: absolute, symlinks not resolved."""
+        """The first log dir as Kafka names a log dir: absolute, symlinks not resolved."""
         return os.path.abspath(self.data_dir)
 
-    def disk_space(self) -> DiskSpace:
-        """statvfs of the data directory (OSError when the file system cannot be asked); usable space is
-        what an unprivileged process may still write (f_bavail), as Java's getUsableSpace."""
-        st = os.statvfs(self.data_dir)
+    def disk_space(self, log_dir: Path | None = None) -> DiskSpace:
+        """statvfs of a log dir, the first by default (OSError when the file system cannot be asked);
+        usable space is what an unprivileged process may still write (f_bavail), as Java's getUsableSpace."""
+        st = os.statvfs(self.data_dir if log_dir is None else log_dir)
         return DiskSpace(
             min(st.f_blocks * st.f_frsize, _JAVA_LONG_MAX), min(st.f_bavail * st.f_frsize, _JAVA_LONG_MAX)
         )
 
+    def describe(self, wanted: set[TopicPartition] | None = None) -> list[LogDirInfo]:
+        """Every log dir in `log.dirs` order with its replicas (only those of `wanted` when given), loading
+        the partitions not loaded yet; an offline dir lists none."""
+        self.load_all()
+        per_dir: dict[Path, list[ReplicaInfo]] = {d: [] for d in self.log_dirs}
+        for tp, plog in sorted(self._logs.items()):
+            if wanted is None or tp in wanted:
+                per_dir[self._dir_of[tp]].append(ReplicaInfo(*tp, plog.size_in_bytes, 0, False))
+        for tp, future in sorted(self._futures.items()):
+            if wanted is None or tp in wanted:
+                current = self._logs.get(tp)
+                lag = 0 if current is None else max(0, current.log_end_offset - future.log_end_offset)
+                per_dir[future.directory.parent].append(ReplicaInfo(*tp, future.size_in_bytes, lag, True))
+        return [
+            LogDirInfo(os.path.abspath(d), self._offline_dirs.get(d), tuple(per_dir[d]))
+            for d in self.log_dirs
+        ]
+
     # -- periodic work (the broker calls these from its timers) ---------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the recovery points (advanced only by flushes) and log start offsets."""
+        """Write each online log dir's recovery points (advanced only by flushes) and log start offsets (and
+        high watermarks in a cluster) of the logs it holds, future logs included."""
+        per_dir: dict[Path, list[tuple[TopicPartition, int, int, int | None]]] = {
+            d: [] for d in self.online_dirs
+        }
         unloaded = list(self._unloaded.items()) + [
             (tp, found) for tp, (found, _) in list(self._offline.items())
         ]
-        loaded = list(self.logs())
-        rp = {tp: found.recovery_point for tp, found in unloaded}
-        ls = {tp: found.log_start_offset for tp, found in unloaded}
-        rp.update((tp, plog.recovery_point) for tp, plog in loaded)
-        ls.update((tp, plog.log_start_offset) for tp, plog in loaded)
-        write_checkpoint(self.data_dir / files.RECOVERY_POINT_CHECKPOINT, rp)
-        write_checkpoint(self.data_dir / files.LOG_START_CHECKPOINT, ls)
-        if self.keep_high_watermarks:
-            hw = {tp: v for tp, v in self._high_watermarks.items() if tp in self._unloaded}
-            hw.update((tp, plog.high_watermark) for tp, plog in loaded)
-            write_checkpoint(self.data_dir / files.HIGH_WATERMARK_CHECKPOINT, hw)
+        for tp, found in unloaded:
+            hw = self._high_watermarks.get(tp) if tp in self._unloaded else None
+            per_dir.get(found.path.parent, []).append((tp, found.recovery_point, found.log_start_offset, hw))
+        for tp, plog in [*self.logs(), *list(self._futures.items())]:
+            entry = (tp, plog.recovery_point, plog.log_start_offset, plog.high_watermark)
+            per_dir.get(plog.directory.parent, []).append(entry)
+        for log_dir, entries in per_dir.items():
+            write_checkpoint(log_dir / files.RECOVERY_POINT_CHECKPOINT, {tp: rp for tp, rp, _, _ in entries})
+            write_checkpoint(log_dir / files.LOG_START_CHECKPOINT, {tp: ls for tp, _, ls, _ in entries})
+            if self.keep_high_watermarks:
+                hws = {tp: hw for tp, _, _, hw in entries if hw is not None}
+                write_checkpoint(log_dir / files.HIGH_WATERMARK_CHECKPOINT, hws)
 
     def flush_dirty_logs(self) -> int:
         """flush.ms: flush logs whose interval elapsed; returns how many were flushed."""

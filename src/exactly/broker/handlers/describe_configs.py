@@ -184,7 +184,7 @@ def _effective_specials(broker: Broker) -> dict[str, str]:
         "broker.id": str(config.node_id),
         "listeners": ",".join(map(str, listeners)),
         "advertised.listeners": ",".join(map(str, advertised)),
-        "log.dirs": str(config.data_dir),
+        "log.dirs": ",".join(map(str, config.all_log_dirs)),
     }
 
 

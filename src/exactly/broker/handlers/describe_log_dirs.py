@@ -1,16 +1,19 @@
-"""DescribeLogDirs (key 35): the one log dir (the data dir), each partition's size on disk, free space.
+"""DescribeLogDirs (key 35): every log dir of the broker, each partition's size on disk, free space.
 
-As Kafka's ReplicaManager.describeLogDirs: `topics` null means every partition; partitions that do not
-exist here are left out (no error); a partition's size is the sum of its segment files (indexes not
-counted); offset_lag is 0 (this broker is the leader, so the high watermark never trails its own log
-end) and is_future_key false (no replica is being moved between dirs). total_bytes / usable_bytes (v4+)
-are the file system's, -1 below v4 (the field is not on the wire). A file system that cannot be asked
-gives the dir KAFKA_STORAGE_ERROR.
+As Kafka's ReplicaManager.describeLogDirs: one result per log dir in `log.dirs` order; `topics` null means
+every partition; partitions that do not exist here are left out (no error); a partition's size is the sum
+of its segment files (indexes not counted). A replica being moved to another dir (AlterReplicaLogDirs)
+shows in both: its current log (offset_lag 0: this broker leads, so the high watermark never trails its
+own log end) and, in the target dir, its future log (is_future_key true, offset_lag: how far its end is
+behind the current log's end). total_bytes / usable_bytes (v4+) are each dir's file system's, -1 below
+v4 (the field is not on the wire). An offline dir, or one whose file system cannot be asked, gives
+KAFKA_STORAGE_ERROR and no topics.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
@@ -36,24 +39,34 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> Descri
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    by_topic: dict[str, list[DescribeLogDirsPartition]] = {}
-    for (topic, partition), plog in sorted(logs.all_logs()):
-        if wanted is not None and (topic, partition) not in wanted:
+    results: list[DescribeLogDirsResult] = []
+    for info in logs.describe(wanted):
+        if info.error is not None:
+            results.append(DescribeLogDirsResult(ErrorCode.KAFKA_STORAGE_ERROR, info.path))
             continue
-        by_topic.setdefault(topic, []).append(
-            DescribeLogDirsPartition(partition, plog.size_in_bytes, offset_lag=0, is_future_key=False)
+        try:
+            space = logs.disk_space(Path(info.path))
+        except OSError as e:
+            log.warning("cannot describe log dir %s: %s", info.path, e)
+            results.append(DescribeLogDirsResult(ErrorCode.KAFKA_STORAGE_ERROR, info.path))
+            continue
+        by_topic: dict[str, list[DescribeLogDirsPartition]] = {}
+        for replica in info.replicas:
+            by_topic.setdefault(replica.topic, []).append(
+                DescribeLogDirsPartition(
+                    replica.partition,
+                    replica.size,
+                    offset_lag=replica.offset_lag,
+                    is_future_key=replica.is_future,
+                )
+            )
+        results.append(
+            DescribeLogDirsResult(
+                ErrorCode.NONE,
+                info.path,
+                [DescribeLogDirsTopic(name, partitions) for name, partitions in by_topic.items()],
+                total_bytes=space.total_bytes,
+                usable_bytes=space.usable_bytes,
+            )
         )
-    try:
-        space = logs.disk_space()
-    except OSError as e:
-        log.warning("cannot describe log dir %s: %s", logs.absolute_path, e)
-        failed = DescribeLogDirsResult(ErrorCode.KAFKA_STORAGE_ERROR, logs.absolute_path)
-        return DescribeLogDirsResponse(results=[failed])
-    result = DescribeLogDirsResult(
-        ErrorCode.NONE,
-        logs.absolute_path,
-        [DescribeLogDirsTopic(name, partitions) for name, partitions in by_topic.items()],
-        total_bytes=space.total_bytes,
-        usable_bytes=space.usable_bytes,
-    )
-    return DescribeLogDirsResponse(error_code=ErrorCode.NONE, results=[result])
+    return DescribeLogDirsResponse(error_code=ErrorCode.NONE, results=results)

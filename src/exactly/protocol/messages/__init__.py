@@ -13,6 +13,7 @@ from exactly.protocol.messages import (
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
+    alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
     commit_batch,
@@ -95,6 +96,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -152,6 +154,7 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.DELETE_ACLS: delete_acls,
     ApiKey.DESCRIBE_CONFIGS: describe_configs,
     ApiKey.ALTER_CONFIGS: alter_configs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs,
     ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
     ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
     ApiKey.CREATE_PARTITIONS: create_partitions,
