@@ -43,7 +43,7 @@ from exactly.cluster.producer_ids import ProducerIdManager
 from exactly.cluster.znodes import RegisteredEndpoint
 from exactly.fetch.session import FetchSessionCache
 from exactly.quotas.entities import QuotaKey
-from exactly.quotas.manager import ClientQuotaManager
+from exactly.quotas.manager import ClientQuotaManager, ControllerMutationQuotaManager, RequestQuotaManager
 from exactly.security.acls import AclBinding
 from exactly.security.authorizer import Authorizer
 from exactly.security.listeners import Listener
@@ -165,6 +165,12 @@ class Broker:
             lambda: self.metadata.client_quotas,
             config.quota_window_num,
             window_ms,
+        )
+        self.request_quotas = RequestQuotaManager(
+            lambda: self.metadata.client_quotas, config.quota_window_num, window_ms
+        )
+        self.mutation_quotas = ControllerMutationQuotaManager(
+            lambda: self.metadata.client_quotas, config.quota_window_num, window_ms
         )
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self._servers: dict[str, ListenerServer] = {}  # listener name -> its server
