@@ -9,7 +9,8 @@ up the time its steps take on the event loop, which is what a request costs the 
 (Kafka's request-thread time): the time the handler waits — a long-poll Fetch parked, a replication
 wait, a ZooKeeper write — is not counted, as Kafka counts neither purgatory nor the network. After the
 handler, `throttle_request` records that time for the client (quotas/manager.py RequestQuotaManager);
-over the quota, every response that has a throttle_time_ms field carries the larger of the handler's
+over the quota, every response that has a throttle_time_ms field (also one its handler encoded itself,
+Metadata's: the field is its first four bytes) carries the larger of the handler's
 own throttle and this one, and the connection is muted, as Kafka's `sendResponseMaybeThrottle`. Requests
 Kafka exempts (cluster actions: a follower's Fetch, WriteTxnMarkers) are not counted. Responses of the
 versions before KIP-219 are not held back for a request-time throttle (the muted connection holds the
@@ -24,11 +25,13 @@ DeleteTopics take a `mutation_quota(ctx)` and `record` each topic's partitions b
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
 from exactly.broker.context import RequestContext
+from exactly.protocol.api import EncodedBody
 from exactly.protocol.messages import ApiKey
 from exactly.quotas.manager import ControllerMutationQuota
 
@@ -108,10 +111,28 @@ def throttle_request(ctx: RequestContext, body: Any, response: Any, handling_s: 
     )
     if throttle_ms <= 0:
         return 0
-    if response is not None and hasattr(response, "throttle_time_ms"):
+    if isinstance(response, EncodedBody):
+        _throttle_encoded(ctx, response, throttle_ms)
+    elif response is not None and hasattr(response, "throttle_time_ms"):
         response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
     ctx.mute(throttle_ms)
     return throttle_ms
+
+
+# Responses a handler encodes itself (EncodedBody: Metadata's cached topic encodings) whose body starts
+# with throttle_time_ms from this version on.
+_ENCODED_THROTTLE_FROM = {ApiKey.METADATA: 3}
+_INT32 = struct.Struct(">i")
+
+
+def _throttle_encoded(ctx: RequestContext, body: EncodedBody, throttle_ms: int) -> None:
+    since = _ENCODED_THROTTLE_FROM.get(ApiKey(ctx.header.api_key))
+    if since is None or ctx.version < since or not body.chunks:
+        return
+    first = bytes(body.chunks[0])
+    if len(first) >= _INT32.size:
+        (current,) = _INT32.unpack_from(first)
+        body.chunks[0] = _INT32.pack(max(current, throttle_ms)) + first[_INT32.size :]
 
 
 # The versions whose controller mutation quota is strict (KIP-599): a topic that does not fit is refused
