@@ -32,6 +32,11 @@ from exactly.protocol.messages.alter_client_quotas import (
 )
 from exactly.protocol.messages.api_versions import ApiVersionsRequest
 from exactly.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
+from exactly.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResponse,
+)
 from exactly.protocol.messages.incremental_alter_configs import (
     AlterableConfig,
     AlterConfigsResource,
@@ -235,5 +240,31 @@ def test_old_create_topics_versions_are_throttled_not_refused(broker: BrokerProc
         )
         assert [t.error_code for t in response.topics] == [ErrorCode.NONE, ErrorCode.NONE]
         assert 5_000 <= response.throttle_time_ms <= 9_000  # 10 partitions over a burst of 1, at 1/s
+    finally:
+        client.close()
+
+
+def test_a_listener_limit_is_a_dynamic_config_described_under_its_own_name(broker: BrokerProcess) -> None:
+    client = RawClient(broker.bootstrap, client_id="listener-limit")
+    try:
+        bad = alter_broker_configs(client, listener_name_plaintext_max_connections="-5")
+        assert bad[0] == ErrorCode.INVALID_CONFIG
+        assert "listener.name.plaintext.max.connections" in (bad[1] or "")
+        ok = alter_broker_configs(client, listener_name_plaintext_max_connections="1000")
+        assert ok == (ErrorCode.NONE, None)
+        for resource in ("", "0"):
+            request = DescribeConfigsRequest([DescribeConfigsResource(BROKER_RESOURCE, resource, None)])
+            response: DescribeConfigsResponse = client.request(ApiKey.DESCRIBE_CONFIGS, 1, request)
+            values = {c.name: c.value for c in response.results[0].configs}
+            assert values["listener.name.plaintext.max.connections"] == "1000", resource
+        other = RawClient(broker.bootstrap)
+        try:
+            assert answers(other)  # a limit above what is open: still accepting
+        finally:
+            other.close()
+        assert alter_broker_configs(client, listener_name_plaintext_max_connections=None) == (
+            ErrorCode.NONE,
+            None,
+        )
     finally:
         client.close()
