@@ -399,11 +399,14 @@ class Connection:
         try:
             if context.header.api_key in self.broker.config.debug_raise_in_api:
                 raise RuntimeError("exactly.debug.raise.in.api")
-            timed = HandlingTime(handler(context, body))
-            response = await timed
+            if self.broker.metadata.client_quotas:  # request_percentage: time the handler's steps
+                timed = HandlingTime(handler(context, body))
+                response = await timed
+            else:
+                response = await handler(context, body)
             if context.header.api_key in self.broker.config.debug_unencodable_response_in_api:
                 response = _Unencodable()
-            throttle_request(context, body, response, timed.seconds)  # request_percentage quotas
+            throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
             # encoded here, so that a response the handler got wrong is a handler failure too
             return None if response is None else encode_response(context.header, response)
         except ProtocolError:

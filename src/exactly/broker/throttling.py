@@ -7,7 +7,8 @@ and the client holds back by itself; for older versions the broker holds the res
 Request-time quotas (`request_percentage`, KIP-124): `HandlingTime` runs a handler's coroutine and adds
 up the time its steps take on the event loop, which is what a request costs the broker's one thread
 (Kafka's request-thread time): the time the handler waits — a long-poll Fetch parked, a replication
-wait, a ZooKeeper write — is not counted, as Kafka counts neither purgatory nor the network. After the
+wait, a ZooKeeper write — is not counted, as Kafka counts neither purgatory nor the network (handlers are
+timed only while some client quota is set: without any the requests run as they are). After the
 handler, `throttle_request` records that time for the client (quotas/manager.py RequestQuotaManager);
 over the quota, every response that has a throttle_time_ms field (also one its handler encoded itself,
 Metadata's: the field is its first four bytes) carries the larger of the handler's
