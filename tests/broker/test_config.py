@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from exactly.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties
+from exactly.errors import ErrorCode, KafkaError
 from exactly.storage.config import CleanupPolicy
 
 
@@ -91,3 +92,45 @@ def test_replica_selector_class_takes_kafkas_rack_aware_selector() -> None:
     name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
     assert BrokerConfig.load(None, {"replica.selector.class": name}).replica_selector_class == name
     assert BrokerConfig.load(None, {"replica.selector.class": " "}).replica_selector_class is None
+
+
+def test_connection_limits_static_and_dynamic(caplog: pytest.LogCaptureFixture) -> None:
+    config = BrokerConfig.from_properties(
+        {
+            "max.connections.per.ip": "5",
+            "max.connections.per.ip.overrides": "127.0.0.1:1, localhost:2",
+            "listener.name.plaintext.max.connections": "7",
+        }
+    )
+    assert "ignoring unknown config" not in caplog.text
+    assert config.max_connections_per_ip == 5
+    assert config.max_connections_per_ip_overrides == {"127.0.0.1": 1, "localhost": 2}
+    assert config.listener_max_connections == {"PLAINTEXT": 7}
+    dynamic = config.with_dynamic(
+        {"listener.name.internal.max.connections": "3", "max.connections.per.ip": "0"}
+    )
+    assert dynamic.listener_max_connections == {"PLAINTEXT": 7, "INTERNAL": 3}  # the static one stays
+    assert dynamic.max_connections_per_ip == 0  # allowed: overrides are set
+    assert config.with_dynamic({}).listener_max_connections == {"PLAINTEXT": 7}
+
+
+@pytest.mark.parametrize(
+    ("dynamic", "message"),
+    [
+        ({"max.connections.per.ip": "-1"}, "Invalid value -1 for configuration max.connections.per.ip"),
+        (
+            {"max.connections.per.ip.overrides": "127.0.0.1"},
+            "Invalid value 127.0.0.1 for configuration max.connections.per.ip.overrides: expected host:count",
+        ),
+        ({"max.connections.per.ip.overrides": "h:-2"}, "the count of h must be in 0.."),
+        ({"listener.name.plaintext.max.connections": "x"}, "listener.name.plaintext.max.connections"),
+        ({"max.connections.per.ip": "0"}, "can be set to zero only if max.connections.per.ip.overrides"),
+    ],
+)
+def test_invalid_connection_limits_are_invalid_config(dynamic: dict[str, str], message: str) -> None:
+    with pytest.raises(KafkaError) as raised:
+        BrokerConfig().with_dynamic(dynamic)
+    assert raised.value.code == ErrorCode.INVALID_CONFIG
+    assert message in raised.value.message
+    with pytest.raises(ConfigError):
+        BrokerConfig.from_properties(dynamic)

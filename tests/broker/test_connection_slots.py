@@ -1,12 +1,21 @@
-"""ConnectionSlots and the connections' share of the open-file limit, directly (no sockets)."""
+"""ConnectionSlots (broker-wide, per-listener and per-address limits) and the connections' share of the
+open-file limit, directly (no sockets)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
-from exactly.broker.connection_slots import MIN_RESERVE, UNLIMITED, ConnectionSlots, descriptor_share
+from exactly.broker.config import BrokerConfig
+from exactly.broker.connection_slots import (
+    MIN_RESERVE,
+    UNLIMITED,
+    ConnectionSlots,
+    IpLimits,
+    descriptor_share,
+)
 
 
 @pytest.mark.parametrize(
@@ -68,3 +77,58 @@ def test_full_and_resumed_are_one_line_each(caplog: pytest.LogCaptureFixture) ->
     messages = [r.getMessage() for r in caplog.records]
     assert len([m for m in messages if "new connections wait" in m]) == 1, messages
     assert len([m for m in messages if "accepting connections again" in m]) == 1, messages
+
+
+def test_a_listener_at_its_own_limit_waits_while_the_others_accept() -> None:
+    limits = {"INTERNAL": 1}
+
+    async def scenario() -> list[str]:
+        slots = ConnectionSlots(lambda: 10, listener_capacity=lambda name: limits.get(name, UNLIMITED))
+        events: list[str] = []
+
+        async def accept(listener: str) -> None:
+            await slots.wait_for_slot(listener)
+            slots.opened(listener)
+            events.append(listener)
+
+        await accept("INTERNAL")
+        blocked = asyncio.create_task(accept("INTERNAL"))
+        await accept("PLAINTEXT")
+        await accept("PLAINTEXT")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        events.append(f"waiting, {slots.per_listener}")
+        slots.release("INTERNAL")
+        await blocked
+        return events
+
+    assert asyncio.run(scenario()) == [
+        "INTERNAL",
+        "PLAINTEXT",
+        "PLAINTEXT",
+        "waiting, {'INTERNAL': 1, 'PLAINTEXT': 2}",
+        "INTERNAL",
+    ]
+
+
+def test_an_address_over_its_limit_is_not_admitted_until_one_of_its_connections_closes() -> None:
+    slots = ConnectionSlots(lambda: 10, per_ip=lambda address: 1 if address == "127.0.0.1" else 2)
+    assert slots.admit("127.0.0.1")
+    slots.opened("PLAINTEXT")
+    assert not slots.admit("127.0.0.1")  # refused: not counted anywhere
+    assert [slots.admit("10.0.0.1") for _ in range(3)] == [True, True, False]
+    assert slots.open == 1
+    slots.release("PLAINTEXT", "127.0.0.1")
+    assert slots.admit("127.0.0.1")
+
+
+def test_ip_limits_resolve_host_names_once_per_overrides_value() -> None:
+    limits = IpLimits()
+    config = BrokerConfig(
+        max_connections_per_ip=3, max_connections_per_ip_overrides={"localhost": 1, "10.1.2.3": 0}
+    )
+    assert limits.limit(config, "127.0.0.1") == 1
+    assert limits.limit(config, "10.1.2.3") == 0
+    assert limits.limit(config, "10.9.9.9") == 3
+    changed = dataclasses.replace(config, max_connections_per_ip_overrides={})
+    assert limits.limit(changed, "127.0.0.1") == 3

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from exactly.configs.broker import BROKER_CONFIGS, listener_config_base
 from exactly.configs.topic import TOPIC_CONFIGS, broker_default
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.protocol.messages import ApiKey
+from exactly.quotas.connections import check_per_ip, parse_ip_overrides
 from exactly.replication.replica_selector import REPLICA_SELECTOR_CLASSES
 from exactly.security.authorizer import AUTHORIZER_CLASS_NAMES, parse_super_users
 from exactly.security.listeners import (
@@ -212,6 +214,9 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     # open-file budget: segment files (storage/file_handles.py); connections (broker/connection_slots.py)
     "exactly.log.max.open.files": ("log_max_open_files", _int(-1, 2**31 - 1)),
     "max.connections": ("max_connections", _int(0, 2**31 - 1)),
+    # connections per client address and per listener (quotas/connections.py, broker/connection_slots.py)
+    "max.connections.per.ip": ("max_connections_per_ip", _int(0, 2**31 - 1)),
+    "max.connections.per.ip.overrides": ("max_connections_per_ip_overrides", parse_ip_overrides),
     # testing only: the handlers of these APIs raise (connection.py answers UNKNOWN_SERVER_ERROR)
     "exactly.debug.raise.in.api": ("debug_raise_in_api", _api_keys),
     # testing only: exit in the middle of a create (server.py `_create_logs`), as a crash would
@@ -299,6 +304,10 @@ class BrokerConfig:
     debug_raise_in_api: frozenset[int] = frozenset()
     log_max_open_files: int = -1  # -1: a quarter of the open-file limit (storage/file_handles.py)
     max_connections: int = 2**31 - 1  # and at most the open-file limit's share (connection_slots.py)
+    max_connections_per_ip: int = 2**31 - 1
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)  # host -> limit
+    # listener.name.<listener>.max.connections, by listener name (upper case, as `listeners` names them)
+    listener_max_connections: Mapping[str, int] = field(default_factory=dict)
     debug_create_crash_after_partitions: int = -1
     debug_unencodable_response_in_api: frozenset[int] = frozenset()
     log: LogConfig = field(default_factory=LogConfig)
@@ -339,6 +348,10 @@ class BrokerConfig:
             values["data_dir"] = dirs[0]
         _check_security_values(known)
         try:
+            values.update(_connection_limits(known, known))
+        except KafkaError as e:
+            raise ConfigError(e.message) from None
+        try:
             log_config = LogConfig.from_properties(_topic_defaults(known, known))
         except KafkaError as e:
             raise ConfigError(f"invalid log config: {e.message}") from None
@@ -366,6 +379,7 @@ class BrokerConfig:
             return self
         values = _parse_fields(dynamic, None)
         merged = {**self.properties, **dynamic}
+        values.update(_connection_limits(merged, dynamic))
         values["log"] = LogConfig.from_properties(_topic_defaults(merged, dynamic), base=self.log)
         return dataclasses.replace(self, **values)  # type: ignore[arg-type]
 
@@ -395,6 +409,36 @@ def _parse_fields(props: Mapping[str, str], error: type[ConfigError] | None) -> 
                     ErrorCode.INVALID_CONFIG, f"Invalid value {raw} for configuration {name}: {e}"
                 ) from None
             raise error(f"invalid value for {name}: {e}") from None
+    return values
+
+
+_LISTENER_MAX_CONNECTIONS = re.compile(r"^listener\.name\.([a-z0-9_.-]+?)\.max\.connections$", re.IGNORECASE)
+
+
+def _connection_limits(props: Mapping[str, str], changed: Mapping[str, str]) -> dict[str, object]:
+    """`listener_max_connections` from every `listener.name.<l>.max.connections` in `props` (when one is
+    in `changed`), and Kafka's rule on max.connections.per.ip and its overrides (KafkaError
+    INVALID_CONFIG)."""
+    values: dict[str, object] = {}
+    if any(_LISTENER_MAX_CONNECTIONS.match(name) for name in changed):
+        limits: dict[str, int] = {}
+        for name, raw in props.items():
+            match = _LISTENER_MAX_CONNECTIONS.match(name)
+            if match is None:
+                continue
+            try:
+                limits[match.group(1).upper()] = _int(0, 2**31 - 1)(raw)
+            except ValueError as e:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG, f"Invalid value {raw} for configuration {name}: {e}"
+                ) from None
+        values["listener_max_connections"] = limits
+    if "max.connections.per.ip" in changed or "max.connections.per.ip.overrides" in changed:
+        try:
+            per_ip = _int(0, 2**31 - 1)(props.get("max.connections.per.ip", str(2**31 - 1)))
+            check_per_ip(per_ip, parse_ip_overrides(props.get("max.connections.per.ip.overrides", "")))
+        except ValueError as e:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
     return values
 
 

@@ -18,6 +18,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from exactly.configs import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigType, topic_config
+from exactly.configs.broker import broker_config_def
 from exactly.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -150,19 +151,21 @@ async def commit(
             await broker.topics.alter_topic_configs(name, configs)
         return
     resource = broker_resource(broker, name)
-    unknown = sorted(key for key in configs if key not in BROKER_CONFIGS)
+    definitions = {key: broker_config_def(key) for key in configs}
+    unknown = sorted(key for key, definition in definitions.items() if definition is None)
     if unknown:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown broker configs: {', '.join(unknown)}")
+    known = {key: definition for key, definition in definitions.items() if definition is not None}
     current = broker.configs.dynamic(resource)
     static = sorted(
-        key for key, value in configs.items() if not BROKER_CONFIGS[key].dynamic and current.get(key) != value
+        key for key, value in configs.items() if not known[key].dynamic and current.get(key) != value
     )
     if static:
         raise KafkaError(
             ErrorCode.INVALID_CONFIG, f"Cannot update these configs dynamically: Set({', '.join(static)})"
         )
-    canonical = {key: BROKER_CONFIGS[key].canonical(value) for key, value in configs.items()}
-    per_broker = sorted(key for key in configs if resource == "" and BROKER_CONFIGS[key].per_broker)
+    canonical = {key: known[key].canonical(value) for key, value in configs.items()}
+    per_broker = sorted(key for key in configs if resource == "" and known[key].per_broker)
     if per_broker:
         raise KafkaError(
             ErrorCode.INVALID_CONFIG,

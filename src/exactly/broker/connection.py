@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import HANDLERS, advertised, answered_max
+from exactly.broker.throttling import HandlingTime, throttle_request
 from exactly.errors import ErrorCode, KafkaError, ProtocolError
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
@@ -394,12 +395,18 @@ class Connection:
         return Ending(CloseReason.AUTHENTICATION_FAILED)
 
     async def _run(self, handler: Any, context: RequestContext, body: Any) -> Response:
+        timed: HandlingTime[Any] | None = None
         try:
             if context.header.api_key in self.broker.config.debug_raise_in_api:
                 raise RuntimeError("exactly.debug.raise.in.api")
-            response = await handler(context, body)
+            if self.broker.metadata.client_quotas:  # request_percentage: time the handler's steps
+                timed = HandlingTime(handler(context, body))
+                response = await timed
+            else:
+                response = await handler(context, body)
             if context.header.api_key in self.broker.config.debug_unencodable_response_in_api:
                 response = _Unencodable()
+            throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
             # encoded here, so that a response the handler got wrong is a handler failure too
             return None if response is None else encode_response(context.header, response)
         except ProtocolError:
@@ -408,6 +415,7 @@ class Connection:
             response = self._error_response(context, body, e)
         if response is None:
             return None
+        throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
         return encode_response(context.header, response)
 
     def _error_response(self, context: RequestContext, body: Any, error: Exception) -> Any:

@@ -4,7 +4,9 @@ Accepting is our own loop over `loop.sock_accept` rather than `asyncio.start_ser
 
 * Connection slots (exactly.broker.connection_slots): while `max.connections` connections (or the
   open-file limit's share for connections) are open, the loop accepts nothing, as Kafka's Acceptor
-  waits for a slot; new clients wait in the listen backlog and are accepted as slots free up. A failed
+  waits for a slot (the broker-wide limit, or the listener's own `listener.name.<l>.max.connections`);
+  new clients wait in the listen backlog and are accepted as slots free up. A client address holding
+  `max.connections.per.ip` connections already has its new one closed right after accept. A failed
   accept (EMFILE, ENFILE, ENOBUFS) is one WARNING per episode and a retry after a short pause; asyncio's
   server and uvloop's would drop or refuse such connections without a word.
 * TLS (SSL, SASL_SSL): each accepted socket gets its handshake from `loop.connect_accepted_socket(...,
@@ -127,15 +129,27 @@ class ListenerServer:
                     failures,
                 )
                 failing_since, failures = None, 0
-            self._slots.opened()
-            task = asyncio.create_task(self._serve(client, address))
+            ip = address[0] if isinstance(address, tuple) else None
+            if ip is not None and not self._slots.admit(ip):
+                log.info(
+                    "listener %s: rejected connection from %s, address already has the configured maximum "
+                    "of %d connections (max.connections.per.ip, max.connections.per.ip.overrides)",
+                    self._name,
+                    ip,
+                    self._slots.per_ip.limit(ip),
+                )
+                with contextlib.suppress(OSError):
+                    client.close()
+                continue
+            self._slots.opened(self._name)
+            task = asyncio.create_task(self._serve(client, address, ip))
             self._handshaking.add(task)
 
-    async def _serve(self, client: socket.socket, address: object) -> None:
+    async def _serve(self, client: socket.socket, address: object, ip: str | None) -> None:
         try:
             await self._serve_in_slot(client, address)
         finally:
-            self._slots.release()
+            self._slots.release(self._name, ip)
 
     async def _serve_in_slot(self, client: socket.socket, address: object) -> None:
         loop = asyncio.get_running_loop()

@@ -28,7 +28,7 @@ from exactly.broker.broker_configs import BrokerConfigs
 from exactly.broker.cluster_member import ClusterMember, cluster_config
 from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.connection import READ_SIZE, Connection
-from exactly.broker.connection_slots import ConnectionSlots, descriptor_share
+from exactly.broker.connection_slots import UNLIMITED, ConnectionSlots, IpLimits, descriptor_share
 from exactly.broker.flusher import Flusher
 from exactly.broker.groups import GroupService
 from exactly.broker.listener_server import ListenerServer
@@ -43,7 +43,7 @@ from exactly.cluster.producer_ids import ProducerIdManager
 from exactly.cluster.znodes import RegisteredEndpoint
 from exactly.fetch.session import FetchSessionCache
 from exactly.quotas.entities import QuotaKey
-from exactly.quotas.manager import ClientQuotaManager
+from exactly.quotas.manager import ClientQuotaManager, ControllerMutationQuotaManager, RequestQuotaManager
 from exactly.security.acls import AclBinding
 from exactly.security.authorizer import Authorizer
 from exactly.security.listeners import Listener
@@ -88,8 +88,11 @@ class Broker:
             )
         HANDLES.budget = open_files_budget(config.log_max_open_files)
         self.connection_descriptors = descriptor_share(HANDLES.budget)
+        self._ip_limits = IpLimits()
         self.connection_slots = ConnectionSlots(
-            lambda: min(self.config.max_connections, self.connection_descriptors)
+            lambda: min(self.config.max_connections, self.connection_descriptors),
+            listener_capacity=lambda name: self.config.listener_max_connections.get(name, UNLIMITED),
+            per_ip=lambda address: self._ip_limits.limit(self.config, address),
         )
         logs = LogManager(
             config.all_log_dirs,
@@ -163,6 +166,12 @@ class Broker:
             lambda: self.metadata.client_quotas,
             config.quota_window_num,
             window_ms,
+        )
+        self.request_quotas = RequestQuotaManager(
+            lambda: self.metadata.client_quotas, config.quota_window_num, window_ms
+        )
+        self.mutation_quotas = ControllerMutationQuotaManager(
+            lambda: self.metadata.client_quotas, config.quota_window_num, window_ms
         )
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self._servers: dict[str, ListenerServer] = {}  # listener name -> its server

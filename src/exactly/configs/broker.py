@@ -18,6 +18,7 @@ that set the same value, in priority order: `log.retention.ms`, `log.retention.m
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from exactly.configs.broker_accepted import ACCEPTED_BROKER_CONFIGS
@@ -161,7 +162,8 @@ _SASL_DEFS = [
 ]
 
 _LISTENER_PREFIXED = re.compile(
-    r"^listener\.name\.([a-z0-9_.-]+?)\.((?:ssl|sasl)\..+|[a-z0-9-]+\.sasl\.jaas\.config)$"
+    r"^listener\.name\.([a-z0-9_.-]+?)\.((?:ssl|sasl)\..+|[a-z0-9-]+\.sasl\.jaas\.config"
+    r"|max\.connections|max\.connection\.creation\.rate)$"
 )
 _MECHANISM_JAAS = re.compile(r"^[a-z0-9-]+\.(sasl\.jaas\.config)$")
 
@@ -292,8 +294,24 @@ _DEFS = [
         INT,
         "2147483647",
         "The most connections the broker holds at once (and at most the open-file limit less the segment "
-        "files' budget and a tenth); beyond it new connections wait to be accepted.",
+        "files' budget and a tenth); beyond it new connections wait to be accepted. Per listener: "
+        "listener.name.<listener>.max.connections (that listener stops accepting at its own limit).",
         Range(0),
+    ),
+    _rw(
+        "max.connections.per.ip",
+        INT,
+        "2147483647",
+        "The most connections one client address may hold; a connection beyond it is closed at once after "
+        "accept (0 only with max.connections.per.ip.overrides).",
+        Range(0),
+    ),
+    _rw(
+        "max.connections.per.ip.overrides",
+        STRING,
+        "",
+        "Per-address limits that replace max.connections.per.ip: host:count,host2:count (a host is an IP "
+        "address or a name).",
     ),
     _ro("log.retention.check.interval.ms", LONG, "300000", "How often retention is checked.", Range(1)),
     _ro(
@@ -504,6 +522,16 @@ for _topic in TOPIC_CONFIGS.values():
         _GROUPS[_name] = _names
 _GROUPS["node.id"] = _GROUPS["broker.id"] = ("node.id", "broker.id")
 _GROUPS["log.dirs"] = _GROUPS["log.dir"] = ("log.dirs", "log.dir")
+
+
+def broker_config_def(name: str) -> ConfigDef | None:
+    """The definition of a broker config, `listener.name.<listener>.<config>` names included (the base
+    config's definition under the prefixed name); None for an unknown name."""
+    definition = BROKER_CONFIGS.get(name)
+    if definition is not None:
+        return definition
+    base = listener_config_base(name)
+    return None if base is None else dataclasses.replace(BROKER_CONFIGS[base], name=name)
 
 
 def synonym_group(name: str) -> tuple[str, ...]:

@@ -177,8 +177,6 @@ ACCEPTED_BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     _k("initial.broker.registration.timeout.ms", INT, "60000", "kraft", RO),
     _k("log.cleaner.enable", BOOLEAN, "true", "other", RO),
     _k("max.connection.creation.rate", INT, "2147483647", "connections", CLUSTER, Range(0)),
-    _k("max.connections.per.ip", INT, "2147483647", "connections", CLUSTER, Range(0)),
-    _k("max.connections.per.ip.overrides", STRING, "", "connections", CLUSTER),
     _k(
         "principal.builder.class",
         CLASS,

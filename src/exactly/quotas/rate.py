@@ -1,4 +1,6 @@
-"""A windowed rate, as Kafka's metrics `Rate` over a `SampledStat` of sums (`WindowedSum`).
+"""Rates as Kafka's metrics measure them: `SampledRate` and `TokenBucket`.
+
+`SampledRate` is a windowed rate, as Kafka's metrics `Rate` over a `SampledStat` of sums (`WindowedSum`).
 
 `samples` windows of `window_ms` each; a value goes into the current window, which is replaced by a new
 one once it is `window_ms` old (the oldest window is reused). Windows older than `samples * window_ms`
@@ -62,3 +64,36 @@ class SampledRate:
         """Units per second."""
         window = self.window_size_ms(now_ms)
         return self.total(now_ms) / (window / 1000) if window > 0 else 0.0
+
+
+class TokenBucket:
+    """Kafka's metrics `TokenBucket` (KIP-599's controller mutation quota): tokens refill at `rate` per
+    second up to a burst of `rate * (samples - 1) * window`; a recorded value takes tokens, and may take
+    them below zero. A new bucket is full. The rate is passed in at each call (a quota may change)."""
+
+    def __init__(self, samples: int, window_ms: int) -> None:
+        self.samples = samples
+        self.window_ms = window_ms
+        self._tokens: float | None = None
+        self._last_ms = 0
+
+    def _refill(self, rate: float, now_ms: int) -> float:
+        burst = rate * (self.samples - 1) * self.window_ms / 1000
+        if self._tokens is None:
+            self._tokens = burst
+        elif now_ms > self._last_ms:
+            self._tokens = min(burst, self._tokens + rate * (now_ms - self._last_ms) / 1000)
+        else:
+            self._tokens = min(burst, self._tokens)
+        self._last_ms = max(self._last_ms, now_ms)
+        return burst
+
+    def tokens(self, rate: float, now_ms: int) -> float:
+        self._refill(rate, now_ms)
+        assert self._tokens is not None
+        return self._tokens
+
+    def record(self, value: float, rate: float, now_ms: int) -> None:
+        burst = self._refill(rate, now_ms)
+        assert self._tokens is not None
+        self._tokens = min(burst, self._tokens - value)

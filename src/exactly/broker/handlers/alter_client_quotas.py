@@ -7,8 +7,12 @@ error code and message; a valid entry's changes are appended as one record (noth
 or when no value actually changes). A second entry for an entity already in the request is refused
 (INVALID_REQUEST "Ignoring duplicate entity ...", as Kafka's controller).
 
-Enforced: producer_byte_rate and consumer_byte_rate. The other keys Kafka accepts (request_percentage,
-controller_mutation_rate, connection_creation_rate) are stored and described but not enforced.
+Enforced (docs/quotas.md): producer_byte_rate and consumer_byte_rate (handlers/produce.py, fetch.py),
+request_percentage (KIP-124: every request's handling time, broker/throttling.py) and
+controller_mutation_rate (KIP-599: partitions created, added or deleted per second; CreateTopics,
+CreatePartitions, DeleteTopics). connection_creation_rate (an `ip` entity, KIP-612) is stored and
+described but not enforced; the connection limits that are enforced are broker configs
+(max.connections, listener.name.<l>.max.connections, max.connections.per.ip and its overrides).
 """
 
 from __future__ import annotations

@@ -1,7 +1,12 @@
 """CreateTopics (key 19). One broker: replication factor must be 1 (or -1 = default); explicit replica
 assignments are accepted when they name only this broker. Topic configs are validated against the
 catalogue (`exactly.configs.topic`, INVALID_CONFIG naming the config) and stored in Kafka's canonical
-form; from v5 the answer lists every config of the new topic with its value and source."""
+form; from v5 the answer lists every config of the new topic with its value and source.
+
+A client with a `controller_mutation_rate` quota (KIP-599) has each new topic's partitions counted just
+before it is created (not for validate_only); from v6 a topic that does not fit is THROTTLING_QUOTA_EXCEEDED
+and the others are created, and the response's throttle_time_ms says when to try again (broker/throttling.py).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.handlers.describe_configs import topic_entries
+from exactly.broker.throttling import mutation_quota, throttle_mutations
 from exactly.cluster.metadata import validate_topic_name
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
@@ -21,11 +27,13 @@ from exactly.protocol.messages.create_topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
+from exactly.quotas.manager import ControllerMutationQuota
 
 
 @handler(ApiKey.CREATE_TOPICS)
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     results = []
+    quota = mutation_quota(ctx)
     counts = Counter(t.name for t in request.topics)
     for topic in request.topics:
         if counts[topic.name] > 1:  # Kafka creates none of the copies
@@ -37,13 +45,15 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             results.append(_error(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
             continue
         try:
-            results.append(await _create(ctx, topic, request.validate_only))
+            results.append(await _create(ctx, topic, request.validate_only, quota))
         except KafkaError as e:
             results.append(_error(topic, e.code, e.message))
-    return CreateTopicsResponse(topics=results)
+    return CreateTopicsResponse(throttle_time_ms=throttle_mutations(ctx, quota), topics=results)
 
 
-async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+async def _create(
+    ctx: RequestContext, topic: CreatableTopic, validate_only: bool, quota: ControllerMutationQuota
+) -> CreatableTopicResult:
     broker = ctx.broker
     node = broker.config.node_id
     validate_topic_name(topic.name)
@@ -87,6 +97,7 @@ async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: boo
             num_partitions=partitions,
             replication_factor=replication_factor,
         )
+    quota.record(partitions)  # THROTTLING_QUOTA_EXCEEDED when strict and over
     info = await broker.topics.create_topic(
         topic.name, partitions, configs, replication_factor=replication_factor, assignment=assignment
     )

@@ -1,10 +1,14 @@
-"""DeleteTopics (key 20): by name (v1-5) or by name or id (v6+)."""
+"""DeleteTopics (key 20): by name (v1-5) or by name or id (v6+).
+
+A client with a `controller_mutation_rate` quota (KIP-599) has each topic's partitions counted before it
+is deleted; from v5 a topic that does not fit is THROTTLING_QUOTA_EXCEEDED (broker/throttling.py)."""
 
 from __future__ import annotations
 
 from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.broker.throttling import mutation_quota, throttle_mutations
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol import primitives as p
 from exactly.protocol.messages import ApiKey
@@ -20,6 +24,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
     broker = ctx.broker
     wanted = [(t.name, t.topic_id) for t in request.topics] or [(n, p.UUID_ZERO) for n in request.topic_names]
     results = []
+    quota = mutation_quota(ctx)
     for name, topic_id in wanted:
         if name is None:
             info = broker.metadata.by_id(topic_id)
@@ -34,9 +39,12 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
         try:
             if not broker.config.delete_topic_enable:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+            existing = broker.metadata.topics.get(name)
+            if existing is not None:
+                quota.record(existing.partitions)  # THROTTLING_QUOTA_EXCEEDED when strict and over
             info = await broker.topics.delete_topic(name)
         except KafkaError as e:
             results.append(DeletableTopicResult(name, topic_id, e.code, e.message))
             continue
         results.append(DeletableTopicResult(name, info.topic_id, ErrorCode.NONE))
-    return DeleteTopicsResponse(responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=throttle_mutations(ctx, quota), responses=results)

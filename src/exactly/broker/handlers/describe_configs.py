@@ -23,6 +23,7 @@ from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.cluster.metadata import TopicInfo
 from exactly.configs import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigSource, synonym_group
+from exactly.configs.broker import broker_config_def
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.describe_configs import (
@@ -125,14 +126,16 @@ def broker_entries(
     if resource == "":  # the cluster-wide run-time defaults only, as Kafka
         layers = [(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, layers[1][1]), *layers[2:]]
         names = sorted(broker.configs.dynamic(""))
-    else:
-        names = sorted(BROKER_CONFIGS)
+    else:  # with the listener.name.<listener>.<config> names set at run time
+        names = sorted({*BROKER_CONFIGS, *broker.configs.dynamic()})
     special = _effective_specials(broker)
     entries = []
     for name in names:
         if wanted is not None and name not in wanted:
             continue
-        definition = BROKER_CONFIGS[name]
+        definition = broker_config_def(name)
+        if definition is None:  # stored by an earlier version that knew it
+            continue
         synonyms = _synonyms(synonym_group(name), layers)
         value = next((layer[name] for _, layer in layers if name in layer), None)
         if name in special and resource != "":
