@@ -1,4 +1,5 @@
-"""The faults a replicated cluster must survive, with real processes and real clients: kill -9 of the
+"""The faults a replicated cluster must survive, with real processes and real clients: a group
+coordinator cut off from ZooKeeper (it must stop answering before it is replaced), kill -9 of the
 controller and then of a leader, a leader paused past its session (SIGSTOP/SIGCONT), a leader cut off
 from ZooKeeper and from its followers (a network partition) and healed, power loss of a follower and of a
 leader, a ZooKeeper restart under load, and a rolling restart of every broker under load.
@@ -38,8 +39,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
 
 from exactly.client.connection import KafkaConnection
+from exactly.cluster import znodes
+from exactly.cluster.znodes import TopicAssignment
 from exactly.errors import ErrorCode
 from exactly.group.partitioning import partition_for
 from exactly.protocol.messages import ApiKey
@@ -59,6 +63,7 @@ pytestmark = pytest.mark.slow
 SESSION_TIMEOUT_MS = 6000
 VICTIM = 3  # the broker behind the proxies
 OFFSETS = "__consumer_offsets"
+CHROOT = "/faults"
 
 
 @dataclass
@@ -74,7 +79,7 @@ class Faults:
 def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faults]:
     root = tmp_path_factory.mktemp("faults")
     with ZooKeeperProcess(root / "zookeeper") as zookeeper:
-        chroot = "/faults"
+        chroot = CHROOT
         cluster = ClusterProcesses(
             root, f"{zookeeper.connect_string}{chroot}", 3, session_timeout_ms=SESSION_TIMEOUT_MS
         )
@@ -310,6 +315,102 @@ def _produce_to_leader(
 # --- the faults -------------------------------------------------------------------------------------------
 
 
+def _led_group(cluster: ClusterProcesses, zookeeper: ZooKeeperProcess, leader: int) -> tuple[str, int]:
+    """A group id whose `__consumer_offsets` partition `leader` leads (a preferred election puts it there
+    when it leads none, as it may not after the earlier faults), and that partition."""
+    cs.until(lambda: _isr_full(cluster, OFFSETS), 90, f"{OFFSETS} in sync")
+    # the preferred replicas, from the topic's assignment znode (clients' metadata may sort replicas)
+    zk = KazooClient(hosts=f"{zookeeper.connect_string}{CHROOT}")
+    zk.start(30)
+    try:
+        data, _ = zk.get(znodes.topic_path(OFFSETS))
+    finally:
+        zk.stop()
+        zk.close()
+    assignment = TopicAssignment.decode(data).partitions
+    n = 0
+    while assignment[index := partition_for(group := f"stale-{n}", len(assignment))][0] != leader:
+        n += 1
+
+    def elected() -> bool:
+        if cs.view(cluster, OFFSETS)[index][0] == leader:
+            return True
+        with contextlib.suppress(KafkaException):  # not yet possible, or done meanwhile
+            election = [TopicPartition(OFFSETS, index)]
+            cs.admin(cluster).elect_leaders(ElectionType.PREFERRED, election).result(30)
+        return False
+
+    cs.until(elected, 90, f"broker {leader} leading {OFFSETS}-{index}")
+    return group, index
+
+
+def _commit(bootstrap: str, group: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("stale", 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _offset_fetch(connection: KafkaConnection, group: str) -> tuple[ErrorCode, int]:
+    """OffsetFetch v7 (require_stable) of stale-0: the top-level error and the committed offset."""
+    request = OffsetFetchRequest(group, [OffsetFetchRequestTopic("stale", [0])], require_stable=True)
+    response = connection.request(ApiKey.OFFSET_FETCH, 7, request, deadline=time.monotonic() + 30)
+    offsets = [p.committed_offset for t in response.topics for p in t.partitions]
+    return ErrorCode(response.error_code), offsets[0] if offsets else -1
+
+
+def test_a_group_coordinator_cut_off_from_zookeeper_stops_answering_before_it_is_replaced(
+    faults: Faults,
+) -> None:
+    """The zombie coordinator (issue 22's copier duplicates): cut off, the old leader of a group's
+    `__consumer_offsets` partition still believes it leads while the majority elects another broker and
+    the group commits there. Answering OffsetFetch from its old state would hand a consumer offsets the
+    group has moved on from (a transactional copier re-reads and re-copies its input). It answers
+    NOT_COORDINATOR from the moment its ZooKeeper connection is gone (and FindCoordinator
+    COORDINATOR_NOT_AVAILABLE), and NOT_COORDINATOR after it rejoins as a follower."""
+    cluster = faults.cluster
+    others = [b for b in cluster.brokers if b != VICTIM]
+    _create(cluster, NewTopic("stale", 1, 3))
+    _commit(cs.bootstrap(cluster), "stale-bootstrap", 1)  # __consumer_offsets exists
+    group, index = _led_group(cluster, faults.zookeeper, VICTIM)
+    _commit(cs.bootstrap(cluster), group, 10)
+    host, port = cluster.brokers[VICTIM].bootstrap.split(":")
+    with KafkaConnection.open(host, int(port), timeout=30) as zombie:
+        assert _offset_fetch(zombie, group) == (ErrorCode.NONE, 10)
+        faults.zk_proxy.blackhole(True)
+        faults.inter_proxy.blackhole(True)
+        try:
+            # kazoo gives the connection up two thirds of the session timeout after its last answer
+            cs.until(
+                lambda: _offset_fetch(zombie, group)[0] == ErrorCode.NOT_COORDINATOR, 30, "no stale answer"
+            )
+            cs.until(lambda: cs.view(cluster, OFFSETS, others)[index][0] in others, 60, "a new coordinator")
+            _commit(cs.bootstrap(cluster, others), group, 20)
+            assert _offset_fetch(zombie, group)[0] == ErrorCode.NOT_COORDINATOR
+            # nor does it send clients back to itself
+            found = zombie.request(
+                ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(group), deadline=time.monotonic() + 30
+            )
+            assert (found.error_code, found.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+        finally:
+            faults.zk_proxy.blackhole(False)
+            faults.inter_proxy.blackhole(False)
+        # asked of the others: the cut-off broker's own metadata is its old view until it has caught up
+        cs.until(
+            lambda: _isr_full(cluster, OFFSETS, others) and _isr_full(cluster, "stale", others),
+            90,
+            "the cut-off broker back in the ISR",
+        )
+        # a follower now (or, were it the preferred leader again, leading with the group's new offset)
+        assert _offset_fetch(zombie, group) in ((ErrorCode.NOT_COORDINATOR, -1), (ErrorCode.NONE, 20))
+    consumer = Consumer({"bootstrap.servers": cs.bootstrap(cluster), "group.id": group})
+    try:
+        assert [tp.offset for tp in consumer.committed([TopicPartition("stale", 0)], 30)] == [20]
+    finally:
+        consumer.close()
+
+
 def test_killing_the_controller_and_then_a_leader_elects_a_new_leader(faults: Faults) -> None:
     cluster = faults.cluster
     _create(cluster, NewTopic("ctl", 3, 3))
@@ -434,90 +535,6 @@ def test_a_leader_cut_off_from_zookeeper_and_its_followers_steps_down_and_rejoin
     assert writer.failed == []
     _check(cluster, "cut", [writer], acked_raw)
     _wait_identical(cluster, "cut", [0, 1])
-
-
-def _led_group(cluster: ClusterProcesses, leader: int) -> tuple[str, int]:
-    """A group id whose `__consumer_offsets` partition `leader` leads (a preferred election puts it there
-    when it leads none, as it may not after the earlier faults), and that partition."""
-    cs.until(lambda: _isr_full(cluster, OFFSETS), 90, f"{OFFSETS} in sync")
-    partitions = cs.view(cluster, OFFSETS)
-    for n in range(10_000):
-        group = f"stale-{n}"
-        index = partition_for(group, len(partitions))
-        if partitions[index][1][0] == leader:
-            break
-
-    def elected() -> bool:
-        if cs.view(cluster, OFFSETS)[index][0] == leader:
-            return True
-        with contextlib.suppress(KafkaException):  # not yet possible, or done meanwhile
-            election = [TopicPartition(OFFSETS, index)]
-            cs.admin(cluster).elect_leaders(ElectionType.PREFERRED, election).result(30)
-        return False
-
-    cs.until(elected, 90, f"broker {leader} leading {OFFSETS}-{index}")
-    return group, index
-
-
-def _commit(bootstrap: str, group: str, offset: int) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition("stale", 0, offset)], asynchronous=False)
-    finally:
-        consumer.close()
-
-
-def _offset_fetch(connection: KafkaConnection, group: str) -> tuple[ErrorCode, int]:
-    """OffsetFetch v7 (require_stable) of stale-0: the top-level error and the committed offset."""
-    request = OffsetFetchRequest(group, [OffsetFetchRequestTopic("stale", [0])], require_stable=True)
-    response = connection.request(ApiKey.OFFSET_FETCH, 7, request, deadline=time.monotonic() + 30)
-    offsets = [p.committed_offset for t in response.topics for p in t.partitions]
-    return ErrorCode(response.error_code), offsets[0] if offsets else -1
-
-
-def test_a_group_coordinator_cut_off_from_zookeeper_stops_answering_before_it_is_replaced(
-    faults: Faults,
-) -> None:
-    """The zombie coordinator (issue 22's copier duplicates): cut off, the old leader of a group's
-    `__consumer_offsets` partition still believes it leads while the majority elects another broker and
-    the group commits there. Answering OffsetFetch from its old state would hand a consumer offsets the
-    group has moved on from (a transactional copier re-reads and re-copies its input). It answers
-    NOT_COORDINATOR from the moment its ZooKeeper connection is gone (and FindCoordinator
-    COORDINATOR_NOT_AVAILABLE), and NOT_COORDINATOR after it rejoins as a follower."""
-    cluster = faults.cluster
-    others = [b for b in cluster.brokers if b != VICTIM]
-    _create(cluster, NewTopic("stale", 1, 3))
-    _commit(cs.bootstrap(cluster), "stale-bootstrap", 1)  # __consumer_offsets exists
-    group, index = _led_group(cluster, VICTIM)
-    _commit(cs.bootstrap(cluster), group, 10)
-    host, port = cluster.brokers[VICTIM].bootstrap.split(":")
-    with KafkaConnection.open(host, int(port), timeout=30) as zombie:
-        assert _offset_fetch(zombie, group) == (ErrorCode.NONE, 10)
-        faults.zk_proxy.blackhole(True)
-        faults.inter_proxy.blackhole(True)
-        try:
-            # kazoo gives the connection up two thirds of the session timeout after its last answer
-            cs.until(
-                lambda: _offset_fetch(zombie, group)[0] == ErrorCode.NOT_COORDINATOR, 30, "no stale answer"
-            )
-            cs.until(lambda: cs.view(cluster, OFFSETS, others)[index][0] in others, 60, "a new coordinator")
-            _commit(cs.bootstrap(cluster, others), group, 20)
-            assert _offset_fetch(zombie, group)[0] == ErrorCode.NOT_COORDINATOR
-            # nor does it send clients back to itself
-            found = zombie.request(
-                ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(group), deadline=time.monotonic() + 30
-            )
-            assert (found.error_code, found.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
-        finally:
-            faults.zk_proxy.blackhole(False)
-            faults.inter_proxy.blackhole(False)
-        cs.until(lambda: _isr_full(cluster, OFFSETS), 90, "the cut-off broker back in the ISR")
-        assert _offset_fetch(zombie, group)[0] == ErrorCode.NOT_COORDINATOR  # a follower now
-    consumer = Consumer({"bootstrap.servers": cs.bootstrap(cluster), "group.id": group})
-    try:
-        assert [tp.offset for tp in consumer.committed([TopicPartition("stale", 0)], 30)] == [20]
-    finally:
-        consumer.close()
 
 
 def test_power_loss_of_a_follower_and_then_of_a_leader_keeps_every_acknowledged_record(

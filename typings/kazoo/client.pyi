@@ -25,6 +25,7 @@ class TransactionRequest:
 
 class KazooClient:
     chroot: str
+    state: str  # a KazooState, set by kazoo's connection thread
     handler: SequentialThreadingHandler
     def __init__(
         self,

@@ -242,7 +242,7 @@ class ZooKeeper:
         session and the controller move this broker's partitions), and in a new session until its
         CONNECTED has been delivered (after the LOST before it)."""
         session = self._session
-        if session is None or self._client.state != KazooState.CONNECTED:  # type: ignore[attr-defined]
+        if session is None or self._client.state != KazooState.CONNECTED:
             return False
         current = self._client.client_id
         return current is not None and current[0] == session[0]
