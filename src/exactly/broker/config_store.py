@@ -16,7 +16,8 @@ read) and `broker_configs` for the cluster default and this broker's own id (the
 lets the broker's `BrokerConfigs` recompute its configs and apply them to the logs). Notifications for
 other entities (topics: watched directly; users' SCRAM credentials: exactly.broker.security_store; other
 brokers) are skipped. At start everything is loaded, and the local log's quotas and broker configs give way
-to the cluster's; notifications older than the load are skipped.
+to the cluster's; notifications older than the load are skipped. Handled notifications older than 15
+minutes are deleted, as Kafka does (exactly.broker.change_notifications).
 
 ZooKeeper being out of reach (ConnectionLoss, SessionExpiredError) is left to the caller, which retries
 until the request's deadline (`ClusterMember._until_connected`).
@@ -26,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 
 from kazoo.exceptions import KazooException
 
+from exactly.broker.change_notifications import purge_obsolete_notifications
 from exactly.broker.zookeeper import BadVersionError, NodeExistsError, NoNodeError, Watch, ZooKeeper
 from exactly.cluster import config_znodes as cz
 from exactly.cluster import security_znodes as sz
@@ -55,6 +58,7 @@ class ZkConfigStore:
         self.metadata = metadata
         self.broker_id = broker_id
         self.broker_configs_changed: Callable[[], None] | None = None  # the broker's BrokerConfigs.reload
+        self.wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)  # against znodes' ctime
         self._last = -1  # the last notification handled
         self._watch: Watch | None = None
         self._lock = asyncio.Lock()
@@ -185,9 +189,10 @@ class ZkConfigStore:
         """Handle the notifications not handled yet, in order (one catch-up at a time)."""
         async with self._lock:
             try:
+                children = await self._children(CONFIG_CHANGES)
                 new = sorted(
                     (n, c)
-                    for c in await self._children(CONFIG_CHANGES)
+                    for c in children
                     if (n := sz.change_sequence(c, sz.CONFIG_CHANGE_PREFIX)) is not None and n > self._last
                 )
                 for number, child in new:
@@ -198,6 +203,12 @@ class ZkConfigStore:
                         except ZnodeFormatError as e:
                             log.error("notification %s/%s is unreadable: %s", CONFIG_CHANGES, child, e)
                     self._last = number
+                handled = [
+                    c
+                    for c in children
+                    if (n := sz.change_sequence(c, sz.CONFIG_CHANGE_PREFIX)) is not None and n <= self._last
+                ]
+                await purge_obsolete_notifications(self.zk, CONFIG_CHANGES, handled, self.wall_ms())
             except asyncio.CancelledError:
                 raise
             except (ExactlyError, KazooException, OSError) as e:

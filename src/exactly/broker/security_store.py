@@ -14,18 +14,20 @@ applied: the `acls` set (and, through `acls_changed`, the broker's authorizer in
 `scram_credentials` the SASL listeners check against. Notifications are handled in order, one at a time,
 each by reading the znode's current state, so a late one never brings back an older state. At start
 everything is loaded (the local log's ACLs and credentials give way to the cluster's, as its topics do);
-notifications older than the load are skipped. Old notifications are not purged (Kafka deletes them after
-15 minutes).
+notifications older than the load are skipped. Handled notifications older than 15 minutes are deleted,
+as Kafka does (exactly.broker.change_notifications).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Collection, Iterable
 
 from kazoo.exceptions import KazooException
 
+from exactly.broker.change_notifications import purge_obsolete_notifications
 from exactly.broker.zookeeper import BadVersionError, NodeExistsError, NoNodeError, Watch, ZooKeeper
 from exactly.cluster import security_znodes as sz
 from exactly.cluster.metadata import ClusterMetadata, ScramCredential
@@ -54,6 +56,7 @@ class ZkSecurityStore:
         self.zk = zk
         self.metadata = metadata
         self.acls_changed: AclsChanged | None = None  # the broker keeps its authorizer's index with it
+        self.wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)  # against znodes' ctime
         self._last: dict[str, int] = {}  # change path -> the last notification handled
         self._watches: list[Watch] = []
         self._lock = asyncio.Lock()
@@ -182,9 +185,10 @@ class ZkSecurityStore:
                     log.exception("reading the notifications of %s failed", path)
 
     async def _catch_up_on(self, path: str, prefix: str) -> None:
+        children = await self._children(path)
         new = sorted(
             (n, c)
-            for c in await self._children(path)
+            for c in children
             if (n := sz.change_sequence(c, prefix)) is not None and n > self._last.get(path, -1)
         )
         for number, child in new:
@@ -195,6 +199,9 @@ class ZkSecurityStore:
                 except ZnodeFormatError as e:
                     log.error("notification %s/%s is unreadable: %s", path, child, e)
             self._last[path] = number
+        last = self._last.get(path, -1)
+        handled = [c for c in children if (n := sz.change_sequence(c, prefix)) is not None and n <= last]
+        await purge_obsolete_notifications(self.zk, path, handled, self.wall_ms())
 
     async def _handle(self, path: str, data: bytes) -> None:
         if path == CONFIG_CHANGES:
