@@ -1,7 +1,8 @@
 """ClusterMember's admin writes (topic creation, new partitions, deletion, topic configs, client quotas,
-broker configs) while ZooKeeper is out of reach (a ZooKeeper restart, an expired session being replaced):
-the writes are made again once a session is there, a write that landed before its connection dropped
-counts as ours, and a deadline that passes answers REQUEST_TIMED_OUT, never an unknown server error."""
+broker configs, ACLs, SCRAM credentials) while ZooKeeper is out of reach (a ZooKeeper restart, an expired
+session being replaced): the writes are made again once a session is there, a write that landed before
+its connection dropped counts as ours, and a deadline that passes answers REQUEST_TIMED_OUT, never an
+unknown server error."""
 
 from __future__ import annotations
 
@@ -21,8 +22,17 @@ from exactly.broker.zookeeper import (
     SessionExpiredError,
 )
 from exactly.cluster import znodes
+from exactly.cluster.metadata import ScramCredential
 from exactly.cluster.znodes import EntityConfig, TopicAssignment
 from exactly.errors import ErrorCode, KafkaError
+from exactly.security.acls import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    PermissionType,
+    ResourcePattern,
+    ResourceType,
+)
 
 
 class FlakyZooKeeper:
@@ -69,6 +79,15 @@ class FlakyZooKeeper:
         self.nodes[path] = data
         self.versions[path] = 0
 
+    async def delete(self, path: str, version: int = -1) -> None:
+        self._maybe_fail()
+        if path not in self.nodes:
+            raise NoNodeError()
+        if version not in (-1, self.versions.get(path, 0)):
+            raise BadVersionError()
+        del self.nodes[path]
+        self.versions.pop(path, None)
+
     async def get(self, path: str) -> tuple[bytes, object] | None:
         if self.fail_gets:
             self._maybe_fail()
@@ -82,12 +101,15 @@ def _member(zk: FlakyZooKeeper) -> ClusterMember:
     member = ClusterMember(
         ClusterConfig(1, "127.0.0.1:1"),
         replicas,  # type: ignore[arg-type]
-        SimpleNamespace(topics={}, client_quotas={}, broker_configs={}),  # type: ignore[arg-type]
+        SimpleNamespace(  # type: ignore[arg-type]
+            topics={}, client_quotas={}, broker_configs={}, acls=set(), scram_credentials={}
+        ),
         lambda: (),
         lambda topic: None,
     )
     member.zk = zk  # type: ignore[assignment]
     member.dynamic_configs.zk = zk  # type: ignore[assignment]
+    member.security.zk = zk  # type: ignore[assignment]
 
     async def no_wait(topic: str, partitions: range, timeout_s: float) -> None:
         return None
@@ -170,6 +192,24 @@ def test_quotas_and_broker_configs_wait_for_zookeeper_and_are_announced() -> Non
     ]
 
 
+def test_acls_and_scram_credentials_wait_for_zookeeper_and_are_announced() -> None:
+    zk = FlakyZooKeeper([ConnectionLoss(), SessionExpiredError()])
+    member = _member(zk)
+    pattern = ResourcePattern(ResourceType.TOPIC, "t")
+    acl = AclBinding(pattern, AccessControlEntry("User:alice", "*", AclOperation.READ, PermissionType.ALLOW))
+    assert asyncio.run(member.change_acls([acl], add=True, timeout_s=5.0)) == [acl]
+    assert member.metadata.acls == {acl}
+    credential = ScramCredential(b"salt", 4096, b"stored", b"server")
+    zk.failures = [ConnectionLoss()]
+    asyncio.run(member.change_scram_credential("alice", "SCRAM-SHA-256", credential, 5.0))
+    assert member.metadata.scram_credentials == {("alice", "SCRAM-SHA-256"): credential}
+    zk.failures = [SessionExpiredError()]
+    assert asyncio.run(member.change_acls([acl], add=False, timeout_s=5.0)) == [acl]
+    assert member.metadata.acls == set()
+    notes = [k for k in zk.nodes if k.startswith(("/kafka-acl-changes/", "/config/changes/"))]
+    assert len(notes) == 3  # two ACL changes and the user's
+
+
 def test_a_quota_write_that_landed_before_the_connection_dropped_is_still_announced() -> None:
     zk = FlakyZooKeeper([])
     zk.nodes["/config/clients/c"] = b'{"version":1,"config":{}}'
@@ -183,7 +223,7 @@ def test_a_quota_write_that_landed_before_the_connection_dropped_is_still_announ
     ]
 
 
-@pytest.mark.parametrize("write", ["quotas", "broker configs", "delete", "topic configs"])
+@pytest.mark.parametrize("write", ["quotas", "broker configs", "delete", "topic configs", "acls", "scram"])
 def test_admin_writes_past_the_deadline_are_request_timeouts(write: str) -> None:
     zk = FlakyZooKeeper([ConnectionLoss() for _ in range(1000)])
     zk.connected = False
@@ -194,6 +234,17 @@ def test_admin_writes_past_the_deadline_are_request_timeouts(write: str) -> None
         "broker configs": lambda: member.set_broker_configs("1", {"num.io.threads": "4"}, 0.3),
         "delete": lambda: member.delete_topic("t", 0.3),
         "topic configs": lambda: member.set_topic_configs("t", {}, 0.3),
+        "acls": lambda: member.change_acls(
+            [
+                AclBinding(
+                    ResourcePattern(ResourceType.GROUP, "g"),
+                    AccessControlEntry("User:u", "*", AclOperation.READ, PermissionType.ALLOW),
+                )
+            ],
+            add=True,
+            timeout_s=0.3,
+        ),
+        "scram": lambda: member.change_scram_credential("u", "SCRAM-SHA-512", None, 0.3),
     }
     with pytest.raises(KafkaError) as e:
         asyncio.run(calls[write]())  # type: ignore[no-untyped-call]

@@ -73,7 +73,7 @@ from exactly.broker.zookeeper import (
 from exactly.client.security import ClientSecurity
 from exactly.cluster import znodes
 from exactly.cluster.assignment import BrokerMetadata, assign_new_partitions, assign_replicas
-from exactly.cluster.metadata import ClusterMetadata, TopicInfo
+from exactly.cluster.metadata import ClusterMetadata, ScramCredential, TopicInfo
 from exactly.cluster.metadata_cache import MetadataCache
 from exactly.cluster.znodes import (
     BrokerRegistration,
@@ -86,6 +86,7 @@ from exactly.cluster.znodes import (
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
 from exactly.quotas.entities import QuotaEntity
 from exactly.replication.partition import Partition
+from exactly.security.acls import AclBinding
 from exactly.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
@@ -817,11 +818,37 @@ class ClusterMember:
             "the broker configs",
         )
 
-    async def _admin_write(
-        self, write: Callable[[], Coroutine[Any, Any, None]], timeout_s: float, what: str
+    # --- ACLs and SCRAM credentials (any broker) ---------------------------------------------------------
+
+    async def change_acls(
+        self, bindings: list[AclBinding], *, add: bool, timeout_s: float = 30.0
+    ) -> list[AclBinding]:
+        """Add (or remove) ACL bindings for the whole cluster; those that changed. Waits for ZooKeeper
+        (REQUEST_TIMED_OUT past `timeout_s`); KafkaError UNKNOWN_SERVER_ERROR when it cannot be written."""
+        security = self.security
+        change = security.create_acls if add else security.delete_acls
+        return await self._admin_write(lambda: change(bindings), timeout_s, "the ACLs")
+
+    async def change_scram_credential(
+        self, user: str, mechanism: str, credential: ScramCredential | None, timeout_s: float = 30.0
     ) -> None:
+        """Set (or, with None, delete) a user's SCRAM credential for the whole cluster, as `change_acls`."""
+        security = self.security
+        await self._admin_write(
+            lambda: (
+                security.set_scram_credential(user, mechanism, credential)
+                if credential is not None
+                else security.delete_scram_credential(user, mechanism)
+            ),
+            timeout_s,
+            "the SCRAM credential",
+        )
+
+    async def _admin_write(
+        self, write: Callable[[], Coroutine[Any, Any, T]], timeout_s: float, what: str
+    ) -> T:
         try:
-            await self._until_connected(write, time.monotonic() + timeout_s)
+            return await self._until_connected(write, time.monotonic() + timeout_s)
         except KafkaError:
             raise
         except (ExactlyError, KazooException, OSError) as e:

@@ -28,7 +28,15 @@ from collections.abc import Callable, Collection, Iterable
 from kazoo.exceptions import KazooException
 
 from exactly.broker.change_notifications import purge_obsolete_notifications
-from exactly.broker.zookeeper import BadVersionError, NodeExistsError, NoNodeError, Watch, ZooKeeper
+from exactly.broker.zookeeper import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+    Watch,
+    ZooKeeper,
+)
 from exactly.cluster import security_znodes as sz
 from exactly.cluster.metadata import ClusterMetadata, ScramCredential
 from exactly.cluster.znodes import CONFIG_CHANGES, ConfigChangeNotification, EntityConfig, ZnodeFormatError
@@ -240,6 +248,8 @@ class ZkSecurityStore:
                     )
                 async with self._lock:  # in order with the notifications: ZooKeeper's current state
                     self._apply_pattern(pattern, await self._read_acls(pattern))
+        except (ConnectionLoss, SessionExpiredError):
+            raise  # ZooKeeper out of reach: the caller waits for it (ClusterMember.change_*)
         except (ExactlyError, KazooException, OSError) as e:
             raise SecurityStoreError(f"cannot write the ACLs to ZooKeeper: {e}") from e
         return changed
@@ -294,5 +304,7 @@ class ZkSecurityStore:
             )
             async with self._lock:  # in order with the notifications: ZooKeeper's current state
                 self._apply_user(user, await self._read_scram(user))
+        except (ConnectionLoss, SessionExpiredError):
+            raise  # ZooKeeper out of reach: the caller waits for it (ClusterMember.change_*)
         except (ExactlyError, KazooException, OSError) as e:
             raise SecurityStoreError(f"cannot write the SCRAM credential to ZooKeeper: {e}") from e

@@ -10,9 +10,9 @@ Kafka's message; the others are created. Creating a binding that exists already 
 from __future__ import annotations
 
 from exactly.broker import guard
+from exactly.broker.config_changes import CLUSTER_WRITE_TIMEOUT_S
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.broker.security_store import SecurityStoreError
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.create_acls import (
@@ -56,16 +56,19 @@ async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsR
     cluster = ctx.broker.cluster
     try:
         if cluster is not None:  # the cluster's ACLs: ZooKeeper's (applied to the authorizer from there)
-            await cluster.security.create_acls(valid)
+            await cluster.change_acls(valid, add=True, timeout_s=CLUSTER_WRITE_TIMEOUT_S)
             return CreateAclsResponse(0, results)
         added = ctx.broker.metadata.create_acls(valid)
-    except (OSError, SecurityStoreError) as e:
-        reason = e.strerror if isinstance(e, OSError) else str(e)
-        where = "the cluster metadata log" if cluster is None else "ZooKeeper"
+    except (OSError, KafkaError) as e:
+        # ZooKeeper out of reach past the deadline: REQUEST_TIMED_OUT (retriable); else an unknown error
+        code = e.code if isinstance(e, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+        reason = (
+            f"cannot write the cluster metadata log: {e.strerror}" if isinstance(e, OSError) else e.message
+        )
         for result in results:
             if result.error_code == ErrorCode.NONE:
-                result.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
-                result.error_message = f"cannot write {where}: {reason}"
+                result.error_code = code
+                result.error_message = reason
         return CreateAclsResponse(0, results)
     for acl in added:
         authorizer.add(acl)

@@ -9,10 +9,10 @@ lists the bindings it deleted (a binding two filters select is listed under both
 from __future__ import annotations
 
 from exactly.broker import guard
+from exactly.broker.config_changes import CLUSTER_WRITE_TIMEOUT_S
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.broker.security_store import SecurityStoreError
-from exactly.errors import ErrorCode
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.delete_acls import (
     DeleteAclsFilterResult,
@@ -75,11 +75,11 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
     cluster = ctx.broker.cluster
     try:
         if cluster is not None:  # the cluster's ACLs: ZooKeeper's (applied to the authorizer from there)
-            await cluster.security.delete_acls(doomed)
+            await cluster.change_acls(doomed, add=False, timeout_s=CLUSTER_WRITE_TIMEOUT_S)
             return DeleteAclsResponse(0, results)
         removed = ctx.broker.metadata.delete_acls(doomed)
-    except SecurityStoreError as e:
-        return all_fail(ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+    except KafkaError as e:  # REQUEST_TIMED_OUT: ZooKeeper out of reach past the deadline
+        return all_fail(e.code, e.message)
     except OSError as e:
         return all_fail(
             ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot write the cluster metadata log: {e.strerror}"

@@ -15,11 +15,11 @@ import hmac
 from collections import Counter
 
 from exactly.broker import guard
+from exactly.broker.config_changes import CLUSTER_WRITE_TIMEOUT_S
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
-from exactly.broker.security_store import SecurityStoreError
 from exactly.cluster.metadata import ScramCredential
-from exactly.errors import ErrorCode
+from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -85,28 +85,28 @@ async def alter(
             problem = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
         if problem is not None:
             failed.setdefault(u.name, problem)
-    store = ctx.broker.cluster.security if ctx.broker.cluster is not None else None
+    cluster = ctx.broker.cluster
     for d in request.deletions:
         if d.name not in failed:
             mechanism_name = MECHANISMS[d.mechanism][0]
-            if store is None:
+            if cluster is None:
                 metadata.delete_scram_credential(d.name, mechanism_name)
                 continue
             try:
-                await store.delete_scram_credential(d.name, mechanism_name)
-            except SecurityStoreError as e:
-                failed[d.name] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+                await cluster.change_scram_credential(d.name, mechanism_name, None, CLUSTER_WRITE_TIMEOUT_S)
+            except KafkaError as e:  # REQUEST_TIMED_OUT: ZooKeeper out of reach past the deadline
+                failed[d.name] = (e.code, e.message)
     for u in request.upsertions:
         if u.name not in failed:
             name, digest = MECHANISMS[u.mechanism]
             credential = _credential(digest, u.salt, u.salted_password, u.iterations)
-            if store is None:
+            if cluster is None:
                 metadata.set_scram_credential(u.name, name, credential)
                 continue
             try:
-                await store.set_scram_credential(u.name, name, credential)
-            except SecurityStoreError as e:
-                failed[u.name] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+                await cluster.change_scram_credential(u.name, name, credential, CLUSTER_WRITE_TIMEOUT_S)
+            except KafkaError as e:
+                failed[u.name] = (e.code, e.message)
     results = [
         AlterUserScramCredentialsResult(user, *failed.get(user, (ErrorCode.NONE, None))) for user in users
     ]
