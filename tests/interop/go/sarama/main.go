@@ -12,8 +12,12 @@
 //	consume  -topic T -group G -count N    ConsumerGroup member that reads N records (from the oldest offset
 //	                                       when the group has none), marks each, closes (committing) and
 //	                                       prints one line per record
-//	admin    -topic T -partitions P        ClusterAdmin: create the topic, describe it, describe its config,
-//	                                       delete it, describe it again; one line per step
+//	create   -topic T -partitions P        ClusterAdmin.CreateTopic (retention.ms=3600000), then again (an
+//	                                       error); one line each
+//	describe -topic T                      ClusterAdmin.DescribeTopics: the topic's partition ids
+//	describe-config -topic T               ClusterAdmin.DescribeConfig: the topic's configs or the error
+//	delete   -topic T                      ClusterAdmin.DeleteTopic, then DescribeTopics until the topic is
+//	                                       gone; one line each
 //
 // sarama 1.22 commits with OffsetCommit v1 unless Consumer.Offsets.Retention is set (then v2); Kafka 4.0
 // and exactly accept v2 and later only (KIP-896), so the consumer sets a retention.
@@ -87,8 +91,8 @@ func main() {
 		produce(addrs, *topic, *count, *prefix)
 	case "consume":
 		consume(addrs, *topic, *group, *count, *timeout)
-	case "admin":
-		admin(addrs, *topic, *partitions)
+	case "create", "describe", "describe-config", "delete":
+		admin(addrs, scenario, *topic, *partitions)
 	default:
 		fatal("unknown scenario %q", scenario)
 	}
@@ -200,65 +204,63 @@ func consume(addrs []string, topic, group string, count int, timeout time.Durati
 	emit(map[string]interface{}{"event": "closed", "consumed": h.seen, "timed_out": timedOut})
 }
 
-func admin(addrs []string, topic string, partitions int) {
+func admin(addrs []string, scenario, topic string, partitions int) {
 	c := config("sarama-admin")
 	ca, err := sarama.NewClusterAdmin(addrs, c)
 	if err != nil {
 		fatal("new cluster admin: %v", err)
 	}
-	retention := "3600000"
-	err = ca.CreateTopic(topic, &sarama.TopicDetail{
-		NumPartitions:     int32(partitions),
-		ReplicationFactor: 1,
-		ConfigEntries:     map[string]*string{"retention.ms": &retention},
-	}, false)
-	emit(map[string]interface{}{"op": "create", "error": errText(err)})
-
-	err = ca.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false)
-	emit(map[string]interface{}{"op": "create-again", "error": errText(err)})
-
-	describe := func(op string) {
-		metadata, err := ca.DescribeTopics([]string{topic})
-		line := map[string]interface{}{"op": op, "error": errText(err)}
-		if err == nil && len(metadata) == 1 {
-			ids := []int32{}
-			for _, p := range metadata[0].Partitions {
-				ids = append(ids, p.ID)
+	defer ca.Close()
+	switch scenario {
+	case "create":
+		retention := "3600000"
+		err = ca.CreateTopic(topic, &sarama.TopicDetail{
+			NumPartitions:     int32(partitions),
+			ReplicationFactor: 1,
+			ConfigEntries:     map[string]*string{"retention.ms": &retention},
+		}, false)
+		emit(map[string]interface{}{"op": "create", "error": errText(err)})
+		err = ca.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false)
+		emit(map[string]interface{}{"op": "create-again", "error": errText(err)})
+	case "describe":
+		describe(ca, topic, "describe")
+	case "describe-config":
+		// DescribeConfigs v0: the only version sarama 1.22 sends, removed in Kafka 4.0 (KIP-896).
+		entries, err := ca.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic})
+		configs := map[string]string{}
+		for _, e := range entries {
+			configs[e.Name] = e.Value
+		}
+		emit(map[string]interface{}{"op": "describe-config", "error": errText(err), "configs": configs})
+	case "delete":
+		err = ca.DeleteTopic(topic)
+		emit(map[string]interface{}{"op": "delete", "error": errText(err)})
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			metadata, err := ca.DescribeTopics([]string{topic})
+			if err != nil || len(metadata) != 1 || metadata[0].Err == sarama.ErrUnknownTopicOrPartition ||
+				time.Now().After(deadline) {
+				break
 			}
-			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-			line["name"] = metadata[0].Name
-			line["topic_error"] = int16(metadata[0].Err)
-			line["partitions"] = ids
+			time.Sleep(100 * time.Millisecond)
 		}
-		emit(line)
+		describe(ca, topic, "describe-deleted")
 	}
-	describe("describe")
+}
 
-	// DescribeConfigs v0: the only version sarama 1.22 sends, removed in Kafka 4.0 (KIP-896).
-	entries, err := ca.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic})
-	configs := map[string]string{}
-	for _, e := range entries {
-		configs[e.Name] = e.Value
-	}
-	emit(map[string]interface{}{"op": "describe-config", "error": errText(err), "configs": configs})
-
-	// The admin client may have lost its controller connection above: a fresh one deletes the topic.
-	_ = ca.Close()
-	ca, err = sarama.NewClusterAdmin(addrs, c)
-	if err != nil {
-		fatal("new cluster admin: %v", err)
-	}
-	err = ca.DeleteTopic(topic)
-	emit(map[string]interface{}{"op": "delete", "error": errText(err)})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		metadata, err := ca.DescribeTopics([]string{topic})
-		if err != nil || len(metadata) != 1 || metadata[0].Err == sarama.ErrUnknownTopicOrPartition ||
-			time.Now().After(deadline) {
-			break
+// describe prints the topic's partitions as DescribeTopics (Metadata v5) reports them.
+func describe(ca sarama.ClusterAdmin, topic, op string) {
+	metadata, err := ca.DescribeTopics([]string{topic})
+	line := map[string]interface{}{"op": op, "error": errText(err)}
+	if err == nil && len(metadata) == 1 {
+		ids := []int32{}
+		for _, p := range metadata[0].Partitions {
+			ids = append(ids, p.ID)
 		}
-		time.Sleep(100 * time.Millisecond)
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		line["name"] = metadata[0].Name
+		line["topic_error"] = int16(metadata[0].Err)
+		line["partitions"] = ids
 	}
-	describe("describe-deleted")
-	_ = ca.Close()
+	emit(line)
 }
