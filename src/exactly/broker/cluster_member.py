@@ -307,6 +307,11 @@ class ClusterMember:
             len(self.movable_led_partitions()),
         )
 
+    @property
+    def registered(self) -> bool:
+        """This broker is registered in ZooKeeper and its session is up (readiness, /readyz)."""
+        return self.broker_epoch >= 0 and self._session_up.is_set() and not self._stopping
+
     def movable_led_partitions(self) -> list[tuple[str, int]]:
         """The partitions this broker leads that the controller can move elsewhere: another in-sync
         replica is live and not being drained (with none, waiting would not help: the last broker of a

@@ -94,6 +94,20 @@ def _api_keys(raw: str) -> frozenset[int]:
     return frozenset(keys)
 
 
+def metrics_listener(raw: str) -> tuple[str, int] | None:
+    """metrics.listener: `http://<host>:<port>` (an IPv6 host in brackets), or empty: no metrics listener."""
+    value = raw.strip()
+    if not value:
+        return None
+    match = re.fullmatch(r"http://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]*):(\d{1,5})/?", value)
+    if match is None:
+        raise ValueError(f"expected http://<host>:<port> (or empty), got {value!r}")
+    host, port = match.group(1).strip("[]"), int(match.group(2))
+    if port > 65535:
+        raise ValueError(f"port {port} is outside 0..65535")
+    return host or "0.0.0.0", port
+
+
 def _replica_selector_class(raw: str) -> str | None:
     name = raw.strip()
     if name and name not in REPLICA_SELECTOR_CLASSES:
@@ -217,6 +231,9 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     # connections per client address and per listener (quotas/connections.py, broker/connection_slots.py)
     "max.connections.per.ip": ("max_connections_per_ip", _int(0, 2**31 - 1)),
     "max.connections.per.ip.overrides": ("max_connections_per_ip_overrides", parse_ip_overrides),
+    # Prometheus metrics and health probes over HTTP (exactly.broker.metrics, docs/metrics.md)
+    "metrics.listener": ("metrics_listener", metrics_listener),
+    "metrics.per.partition.enable": ("metrics_per_partition", _bool),
     # testing only: the handlers of these APIs raise (connection.py answers UNKNOWN_SERVER_ERROR)
     "exactly.debug.raise.in.api": ("debug_raise_in_api", _api_keys),
     # testing only: exit in the middle of a create (server.py `_create_logs`), as a crash would
@@ -309,6 +326,8 @@ class BrokerConfig:
     # listener.name.<listener>.max.connections, by listener name (upper case, as `listeners` names them)
     listener_max_connections: Mapping[str, int] = field(default_factory=dict)
     debug_create_crash_after_partitions: int = -1
+    metrics_listener: tuple[str, int] | None = None  # (host, port) of /metrics, /healthz, /readyz; None: off
+    metrics_per_partition: bool = True  # kafka_log_log_* and the LSO lag per partition (cardinality)
     debug_unencodable_response_in_api: frozenset[int] = frozenset()
     log: LogConfig = field(default_factory=LogConfig)
     # the Kafka-named settings this config was built from (server.properties, --set): STATIC_BROKER_CONFIG

@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import HANDLERS, advertised, answered_max
 from exactly.broker.throttling import HandlingTime, throttle_request
 from exactly.errors import ErrorCode, KafkaError, ProtocolError
+from exactly.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER, BrokerStats, RequestTiming
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
 from exactly.protocol.error_response import error_response
@@ -76,6 +78,7 @@ _TCP_CLOSE = 7
 _TCP_CLOSE_WAIT = 8
 
 Response = list[p.Chunk] | None
+Pending = tuple[RequestHeader | None, asyncio.Future[Response], RequestTiming | None]
 
 
 class CloseReason(Enum):
@@ -139,9 +142,8 @@ class Connection:
         # SASL listeners: requests pass `_sasl_gate` until authenticated (exactly.security.sasl)
         self.sasl: SaslSession | None = broker.sasl_session(listener)
         self._requests: set[asyncio.Future[Response]] = set()  # dispatched, not yet taken by the writer
-        self._pending: asyncio.Queue[tuple[RequestHeader | None, asyncio.Future[Response]]] = asyncio.Queue(
-            _MAX_IN_FLIGHT
-        )
+        self._pending: asyncio.Queue[Pending] = asyncio.Queue(_MAX_IN_FLIGHT)
+        self._stats: BrokerStats | None = broker.stats  # None: metrics off, nothing timed or counted
         self._closed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()  # set by close()
         self._loop = asyncio.get_running_loop()
         self._last_activity = self._loop.time()
@@ -260,7 +262,7 @@ class Connection:
             except ProtocolError as e:
                 return Ending(CloseReason.BAD_REQUEST, str(e))
 
-    async def _enqueue(self, item: tuple[RequestHeader | None, asyncio.Future[Response]]) -> Ending | None:
+    async def _enqueue(self, item: Pending) -> Ending | None:
         """Wait for room in the full queue. Reading is paused meanwhile, so the transport would not notice
         the peer vanish: look at the socket every `_PROBE_S`."""
         while True:
@@ -276,7 +278,8 @@ class Connection:
                     item[1].cancel()
                     return idle
 
-    def _dispatch(self, frame: bytes) -> tuple[RequestHeader | None, asyncio.Future[Response]]:
+    def _dispatch(self, frame: bytes) -> Pending:
+        received = time.perf_counter() if self._stats is not None else 0.0
         try:
             header, body = decode_request(frame)
         except ProtocolError as e:
@@ -287,7 +290,7 @@ class Connection:
             if e.header.api_key != ApiKey.API_VERSIONS:
                 raise
             two_phase_commit = self.broker.config.transaction_two_phase_commit_enable
-            return None, _done(_unsupported_api_versions(e.header, two_phase_commit))  # never fails
+            return None, _done(_unsupported_api_versions(e.header, two_phase_commit)), None  # never fails
         key = ApiKey(header.api_key)
         handler = HANDLERS.get(key)
         if handler is None:
@@ -301,13 +304,22 @@ class Connection:
             gated = self._sasl_gate(header, body)
             if gated is not None:
                 self._requests.add(gated)
-                return header, gated
+                return header, gated, None
         context = RequestContext(
             self.broker, header, self.id, self.peer, len(frame), self.mute, principal, self.listener
         )
-        future = asyncio.ensure_future(self._run(handler, context, body))
+        timing = None
+        if self._stats is not None:
+            also = None
+            if key == ApiKey.FETCH:  # Kafka's FetchConsumer / FetchFollower request metrics
+                state = getattr(body, "replica_state", None)
+                replica_id = state.replica_id if state is not None else body.replica_id
+                also = FETCH_FOLLOWER if replica_id >= 0 else FETCH_CONSUMER
+            timing = RequestTiming(header.api_key, received, also)
+            self._stats.received(header.api_key, header.api_version, also)
+        future = asyncio.ensure_future(self._run(handler, context, body, timing))
         self._requests.add(future)
-        return header, future
+        return header, future, timing
 
     def _sasl_gate(self, header: RequestHeader, body: Any) -> asyncio.Future[Response] | None:
         """Before authentication: None lets ApiVersions through; SaslHandshake and SaslAuthenticate are
@@ -394,12 +406,17 @@ class Connection:
                 await self.writer.drain()
         return Ending(CloseReason.AUTHENTICATION_FAILED)
 
-    async def _run(self, handler: Any, context: RequestContext, body: Any) -> Response:
+    async def _run(
+        self, handler: Any, context: RequestContext, body: Any, timing: RequestTiming | None = None
+    ) -> Response:
         timed: HandlingTime[Any] | None = None
+        if timing is not None:
+            timing.started = time.perf_counter()
         try:
             if context.header.api_key in self.broker.config.debug_raise_in_api:
                 raise RuntimeError("exactly.debug.raise.in.api")
-            if self.broker.metadata.client_quotas:  # request_percentage: time the handler's steps
+            # request_percentage quotas and metrics: time the handler's steps (not its waits)
+            if timing is not None or self.broker.metadata.client_quotas:
                 timed = HandlingTime(handler(context, body))
                 response = await timed
             else:
@@ -408,15 +425,27 @@ class Connection:
                 response = _Unencodable()
             throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
             # encoded here, so that a response the handler got wrong is a handler failure too
-            return None if response is None else encode_response(context.header, response)
+            chunks = None if response is None else encode_response(context.header, response)
+            if timing is not None:
+                self._answered(timing, timed, response)
+            return chunks
         except ProtocolError:
             raise  # malformed input the handler found: the connection closes, as Kafka does
         except Exception as e:  # noqa: BLE001 (a bug: answered with an error, the connection stays, as in Kafka)
             response = self._error_response(context, body, e)
+        if timing is not None:
+            self._answered(timing, timed, response)
         if response is None:
             return None
         throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
         return encode_response(context.header, response)
+
+    def _answered(self, timing: RequestTiming, timed: HandlingTime[Any] | None, response: Any) -> None:
+        """Metrics: the handler is done (its response is encoded); count the response's error codes."""
+        timing.finished = time.perf_counter()
+        timing.local = timed.seconds if timed is not None else 0.0
+        assert self._stats is not None
+        self._stats.answered(timing, response)
 
     def _error_response(self, context: RequestContext, body: Any, error: Exception) -> Any:
         """The error response to a request whose handler raised: the KafkaError's own code, otherwise
@@ -452,8 +481,9 @@ class Connection:
 
     async def _write_responses(self) -> Ending:
         transport = self.writer.transport
+        stats = self._stats
         while True:
-            header, future = await self._pending.get()
+            header, future, timing = await self._pending.get()
             try:
                 chunks = await future
             except asyncio.CancelledError:
@@ -470,11 +500,17 @@ class Connection:
             finally:
                 self._requests.discard(future)
             if chunks is None:
+                if timing is not None and stats is not None:  # acks=0: done once handled
+                    now = time.perf_counter()
+                    stats.completed(timing, now, now)
                 continue
             if transport.is_closing():
                 return Ending(CloseReason.PEER_LOST, "while writing a response")
+            sent = time.perf_counter() if timing is not None else 0.0
             self.writer.writelines(chunks)
             self._touch()
+            if timing is not None and stats is not None:
+                stats.completed(timing, sent, time.perf_counter())
             if self.sasl is not None and self.sasl.failed:
                 return await self._flush_and_fail()
             if transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH and (lost := await self._drain()):

@@ -108,6 +108,10 @@ class CoordinatorRuntime:
         self._unload = unload
         self._resigned: set[int] = set()  # partitions another broker leads now
         self._loading: set[int] = set()  # partitions being replayed into their shard
+        # partition loads since start (Kafka's partition-load-time-avg/max of the coordinator metrics)
+        self.loads = 0
+        self.load_seconds_total = 0.0
+        self.load_seconds_max = 0.0
 
     # --- the internal topic and its partitions' leadership ---------------------------------------------
 
@@ -150,10 +154,15 @@ class CoordinatorRuntime:
         if found is None:
             return 0
         self._loading.add(partition)
+        start = time.perf_counter()
         try:
             return self._load(partition, scan_batches(found.log, to_end=self._replicas.cluster))
         finally:
             self._loading.discard(partition)
+            took = time.perf_counter() - start
+            self.loads += 1
+            self.load_seconds_total += took
+            self.load_seconds_max = max(self.load_seconds_max, took)
 
     def is_leader(self, partition: int) -> bool:
         """This broker coordinates the partition (it has not resigned it; in a cluster, it leads it)."""

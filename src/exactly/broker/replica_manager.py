@@ -84,6 +84,9 @@ class ReplicaManager:
         self._isr_tasks: set[asyncio.Task[None]] = set()
         # set when a replica is to be moved to another log dir; the broker then runs `move_replicas`
         self.moves_wanted = asyncio.Event()
+        # ISR changes of the partitions it leads, since start (Kafka's IsrShrinksPerSec, IsrExpandsPerSec)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def partition(self, topic: str, index: int) -> Partition | None:
         """The partition, or None when this broker has no such partition (or its log is offline)."""
@@ -255,7 +258,7 @@ class ReplicaManager:
             log.exception("writing the ISR of %s-%d failed", partition.topic, partition.index)
             partition_epoch = None
         if partition_epoch is not None:
-            partition.update_isr(isr, partition_epoch)
+            self._update_isr(partition, isr, partition_epoch)
         else:
             if partition.pending_isr == isr:
                 partition.pending_isr = None
@@ -266,9 +269,19 @@ class ReplicaManager:
     def isr_updated(self, partition: Partition, isr: Sequence[int], partition_epoch: int) -> None:
         """ZooKeeper holds a newer ISR for a partition this broker leads in the same leader epoch (the
         controller's change, or our own seen through the watch)."""
-        partition.update_isr(isr, partition_epoch)
+        self._update_isr(partition, isr, partition_epoch)
         self._complete_replication_waiters(partition)
         self.wakeups.appended()
+
+    def _update_isr(self, partition: Partition, isr: Sequence[int], partition_epoch: int) -> None:
+        """A committed ISR change, counted once (our own change read back from ZooKeeper is no change)."""
+        before = len(partition.isr)
+        partition.update_isr(isr, partition_epoch)
+        after = len(partition.isr)
+        if after < before:
+            self.isr_shrinks += 1
+        elif after > before:
+            self.isr_expands += 1
 
     async def wait_replicated(self, targets: list[DurableTarget], timeout_s: float) -> list[ErrorCode]:
         """acks=all in a cluster: each target's outcome once the ISR has it (Kafka's delayed produce).

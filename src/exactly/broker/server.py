@@ -32,6 +32,8 @@ from exactly.broker.connection_slots import UNLIMITED, ConnectionSlots, IpLimits
 from exactly.broker.flusher import Flusher
 from exactly.broker.groups import GroupService
 from exactly.broker.listener_server import ListenerServer
+from exactly.broker.metrics import BrokerCollector, LoopLag, Readiness, readiness
+from exactly.broker.metrics_http import MetricsServer
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.scheduler import Scheduler
 from exactly.broker.topic_manager import TopicManager, topic_log_config
@@ -42,6 +44,7 @@ from exactly.cluster.metadata import ClusterMetadata
 from exactly.cluster.producer_ids import ProducerIdManager
 from exactly.cluster.znodes import RegisteredEndpoint
 from exactly.fetch.session import FetchSessionCache
+from exactly.metrics import BrokerStats
 from exactly.quotas.entities import QuotaKey
 from exactly.quotas.manager import ClientQuotaManager, ControllerMutationQuotaManager, RequestQuotaManager
 from exactly.security.acls import AclBinding
@@ -182,6 +185,22 @@ class Broker:
         # loaded; Kafka's `enableRequestProcessing`); connections accepted before wait for it
         self._serving = asyncio.Event()
         self._stopping = False
+        # metrics.listener: the hot-path counters exist only when something will read them
+        self.stats: BrokerStats | None = BrokerStats() if config.metrics_listener else None
+        self.metrics_server: MetricsServer | None = None
+
+    @property
+    def serving(self) -> bool:
+        """Start-up is done and requests are served (until stop)."""
+        return self._serving.is_set() and not self._stopping
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def readiness(self) -> Readiness:
+        """What /readyz answers (exactly.broker.metrics.readiness)."""
+        return readiness(self)
 
     @property
     def config(self) -> BrokerConfig:
@@ -273,6 +292,7 @@ class Broker:
     async def start(self) -> None:
         logs = self.replicas.logs
         logs.startup()
+        await self._start_metrics()
         if self.cluster is None:
             self.topics.sync_logs_with_metadata()
         else:
@@ -313,6 +333,24 @@ class Broker:
             lag = config.replica_lag_time_max_ms
             every(max(1, lag // 2), lambda: self.replicas.shrink_isrs(lag))
         self._serving.set()
+
+    async def _start_metrics(self) -> None:
+        """The metrics listener (metrics.listener), first: /healthz and /readyz answer during start-up."""
+        endpoint = self.config.metrics_listener
+        if endpoint is None:
+            return
+        lag = LoopLag()
+        self.scheduler.spawn(lag.run())
+        server = MetricsServer(BrokerCollector(self, lag), self.readiness)
+        host, port = endpoint
+        try:
+            await server.start(host, port)
+        except OSError as e:
+            raise ConfigError(
+                f"metrics.listener cannot listen on {host}:{port}: {os.strerror(e.errno) if e.errno else e}"
+            ) from None
+        self.metrics_server = server
+        log.info("metrics, /healthz and /readyz on http://%s:%d", host, server.port)
 
     async def _listen(self, listener: Listener) -> ListenerServer:
         """A listener's server accepts within the connection slots; a TLS listener's also does the
@@ -389,6 +427,8 @@ class Broker:
                     await server.wait_closed()
             except TimeoutError:
                 log.warning("listener %s did not close within %.0f s", name, _CLOSE_WAIT_S)
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         await self.scheduler.stop()
         await self.transactions.stop()
         await self.groups.stop()
@@ -423,10 +463,15 @@ class Broker:
                 principal,
             )
         self._connections[task] = connection
+        stats = None if self.stats is None else self.stats.listener(listener.name)
+        if stats is not None:
+            stats.created += 1
         try:
             ending = await connection.run()
         finally:
             del self._connections[task]
+            if stats is not None:
+                stats.closed += 1
         if log.isEnabledFor(ending.reason.level):
             log.log(
                 ending.reason.level,

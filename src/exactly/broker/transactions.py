@@ -148,6 +148,10 @@ class TransactionService:
         self._turns: dict[str, _Turn] = {}  # id -> its requests, one at a time
         self._query_turns: dict[str, _Turn] = {}  # query id -> its batch requests, one at a time
         self.loaded_records = 0
+        # since start: transactions whose markers were all written, by outcome; markers appended here
+        self.commits = 0
+        self.aborts = 0
+        self.markers_written = 0
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -424,6 +428,7 @@ class TransactionService:
                 codes[(topic, index)] = e.code
                 continue
             codes[(topic, index)] = ErrorCode.NONE
+            self.markers_written += 1
             if written.durable_offset is not None:
                 durable.append(((topic, index), (written.partition, written.durable_offset)))
             if written.partition.replicated:
@@ -512,6 +517,10 @@ class TransactionService:
             if remaining:
                 await asyncio.sleep(_RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)])
                 attempt += 1
+        if job.commit:
+            self.commits += 1
+        else:
+            self.aborts += 1
         await self._debug_pause("markers-written", job)
         attempt = 0
         while self._coordinating(job):

@@ -507,6 +507,21 @@ _DEFS = [
         "-1",
         "Testing only: the broker exits after creating this many logs of a new topic (-1: never).",
     ),
+    _ro(
+        "metrics.listener",
+        STRING,
+        "",
+        "Where Prometheus metrics (/metrics) and the health probes (/healthz, /readyz) are served over "
+        "HTTP, as http://<host>:<port> (port 0: any free port); empty: not served, and no request "
+        "timing or per-topic counting is done.",
+    ),
+    _ro(
+        "metrics.per.partition.enable",
+        BOOLEAN,
+        "true",
+        "Export per-partition series (log size, start and end offsets, LSO lag); false keeps the metric "
+        "count independent of the partition count.",
+    ),
     *_SSL_DEFS,
     *_SASL_DEFS,
     *_synonym_defs(),

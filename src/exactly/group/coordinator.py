@@ -116,6 +116,7 @@ class GroupCoordinator:
         self.offset_manager = OffsetManager(config, clock, self.classic)
         self.offsets = self.offset_manager.store  # committed and pending offsets (read-only here)
         self._unapplied = 0  # records handed out and not replayed yet
+        self.offset_commits = 0  # offsets to commit handed out (OffsetCommit, TxnOffsetCommit) since start
 
     # --- placement ---------------------------------------------------------------------------------------
 
@@ -186,7 +187,9 @@ class GroupCoordinator:
         partition_exists: PartitionExists | None = None,
     ) -> Result[OffsetCommitResponse]:
         self._require_applied()
-        return self._result(self.offset_manager.commit_offsets(client, request, partition_exists))
+        result = self._result(self.offset_manager.commit_offsets(client, request, partition_exists))
+        self.offset_commits += len(result.records)
+        return result
 
     def commit_transactional_offsets(
         self,
@@ -195,7 +198,9 @@ class GroupCoordinator:
     ) -> Result[TxnOffsetCommitResponse]:
         """TxnOffsetCommit: see `OffsetManager.commit_transactional_offsets`."""
         self._require_applied()
-        return self._result(self.offset_manager.commit_transactional_offsets(request, partition_exists))
+        result = self._result(self.offset_manager.commit_transactional_offsets(request, partition_exists))
+        self.offset_commits += len(result.records)
+        return result
 
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False

@@ -68,6 +68,10 @@ class OffsetStore:
     def groups(self) -> Iterator[str]:
         return iter(list(self._committed))
 
+    def offset_count(self) -> int:
+        """Committed offsets of every group (Kafka's NumOffsets)."""
+        return sum(len(offsets) for offsets in self._committed.values())
+
     def has_offsets(self, group: str) -> bool:
         return bool(self._committed.get(group))
 

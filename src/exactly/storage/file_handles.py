@@ -41,6 +41,8 @@ class FileHandles:
         self._open: OrderedDict[int, tuple[HasFile, int]] = OrderedDict()  # id(owner) -> (owner, fd)
         self._lock = threading.Lock()
         self.evictions = 0
+        self.hits = 0  # `touch` of a segment whose file is open (the LRU had it)
+        self.opens = 0  # files opened or adopted: each one a miss (first use, or reopened after eviction)
 
     @property
     def open_count(self) -> int:
@@ -54,6 +56,7 @@ class FileHandles:
         """Count `fd`, opened by `owner`, in the budget (evicting others beyond it)."""
         with self._lock:
             self._open[id(owner)] = (owner, fd)
+            self.opens += 1
         if threading.current_thread() is threading.main_thread():
             self._evict_beyond_budget(owner)
         return fd
@@ -63,6 +66,7 @@ class FileHandles:
         with self._lock:
             if key in self._open:
                 self._open.move_to_end(key)
+                self.hits += 1
 
     def forget(self, owner: HasFile) -> None:
         """`owner` closes its descriptor itself (segment close/delete)."""

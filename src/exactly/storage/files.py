@@ -49,13 +49,18 @@ import errno
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import cast
 
 from exactly.errors import ErrorCode, KafkaError
+from exactly.metrics.histogram import SECONDS_BUCKETS, Histogram
 
 log = logging.getLogger(__name__)
+
+# every data-file fsync's latency, in seconds (the broker's metrics export it; flusher threads observe it)
+FSYNC_SECONDS = Histogram(SECONDS_BUCKETS, locked=True)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -262,10 +267,14 @@ def fsync(fd: int, path: Path | str) -> None:
         return
     ledger = _ledger
     if ledger is None:
+        start = time.perf_counter()
         os.fsync(fd)
+        FSYNC_SECONDS.observe(time.perf_counter() - start)
         return
     length = os.fstat(fd).st_size
+    start = time.perf_counter()
     os.fsync(fd)
+    FSYNC_SECONDS.observe(time.perf_counter() - start)
     ledger.write(ledger.name(path), str(length))
 
 

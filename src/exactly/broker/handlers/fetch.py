@@ -166,9 +166,45 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     )
     if ctx.version >= _LEADER_HINTS_VERSION:
         _add_leader_hints(ctx, response, [partitions[key] for key in keys])
+    if broker.stats is not None:
+        _count(ctx, keys, partitions, replica=replica_id >= 0)
     if quota_window is None:
         return response
     return await _within_quota(ctx, response)
+
+
+def _count(
+    ctx: RequestContext,
+    keys: Iterable[PartitionKey],
+    partitions: dict[PartitionKey, PartitionData],
+    *,
+    replica: bool,
+) -> None:
+    """Metrics: each topic's partitions answered, failed, and record bytes returned (BrokerTopicMetrics)."""
+    stats = ctx.broker.stats
+    assert stats is not None
+    by_topic: dict[str, list[int]] = {}  # topic -> [partitions, failed, bytes]
+    for key in keys:
+        name = key.topic
+        if not name:
+            info = ctx.broker.metadata.by_id(key.topic_id)
+            if info is None:
+                continue
+            name = info.name
+        counts = by_topic.get(name)
+        if counts is None:
+            counts = by_topic[name] = [0, 0, 0]
+        data = partitions[key]
+        counts[0] += 1
+        if data.error_code != ErrorCode.NONE:
+            counts[1] += 1
+        elif data.records:
+            counts[2] += len(data.records)
+    for name, (answered, failed, size) in by_topic.items():
+        topic = stats.topic(name)
+        topic.fetch_requests(answered, failed)
+        if size:
+            topic.fetched(size, replica=replica)
 
 
 def _results(partitions: dict[PartitionKey, PartitionData]) -> dict[PartitionKey, PartitionResult]:

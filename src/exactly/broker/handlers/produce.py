@@ -77,6 +77,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     acks = request.acks
     txn_id = request.transactional_id
     replicas = broker.replicas
+    stats = broker.stats  # metrics (None: off)
     durable: list[DurableTarget] = []
     durable_at: list[tuple[list[PartitionProduceResponse], int]] = []  # where each durable's answer is
     replicated: list[DurableTarget] = []  # acks=all on a replicated partition: wait for the ISR
@@ -155,6 +156,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             except (KafkaError, CorruptRecordError) as e:
                 partitions.append(_error(data.index, e.code, str(e)))
                 continue
+            if stats is not None and not appended.info.duplicate:
+                stats.topic(name).appended(appended.info.records_count, len(data.records))
             if appended.durable_offset is not None:
                 durable.append((partition, appended.durable_offset))
                 durable_at.append((partitions, len(partitions)))
@@ -183,6 +186,13 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         for (answers, i), code in zip(replicated_at, outcomes, strict=True):
             if code != ErrorCode.NONE and answers[i].error_code == ErrorCode.NONE:
                 answers[i] = _error(answers[i].index, code)
+    if stats is not None:
+        for name, answer in zip(names, topics, strict=True):
+            if not name:
+                continue  # an unknown topic id
+            answers = answer.partition_responses
+            failed = sum(1 for a in answers if a.error_code != ErrorCode.NONE)
+            stats.topic(name).produce_requests(len(answers), failed)
     throttle_ms = broker.produce_quotas.record_and_get_throttle_ms(
         ctx.header.client_id, ctx.size, broker.clock.monotonic_ms()
     )

@@ -50,6 +50,7 @@ class Rebalancer:
         self.groups = groups
         self.timers = timers
         self._holds_offsets = holds_offsets
+        self.completed_rebalances = 0  # generations formed since start (Kafka's group-completed-rebalance)
 
     def _now(self) -> int:
         return self.clock.monotonic_ms()
@@ -152,6 +153,7 @@ class Rebalancer:
             result.records.append(CoordinatorRecord(GroupMetadataKey(group.group_id), value))
             return result
         group.generation += 1
+        self.completed_rebalances += 1
         group.protocol_name = group.select_protocol()
         group.transition(_E.JOIN_COMPLETED, self._wall())
         for member in group.members.values():
