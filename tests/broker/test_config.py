@@ -134,3 +134,29 @@ def test_invalid_connection_limits_are_invalid_config(dynamic: dict[str, str], m
     assert message in raised.value.message
     with pytest.raises(ConfigError):
         BrokerConfig.from_properties(dynamic)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("", None),
+        ("http://127.0.0.1:9404", ("127.0.0.1", 9404)),
+        ("http://0.0.0.0:0/", ("0.0.0.0", 0)),
+        ("http://[::1]:9404", ("::1", 9404)),
+        ("http://:9404", ("0.0.0.0", 9404)),
+    ],
+)
+def test_metrics_listener(value: str, expected: tuple[str, int] | None) -> None:
+    config = BrokerConfig.from_properties({"metrics.listener": value})
+    assert config.metrics_listener == expected
+    assert config.metrics_per_partition
+
+
+@pytest.mark.parametrize(
+    "value", ["127.0.0.1:9404", "https://h:1", "http://h", "http://h:99999", "http://h:x"]
+)
+def test_an_invalid_metrics_listener_is_one_line(value: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        BrokerConfig.from_properties({"metrics.listener": value})
+    assert str(raised.value).startswith("invalid value for metrics.listener: ")
+    assert "\n" not in str(raised.value)

@@ -13,7 +13,8 @@ Wire, per connection (one request, then the connection is closed: `Connection: c
     response: HTTP/1.1 <status> CRLF Content-Type, Content-Length, [Content-Encoding: gzip,]
               Connection: close CRLF CRLF <body>                                    (HEAD: no body)
 
-    GET /metrics   200, text/plain; version=0.0.4 (gzip when the request's Accept-Encoding allows it)
+    GET /metrics   200, prometheus_client's text format (its CONTENT_TYPE_LATEST), gzip when the
+                   request's Accept-Encoding allows it
     GET /healthz   200 "ok": the process is serving HTTP on its event loop (liveness)
     GET /readyz    200 "ready", or 503 with one reason per line: starting up, partitions loading, a
                    coordinator loading, in a cluster not registered in ZooKeeper or not caught up

@@ -183,10 +183,15 @@ class BrokerStats:
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicStats] = {}
+        # requests for topics that do not exist: in the all-topics sums only (a client naming random
+        # topics must not make a series each)
+        self.unknown_topics = TopicStats()
         self.requests: dict[int, RequestStats] = {}  # API key -> its stats
         self.listeners: dict[str, ListenerStats] = {}
 
-    def topic(self, name: str) -> TopicStats:
+    def topic(self, name: str, *, exists: bool = True) -> TopicStats:
+        if not exists:
+            return self.unknown_topics
         stats = self.topics.get(name)
         if stats is None:
             stats = self.topics[name] = TopicStats()
@@ -226,7 +231,7 @@ class BrokerStats:
     def all_topics(self) -> tuple[int, ...]:
         """The sum over topics, in `TopicStats.FIELDS` order (Kafka's all-topics BrokerTopicMetrics)."""
         totals = [0] * len(TopicStats.FIELDS)
-        for stats in self.topics.values():
+        for stats in (*self.topics.values(), self.unknown_topics):
             for i, value in enumerate(stats.values()):
                 totals[i] += value
         return tuple(totals)

@@ -200,8 +200,9 @@ def _count(
             counts[1] += 1
         elif data.records:
             counts[2] += len(data.records)
+    topics = ctx.broker.metadata.topics
     for name, (answered, failed, size) in by_topic.items():
-        topic = stats.topic(name)
+        topic = stats.topic(name, exists=name in topics)
         topic.fetch_requests(answered, failed)
         if size:
             topic.fetched(size, replica=replica)

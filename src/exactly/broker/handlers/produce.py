@@ -192,7 +192,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 continue  # an unknown topic id
             answers = answer.partition_responses
             failed = sum(1 for a in answers if a.error_code != ErrorCode.NONE)
-            stats.topic(name).produce_requests(len(answers), failed)
+            stats.topic(name, exists=name in broker.metadata.topics).produce_requests(len(answers), failed)
     throttle_ms = broker.produce_quotas.record_and_get_throttle_ms(
         ctx.header.client_id, ctx.size, broker.clock.monotonic_ms()
     )
