@@ -40,6 +40,20 @@ def tls(
 
 
 @app.command()
+def metrics(
+    records: Annotated[int, typer.Option(help="records per run (1 KiB each)")] = 200_000,
+    producers: Annotated[int, typer.Option(help="producer processes")] = 2,
+    rounds: Annotated[int, typer.Option(help="rounds of each broker (interleaved)")] = 3,
+    partitions: Annotated[str, typer.Option(help="partition counts to scrape at")] = "1000,10000",
+) -> None:
+    """Produce throughput with metrics on vs off (ratio; target >= 0.97); scrape time and size (issue 26)."""
+    from exactly.bench import metrics as bench
+
+    argv = ["--records", str(records), "--producers", str(producers), "--rounds", str(rounds)]
+    bench.main([*argv, "--partitions", partitions])
+
+
+@app.command()
 def scale(
     topics: Annotated[int, typer.Option(help="topics to create")] = 100,
     partitions_per_topic: Annotated[int, typer.Option(help="partitions of each topic")] = 100,
