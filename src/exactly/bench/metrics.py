@@ -19,7 +19,6 @@ In one run, on one machine:
 from __future__ import annotations
 
 import argparse
-import gzip
 import statistics
 import tempfile
 import threading
@@ -67,7 +66,8 @@ class _Scraper(threading.Thread):
 
 
 def _create_topics(bootstrap: str, prefix: str, partitions: int, per_topic: int = 100) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     names = [f"{prefix}-{i}" for i in range(partitions // per_topic)]
@@ -111,9 +111,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--partitions", default="1000,10000", help="partition counts to scrape at")
     args = parser.parse_args(argv)
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     with tempfile.TemporaryDirectory(prefix="exactly-bench-metrics-") as work:
+        for name in ("on", "off"):
+            (Path(work) / name).mkdir()
         metrics_port = free_port()
         metrics_url = f"http://127.0.0.1:{metrics_port}"
         on = BrokerProcess(
@@ -141,9 +144,8 @@ def main(argv: list[str] | None = None) -> None:
                         scraper.join()
                         scrapes += scraper.scrapes
                     rates[name].append(run.mb_s)
-                    print(
-                        f"round {round_ + 1}: metrics {name}: {run.mb_s:.1f} MB/s ({run.records_s:,.0f} records/s)"
-                    )
+                    figures = f"{run.mb_s:.1f} MB/s ({run.records_s:,.0f} records/s)"
+                    print(f"round {round_ + 1}: metrics {name}: {figures}", flush=True)
             on_median, off_median = statistics.median(rates["on"]), statistics.median(rates["off"])
             print(
                 f"produce, metrics on: {on_median:.1f} MB/s; off: {off_median:.1f} MB/s; "
