@@ -127,9 +127,8 @@ def main(argv: list[str] | None = None) -> None:
         off.start(BROKER_START_TIMEOUT)
         try:
             for broker in (on, off):
-                AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics(
-                    [NewTopic(TOPIC, PARTITIONS, 1)]
-                )[TOPIC].result()
+                admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+                admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result()
             rates: dict[str, list[float]] = {"on": [], "off": []}
             scrapes = 0
             for round_ in range(args.rounds):
@@ -144,8 +143,8 @@ def main(argv: list[str] | None = None) -> None:
                         scraper.join()
                         scrapes += scraper.scrapes
                     rates[name].append(run.mb_s)
-                    figures = f"{run.mb_s:.1f} MB/s ({run.records_s:,.0f} records/s)"
-                    print(f"round {round_ + 1}: metrics {name}: {figures}", flush=True)
+                    rate = f"{run.mb_s:.1f} MB/s ({run.records_s:,.0f} records/s)"
+                    print(f"round {round_ + 1}: metrics {name}: {rate}", flush=True)
             on_median, off_median = statistics.median(rates["on"]), statistics.median(rates["off"])
             print(
                 f"produce, metrics on: {on_median:.1f} MB/s; off: {off_median:.1f} MB/s; "
