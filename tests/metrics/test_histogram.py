@@ -101,3 +101,12 @@ def test_all_topics_adds_up_the_topics() -> None:
     totals = dict(zip(("messages_in", "bytes_in"), stats.all_topics()[:2], strict=True))
     assert totals == {"messages_in": 5, "bytes_in": 150}
     assert stats.topic("b").failed_produce_requests == 1
+
+
+def test_a_forgotten_topic_keeps_its_counts_in_the_sums() -> None:
+    stats = BrokerStats()
+    stats.topic("a").appended(3, 100)
+    stats.topic("b").appended(2, 50)
+    stats.forget_topic("a")
+    assert list(stats.topics) == ["b"]
+    assert stats.all_topics()[:2] == (5, 150)

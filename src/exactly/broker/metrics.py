@@ -179,6 +179,9 @@ class BrokerCollector(Collector):
         stats = self.broker.stats
         if stats is None:
             return []
+        existing = self.broker.metadata.topics
+        for topic in [t for t in stats.topics if t not in existing]:
+            stats.forget_topic(topic)  # deleted: its series go, its counts stay in the sums
         per_topic = [(topic, s.values()) for topic, s in sorted(stats.topics.items())]
         totals = stats.all_topics()
         out = []

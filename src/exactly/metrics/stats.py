@@ -198,8 +198,14 @@ class BrokerStats:
         return stats
 
     def forget_topic(self, name: str) -> None:
-        """A deleted topic's series go (Kafka removes its BrokerTopicMetrics too)."""
-        self.topics.pop(name, None)
+        """A deleted topic's series go (Kafka removes its BrokerTopicMetrics too); its counts stay in the
+        all-topics sums, which only ever grow."""
+        stats = self.topics.pop(name, None)
+        if stats is None:
+            return
+        gone = self.unknown_topics
+        for field in TopicStats.FIELDS:
+            setattr(gone, field, getattr(gone, field) + getattr(stats, field))
 
     def received(self, api_key: int, version: int, also: int | None) -> None:
         self.request(api_key).received(version)
