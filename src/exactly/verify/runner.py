@@ -62,6 +62,7 @@ ALL_WORKLOADS = ("queue", "copier", "bank", "zombie", "idem", "spark")
 #: what runs unless told otherwise (spark needs a JVM and a core of its own)
 DEFAULT_WORKLOADS = ("queue", "copier", "bank", "zombie", "idem")
 #: why a worker exited on its own, by exit code (the supervisor restarts it as its next incarnation)
+BROKER_SUPERVISOR_GRACE_S = 10.0  # longer than a fault keeps a broker down on purpose
 EXIT_CODES = {3: "fenced", EXIT_STUCK: "stuck in the client library", -9: "killed"}
 
 
@@ -221,6 +222,7 @@ class Run:
         self.workers: dict[str, WorkerProcess] = {}
         self._numbers: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._starting = threading.Lock()  # one broker start at a time (the nemesis, the supervisor)
         self._stopping = threading.Event()
         self._workers_done = threading.Event()
         self.restarts: list[float] = []
@@ -342,9 +344,13 @@ class Run:
         w.resume()
 
     def _supervise(self) -> None:
-        """Restart workers that exited on their own (a fenced zombie, a crash) as their next incarnation."""
+        """Restart workers that exited on their own (a fenced zombie, a crash) as their next incarnation,
+        and a cluster's brokers that exited on their own (see `_supervise_brokers`)."""
         exited: dict[str, float] = {}
+        dead: dict[int, float] = {}
         while not self._workers_done.wait(1.0):
+            if self.cluster is not None:
+                self._supervise_brokers(dead)
             for name in self.worker_names():
                 with self._lock:
                     w = self.workers[name]
@@ -359,16 +365,57 @@ class Run:
                 if time.monotonic() - exited[key] >= 2.0:
                     self.start_worker(name)
 
+    def _supervise_brokers(self, dead: dict[int, float]) -> None:
+        """A cluster broker can exit on its own after it started listening: with no ZooKeeper session
+        within its connection timeout (as Kafka's does), while a fault cuts its link or the machine is
+        loaded. A supervisor starts it again: here once it has been down for longer than any fault keeps
+        a broker down on purpose (a kill's 0-5 s), recorded as a `broker-exit` op."""
+        for broker_id, broker in self.brokers.items():
+            if broker.running:
+                dead.pop(broker_id, None)
+                continue
+            since = dead.setdefault(broker_id, time.monotonic())
+            if time.monotonic() - since < BROKER_SUPERVISOR_GRACE_S:
+                continue
+            dead.pop(broker_id, None)
+            code = broker.proc.returncode if broker.proc is not None else None
+            self.history.record("broker-exit", OpType.OK, {"broker": broker_id, "code": code})
+            try:
+                self.restart_broker(broker_id)
+            except RunError as e:
+                self.history.record("restart-failed", OpType.FAIL, {"broker": broker_id, "error": str(e)})
+
     # --- broker -------------------------------------------------------------------------------------
 
-    def restart_broker(self, broker_id: int | None = None) -> float:
-        """Start the broker (of a cluster: `broker_id`) again; its recovery seconds."""
+    def restart_broker(self, broker_id: int | None = None, timeout: float = 180.0) -> float:
+        """Start the broker (of a cluster: `broker_id`) again; its recovery seconds.
+
+        As a supervisor would (systemd's Restart=on-failure): a start that fails (the process exits, e.g.
+        a cluster broker with no ZooKeeper session within its connection timeout, as Kafka's exits, while
+        a fault cuts its link or the machine is loaded) is recorded as a `restart-failed` op and made
+        again until `timeout`; RunError after that."""
+        with self._starting:
+            return self._restart_broker(broker_id, timeout)
+
+    def _restart_broker(self, broker_id: int | None, timeout: float) -> float:
         broker = self.broker if broker_id is None else self.brokers[broker_id]
+        if broker.running:
+            return 0.0  # the supervisor started it already
         started = time.monotonic()
-        try:
-            broker.start(timeout=180)
-        except (RuntimeError, TimeoutError) as e:
-            raise RunError(f"the broker did not come back: {str(e).splitlines()[0]}") from None
+        deadline = started + timeout
+        while True:
+            try:
+                broker.start(timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except (RuntimeError, TimeoutError) as e:
+                error = str(e).splitlines()[0]
+                if time.monotonic() >= deadline or broker.running:
+                    raise RunError(f"the broker did not come back: {error}") from None
+                failed: dict[str, Any] = {"error": error}
+                if broker_id is not None:
+                    failed["broker"] = broker_id
+                self.history.record("restart-failed", OpType.FAIL, failed)
+                time.sleep(1.0)  # a supervisor's restart backoff
         seconds = time.monotonic() - started
         self.restarts.append(seconds)
         value: dict[str, Any] = {"seconds": round(seconds, 3)}
