@@ -28,6 +28,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from exactly.client.txn import TransactionalProducer
 from exactly.errors import ErrorCode
 from exactly.group.partitioning import partition_for
 from exactly.protocol.messages import ApiKey
@@ -206,6 +207,46 @@ def test_kip890_offsets_in_a_transaction_are_verified_with_a_coordinator_on_anot
     cs.until(
         lambda: _committed_offsets(admin, group) == {("verified-offsets", 0): 42}, 30, "the committed offset"
     )
+
+
+def test_transaction_version_2_across_brokers(cluster: ClusterProcesses) -> None:
+    """A transaction version 2 client (exactly.client.txn) on the cluster: Produce v12 to partitions led by
+    every broker makes each leader add its partition through the coordinator on another broker
+    (AddPartitionsToTxn v5), TxnOffsetCommit v5 does the same for the group's partition, EndTxn v5 bumps the
+    epoch; a duplicate of T1's EndTxn is answered as its retry, a delayed one while T2 is open is
+    PRODUCER_FENCED, and only T1 and T3 are visible."""
+    _create(cluster, "tv2-span", 3)
+    cs.until(lambda: _find_group_coordinator(cluster, "any") >= 0, 60, "__consumer_offsets")
+    txn_id = _coordinated_by(cluster)
+    coordinator = _coordinator(cluster, txn_id)
+    group = next(
+        g
+        for g in (f"tv2-{uuid.uuid4().hex[:6]}-{n}" for n in itertools.count())
+        if _find_group_coordinator(cluster, g) not in (coordinator, -1)
+    )
+    with TransactionalProducer(cluster.bootstrap, txn_id) as p:
+        p.init()
+        pid, epoch = p.producer_id, p.producer_epoch
+        for partition in range(3):
+            p.send("tv2-span", partition, [f"t1-{partition}".encode()])
+        p.send_offsets(group, {("tv2-span", 0): 7})
+        assert (p.commit().producer_epoch, p.producer_id) == (epoch + 1, pid)
+        t1_end = p.last_end_request
+        assert t1_end is not None
+        assert p.end_txn(t1_end).error_code == ErrorCode.NONE  # a duplicate: T1's retry
+        for partition in range(3):
+            p.send("tv2-span", partition, [f"t2-{partition}".encode()])
+        assert p.end_txn(t1_end).error_code == ErrorCode.PRODUCER_FENCED  # delayed, T2 open
+        p.abort()
+        for partition in range(3):
+            p.send("tv2-span", partition, [f"t3-{partition}".encode()])
+        p.send_offsets(group, {("tv2-span", 0): 9})
+        p.commit()
+        assert (p.producer_id, p.producer_epoch) == (pid, epoch + 3)
+    expected = [f"t{t}-{partition}".encode() for t in (1, 3) for partition in range(3)]
+    assert sorted(cs.read_committed(cluster, "tv2-span")) == sorted(expected)
+    admin = cs.admin(cluster)
+    cs.until(lambda: _committed_offsets(admin, group) == {("tv2-span", 0): 9}, 30, "the committed offset")
 
 
 def _init(coordinator: RawTxn, txn_id: str) -> tuple[int, int]:

@@ -110,9 +110,9 @@ def test_api_versions_look_like_kafka_4(client: RawClient) -> None:
         ApiKey.INIT_PRODUCER_ID: (0, 5),
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
-        ApiKey.END_TXN: (0, 4),
+        ApiKey.END_TXN: (0, 5),
         ApiKey.WRITE_TXN_MARKERS: (1, 1),
-        ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+        ApiKey.TXN_OFFSET_COMMIT: (0, 5),
         ApiKey.DESCRIBE_CLUSTER: (0, 2),
         ApiKey.LIST_TRANSACTIONS: (0, 2),
     }

@@ -20,7 +20,10 @@ from exactly.txn.state import TxnState
 
 
 class Harness:
-    def __init__(self, config: TxnConfig | None = None) -> None:
+    def __init__(self, config: TxnConfig | None = None, *, log_version: int = 1) -> None:
+        self.log_version = (
+            log_version  # the TransactionLogValue version written (transaction.version >= 1: 1)
+        )
         self.clock = ManualClock()
         self.pids = itertools.count(1000)
         self.log: list[tuple[bytes, bytes | None]] = []  # the records appended, in order
@@ -34,7 +37,11 @@ class Harness:
     def apply(self, result: TxnResult) -> TxnResult:
         """What the broker does: append the transition's record (durably), then complete it."""
         if result.transit is not None:
-            value = None if result.transit.state is TxnState.DEAD else encode_value(result.transit.to_value())
+            value = (
+                None
+                if result.transit.state is TxnState.DEAD
+                else encode_value(result.transit.to_value(), self.log_version)
+            )
             self.log.append((encode_key(result.transactional_id), value))
             job = self.coordinator.complete_transition(result.transactional_id, result.transit)
             if job is not None:

@@ -1,6 +1,6 @@
 """The seeds' transaction state table (shared/vectors/txn-state-transitions.json) plus exactly's two-phase
 commit extension (docs/two-phase-commit.md), which the seeds predate: the state Prepared (id 100, never a
-stored status byte) and its rows."""
+stored status byte) and its rows; and Kafka 4's transaction version 2 rows (an empty abort)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ SEEDS: dict[str, Any] = json.loads(
 
 EXTENSION_STATES = {"Prepared": 100}
 # target -> extra legal previous states
-EXTENSION_PREVIOUS = {"Prepared": ["Ongoing"], "PrepareCommit": ["Prepared"], "PrepareAbort": ["Prepared"]}
+EXTENSION_PREVIOUS = {
+    "Prepared": ["Ongoing"],
+    "PrepareCommit": ["Prepared"],
+    # Kafka 4's TransactionState: transaction version 2 aborts a transaction that added nothing
+    "PrepareAbort": ["Prepared", "Empty", "CompleteCommit", "CompleteAbort"],
+}
 
 
 def _vectors() -> dict[str, Any]:

@@ -326,9 +326,9 @@ class AbortedRead(AssertionError):
     strict=True,
     raises=AbortedRead,
     reason="transaction version 1 cannot tell a late EndTxn of T1 from T2's own: same producer id and epoch "
-    "(Kafka fixed KAFKA-17754 with transaction version 2, an epoch bump at every commit: EndTxn v5, not "
-    "built here; "
-    "librdkafka 2.16 sends EndTxn v1)",
+    "(Kafka fixed KAFKA-17754 with transaction version 2, an epoch bump at every commit: EndTxn v5, which "
+    "exactly serves (tests/interop/test_transactions_tv2.py), but librdkafka 2.16 is a TV1 client: it "
+    "sends EndTxn v1)",
 )
 def test_a_late_end_txn_of_the_same_epoch_does_not_end_the_next_transaction(
     proxied: tuple[FaultProxy, BrokerProcess],

@@ -4,6 +4,7 @@
                                 [--commits N] [--runs K]
                                 [--visibility-commits V] [--fetch-wait-ms W]
                                 [--ids I] [--ids-processes Q] [--ids-seconds T]
+                                [--versions-commits M]
 
 One broker is started as a subprocess on a fresh data directory (default durability: fsync before every
 ack). Every client runs in its own process (spawned, like `exactly.bench.broker`), the main process only
@@ -45,6 +46,9 @@ noisy, so every figure is a median over repeated short runs.
    latency p50/p99 while all are active, the broker's CPU time per commit, and its peak RSS during the
    runs (VmHWM, reset through /proc/PID/clear_refs before the first run, so the throughput phase's
    buffers do not count), next to its RSS before the phase and its lifetime peak.
+5. Transaction version 2 vs 1 (`exactly.bench.txn_versions`): M one-record transactions per run of each,
+   alternating, with exactly's protocol-level client: requests per transaction and latency (whole
+   transaction, EndTxn alone). `--versions-commits 0` skips it.
 
 The table is followed by one JSON line with every figure.
 """
@@ -66,6 +70,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
+from exactly.bench import txn_versions
 from exactly.bench.broker import (
     BROKER_START_TIMEOUT,
     PARTITIONS,
@@ -115,7 +120,7 @@ def _create_topics(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for topic in (TOPIC, VISIBILITY_TOPIC, IDS_TOPIC):
+    for topic in (TOPIC, VISIBILITY_TOPIC, IDS_TOPIC, txn_versions.TOPIC):
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
 
 
@@ -678,6 +683,9 @@ def measure(argv: list[str] | None = None) -> tuple[dict[str, Any], TxnSamples]:
     parser.add_argument("--ids", type=int, default=1000, help="concurrent transactional ids")
     parser.add_argument("--ids-processes", type=int, default=4, help="processes driving the ids")
     parser.add_argument("--ids-seconds", type=float, default=10.0, help="length of each ids run")
+    parser.add_argument(
+        "--versions-commits", type=int, default=300, help="transactions per TV2-vs-TV1 run (0: skip)"
+    )
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="exactly-bench-txn-") as tmp:
@@ -891,6 +899,11 @@ def _bench(broker: BrokerProcess, args: argparse.Namespace) -> tuple[dict[str, A
         "broker_peak_rss_lifetime_mb": max(lifetime_peak, ids_peak),
         "runs": args.runs,
     }
+    # 5. transaction version 2 vs 1
+    if args.versions_commits > 0:
+        versions = txn_versions.compare(bootstrap, args.versions_commits, args.runs)
+        txn_versions.report(versions, args.versions_commits, args.runs, 1, heading="5. ")
+        report.update(versions)
     return report, samples
 
 

@@ -208,6 +208,8 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     ),
     # exactly's two-phase commit extension (docs/two-phase-commit.md; KIP-939's name for the switch)
     "transaction.two.phase.commit.enable": ("transaction_two_phase_commit_enable", _bool),
+    # the finalized `transaction.version` feature level (KIP-890 part 2; Kafka sets it with kafka-features)
+    "transaction.version": ("transaction_version", _int(0, 2)),
     "transaction.prepared.max.age.ms": ("transaction_prepared_max_age_ms", _int(-1, 2**62)),
     "transaction.two.phase.decisions.retained.batches": (
         "transaction_two_phase_decisions_retained_batches",
@@ -309,6 +311,9 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604_800_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     transaction_two_phase_commit_enable: bool = True
+    # finalized transaction.version: 2 lets TV2 clients bump the epoch at every end (EndTxn v5, implicit
+    # adds); 1 pins transaction version 1 (compatibility tests); 0 also writes TransactionLogValue v0
+    transaction_version: int = 2
     transaction_prepared_max_age_ms: int = 604_800_000  # 7 days; -1: never
     transaction_two_phase_decisions_retained_batches: int = 100  # minBatchesToRetain; -1: keep all
     authorizer_class_name: str = ""  # empty: no authorizer, everything allowed

@@ -24,7 +24,7 @@ _ADVERTISED_MIN = {ApiKey.PRODUCE: 0}
 # Advertised maximums: Kafka 4.x's where the semantics are implemented (a request above its API's maximum
 # closes the connection). The codecs go higher in places; each lower cap says what is missing.
 _ADVERTISED_MAX = {
-    ApiKey.PRODUCE: 13,  # v12 differs only for transaction version 2 clients (see handlers/produce.py)
+    ApiKey.PRODUCE: 13,  # v12: a transactional batch adds its partition (transaction version 2)
     ApiKey.FETCH: 17,  # v18 (KIP-1166) only concerns followers; Kafka 4.0-4.1 stop at 17
     ApiKey.LIST_OFFSETS: 11,
     ApiKey.METADATA: 13,
@@ -36,9 +36,9 @@ _ADVERTISED_MAX = {
     ApiKey.INIT_PRODUCER_ID: 5,  # v6 is KIP-939 two-phase commit (still unstable in Kafka)
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,  # v4+ are broker-to-coordinator batches (_INTER_BROKER_MAX)
     ApiKey.ADD_OFFSETS_TO_TXN: 4,
-    ApiKey.END_TXN: 4,  # v5 is transaction version 2 (epoch bump at every commit): not built
+    ApiKey.END_TXN: 5,  # v5: transaction version 2 (an epoch bump at every commit/abort)
     ApiKey.WRITE_TXN_MARKERS: 1,  # v2 carries each marker's transaction version (KIP-1228): not built
-    ApiKey.TXN_OFFSET_COMMIT: 4,  # v5 is transaction version 2 (implicit AddOffsetsToTxn): not built
+    ApiKey.TXN_OFFSET_COMMIT: 5,  # v5: transaction version 2 (the group's partition added implicitly)
     ApiKey.DESCRIBE_CLUSTER: 2,
     ApiKey.LIST_TRANSACTIONS: 2,
 }
@@ -55,7 +55,9 @@ def handler(key: ApiKey) -> Callable[[Handler], Handler]:
 # Versions only brokers send each other, answered but not advertised: clients negotiate from ApiVersions,
 # and one that picked AddPartitionsToTxn v4+ would send a broker's batch instead of adding partitions.
 _INTER_BROKER_MAX = {
-    ApiKey.ADD_PARTITIONS_TO_TXN: 4,  # VerifyOnly batches (KIP-890 part 1 across brokers)
+    # v4: VerifyOnly batches (KIP-890 part 1 across brokers); v5 (and v4 without VerifyOnly): the implicit
+    # add of a transaction version 2 client's Produce v12 / TxnOffsetCommit v5 (KIP-890 part 2)
+    ApiKey.ADD_PARTITIONS_TO_TXN: 5,
 }
 
 

@@ -21,6 +21,11 @@
   older than their timeout; `transaction.remove.expired.transaction.cleanup.interval.ms` expires idle ids.
 * KIP-890 part 1: `verification_guard` gives partition logs the check that a producer's first
   transactional batch on a partition belongs to its ongoing transaction.
+* KIP-890 part 2 (transaction version 2): `append_guard(..., add=True)` first adds the partition to the
+  producer's transaction (Produce v12, TxnOffsetCommit v5: no AddPartitionsToTxn/AddOffsetsToTxn round
+  trip from the client) — here when this broker coordinates the id, else through the coordinator
+  (AddPartitionsToTxn v5 without VerifyOnly) — then checks it like part 1. `__transaction_state` values
+  are written as v1 (tagged fields) while the finalized `transaction.version` is 1 or more, v0 at 0.
 * Two-phase commit extension (docs/two-phase-commit.md): `prepare` runs PrepareTxn like any request of
   the id; `commit_batch` appends the batch's decision record to the query id's partition (fsync) before
   anything moves, then appends the transitions that carry it out (PrepareCommit for winners, PrepareAbort
@@ -61,7 +66,7 @@ from exactly.records.control import ControlRecordType, EndTxnMarker
 from exactly.replication.partition import AppendResult, Partition
 from exactly.storage.log import VerificationGuard
 from exactly.txn import MarkerJob, TransactionCoordinator, TxnConfig, TxnResult, TxnState
-from exactly.txn.coordinator import BatchResult
+from exactly.txn.coordinator import TV2, BatchResult
 from exactly.txn.decisions import (
     DECISION_KEY_VERSION,
     BatchDecisionRecord,
@@ -87,6 +92,15 @@ _MARKER_REPLICATION_TIMEOUT_S = 30.0  # a marker's acks=all wait (Kafka: the req
 # Produce and TxnOffsetCommit see these codes when verification fails (Kafka's
 # AddPartitionsToTxnManager: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH; the rest unchanged).
 _VERIFY_ERRORS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH}
+# The implicit add's retriable refusals, as Kafka's ReplicaManager answers them to the producer: a code the
+# producer retries without a metadata refresh.
+_ADD_ERRORS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+}
 
 
 @dataclass(slots=True)
@@ -363,7 +377,8 @@ class TransactionService:
         transit = result.transit
         assert transit is not None
         txn_id = result.transactional_id
-        value = None if transit.state is TxnState.DEAD else encode_value(transit.to_value())
+        log_version = 1 if self._config.transaction_version >= 1 else 0
+        value = None if transit.state is TxnState.DEAD else encode_value(transit.to_value(), log_version)
         builder = BatchBuilder()
         builder.append(self._clock.milliseconds(), encode_key(txn_id), value)
         partition = self.coordinator.partition_for(txn_id)
@@ -583,9 +598,11 @@ class TransactionService:
         producer_epoch: int,
         *,
         transaction_abortable: bool = False,
+        add: bool = False,
     ) -> ErrorCode:
         """Ask the id's coordinator (exactly.broker.txn_verifier) before the producer's first transactional
-        batch on this partition; a verified producer is remembered until its next marker here."""
+        batch on this partition (`add`: to add the partition to the transaction); a verified producer is
+        remembered until its next marker here."""
         assert self.verifier is not None
         found = self._replicas.partition(topic, partition)
         entry = None if found is None else found.log.producer_state.last_entry(producer_id)
@@ -595,10 +612,14 @@ class TransactionService:
             and entry.producer_epoch == producer_epoch
         ):
             return ErrorCode.NONE  # already in its transaction here: the append checks nothing
-        code = await self.verifier.verify(transactional_id, producer_id, producer_epoch, topic, partition)
+        code = await self.verifier.verify(
+            transactional_id, producer_id, producer_epoch, topic, partition, add=add
+        )
         if code == ErrorCode.NONE:
             self._verified[(topic, partition, producer_id)] = producer_epoch
             return code
+        if add:
+            return _ADD_ERRORS.get(code, code)
         if transaction_abortable and code == ErrorCode.INVALID_TXN_STATE:
             code = ErrorCode.TRANSACTION_ABORTABLE
         return _VERIFY_ERRORS.get(code, code)
@@ -612,11 +633,17 @@ class TransactionService:
         producer_epoch: int,
         *,
         transaction_abortable: bool = False,
+        add: bool = False,
     ) -> VerificationGuard | None:
         """The check of a producer's first transactional append to a partition (Produce, TxnOffsetCommit):
         `verification_guard` when this broker coordinates the id; otherwise the coordinator is asked first
-        (`verify_remotely`; KafkaError with its answer when it refuses) and the append runs `remote_guard`."""
+        (`verify_remotely`; KafkaError with its answer when it refuses) and the append runs `remote_guard`.
+
+        `add` (Produce v12+, TxnOffsetCommit v5+: a transaction version 2 client): the partition is added
+        to the producer's transaction first (durably), then checked the same way."""
         if not self.verifies_remotely(transactional_id):
+            if add:
+                await self._add_implicitly(transactional_id, topic, partition, producer_id, producer_epoch)
             return self.verification_guard(
                 transactional_id, topic, partition, transaction_abortable=transaction_abortable
             )
@@ -627,6 +654,7 @@ class TransactionService:
             producer_id,
             producer_epoch,
             transaction_abortable=transaction_abortable,
+            add=add,
         )
         if code:
             raise KafkaError(
@@ -635,6 +663,34 @@ class TransactionService:
                 f"{producer_epoch} on {topic}-{partition}: {code.name}",
             )
         return self.remote_guard(topic, partition)
+
+    async def _add_implicitly(
+        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int
+    ) -> None:
+        """Add the partition to the producer's transaction here (this broker coordinates the id); raises
+        KafkaError with the code the producer sees when the coordinator refuses."""
+        found = self._replicas.partition(topic, partition)
+        entry = None if found is None else found.log.producer_state.last_entry(producer_id)
+        if (
+            entry is not None
+            and entry.current_txn_first_offset is not None
+            and entry.producer_epoch == producer_epoch
+        ):
+            return  # already in its transaction here (its marker would have ended it)
+        result = await self.run(
+            transactional_id,
+            lambda c: c.add_partitions(
+                transactional_id, producer_id, producer_epoch, [(topic, partition)], transaction_version=TV2
+            ),
+            "implicit AddPartitionsToTxn",
+        )
+        if result.error:
+            code = _ADD_ERRORS.get(result.error, result.error)
+            raise KafkaError(
+                code,
+                f"producer {producer_id} epoch {producer_epoch} of transactional id {transactional_id!r} "
+                f"cannot add {topic}-{partition} to its transaction: {result.error.name}",
+            )
 
     def remote_guard(self, topic: str, partition: int) -> VerificationGuard:
         """The append's check after `verify_remotely`: the verification still holds (no marker came)."""

@@ -16,6 +16,12 @@ produce handler's caller) records a successful verification with the producer's 
 producer clears it, and the append requires it (see `TransactionService.remote_guard`); a marker that
 arrives between the question and the append makes the batch fail with the retriable code instead of
 starting a transaction the coordinator does not know.
+
+Transaction version 2 (KIP-890 part 2): for a TV2 client's Produce v12 / TxnOffsetCommit v5, `verify(...,
+add=True)` sends AddPartitionsToTxn v5 without VerifyOnly: the coordinator adds the partition to the
+transaction (durably) instead of checking it, as Kafka's AddPartitionsToTxnManager does for
+`ADD_PARTITION`. CONCURRENT_TRANSACTIONS (the previous transaction's markers are still being written) is
+retriable like the others and answers NOT_ENOUGH_REPLICAS.
 """
 
 from __future__ import annotations
@@ -35,11 +41,12 @@ from exactly.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnTransaction,
 )
 
-__all__ = ["VERIFY_VERSION", "TransactionVerifier"]
+__all__ = ["ADD_VERSION", "VERIFY_VERSION", "TransactionVerifier"]
 
 log = logging.getLogger(__name__)
 
 VERIFY_VERSION = 4  # the first version with VerifyOnly batches (Kafka 3.6+ brokers send it)
+ADD_VERSION = 5  # the implicit add of a transaction version 2 client (Kafka 4 brokers send it)
 _REQUEST_TIMEOUT_S = 30.0
 _UNANSWERED = ErrorCode.NOT_ENOUGH_REPLICAS
 _MOVED = frozenset(
@@ -47,6 +54,7 @@ _MOVED = frozenset(
         ErrorCode.NOT_COORDINATOR,
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
         ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
     }
 )
 
@@ -73,9 +81,17 @@ class TransactionVerifier:
         self._opening: dict[int, asyncio.Lock] = {}
 
     async def verify(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        topic: str,
+        partition: int,
+        *,
+        add: bool = False,
     ) -> ErrorCode:
-        """The coordinator's answer for one partition (NONE: the partition is in the ongoing transaction)."""
+        """The coordinator's answer for one partition (NONE: the partition is in the ongoing transaction;
+        with `add`, it has been added to it)."""
         broker = self._coordinator_of(transactional_id)
         if broker < 0:
             return _UNANSWERED
@@ -85,7 +101,7 @@ class TransactionVerifier:
                     transactional_id,
                     producer_id,
                     producer_epoch,
-                    True,
+                    not add,
                     [AddPartitionsToTxnTopic(topic, [partition])],
                 )
             ]
@@ -93,7 +109,8 @@ class TransactionVerifier:
         try:
             async with asyncio.timeout(self._timeout):
                 connection = await self._connection(broker)
-                response = await connection.request(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, request)
+                version = ADD_VERSION if add else VERIFY_VERSION
+                response = await connection.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, request)
         except (OSError, ConnectionError, TimeoutError, KafkaError) as e:
             log.info("verifying %r on broker %d failed (%s)", transactional_id, broker, e)
             self._close(broker)

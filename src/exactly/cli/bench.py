@@ -122,8 +122,12 @@ def txn(
     ids: Annotated[int, typer.Option(help="concurrent transactional ids")] = 1000,
     ids_processes: Annotated[int, typer.Option(help="processes driving the ids")] = 4,
     ids_seconds: Annotated[float, typer.Option(help="length of each ids run")] = 10.0,
+    versions_commits: Annotated[
+        int, typer.Option(help="transactions per transaction-version-2-vs-1 run (0: skip)")
+    ] = 300,
 ) -> None:
-    """Transactions: idempotent vs transactional throughput, commit latency, visibility, many ids."""
+    """Transactions: idempotent vs transactional throughput, commit latency, visibility, many ids,
+    transaction version 2 vs 1."""
     from exactly.bench import txn as bench
 
     options = {
@@ -138,6 +142,7 @@ def txn(
         "--ids": ids,
         "--ids-processes": ids_processes,
         "--ids-seconds": ids_seconds,
+        "--versions-commits": versions_commits,
     }
     bench.main([item for name, value in options.items() for item in (name, str(value))])
 

@@ -417,6 +417,15 @@ _DEFS = [
         "docs/two-phase-commit.md) is advertised and served (KIP-939's name).",
     ),
     _ro(
+        "transaction.version",
+        INT,
+        "2",
+        "The finalized transaction.version feature level advertised in ApiVersions v3+ (KIP-890 part 2): "
+        "2 lets clients use transaction version 2 (an epoch bump at every commit/abort, implicit adds); 1 "
+        "keeps them on version 1; 0 also writes __transaction_state values as v0.",
+        Range(0, 2),
+    ),
+    _ro(
         "transaction.prepared.max.age.ms",
         LONG,
         "604800000",

@@ -25,6 +25,21 @@ versions are the handlers' business):
   other decision INVALID_TXN_STATE — except the abort of a transaction the coordinator never started
   because its AddPartitions was answered CONCURRENT_TRANSACTIONS (librdkafka sends that EndTxn), which
   is done (NONE).
+* EndTxn v5 (transaction version 2, KIP-890 part 2; `transaction_version=2`): every PrepareCommit/
+  PrepareAbort bumps the epoch (markers carry the bumped epoch) and the answer is the producer id and
+  epoch the client goes on with — a new producer id at epoch 0 when the bump would exhaust the epoch
+  (`next_producer_id`, applied by CompleteX). Checked in Kafka 4's order: a transition in progress (or
+  markers being written) -> CONCURRENT_TRANSACTIONS; an unknown producer id (but the retry of the
+  transaction that rotated it) -> INVALID_PRODUCER_ID_MAPPING; then the epoch by state: Empty/Ongoing
+  need the current epoch, CompleteCommit/CompleteAbort also accept the epoch before the last bump (the
+  retry of the EndTxn that just ended the transaction: NONE with the current producer id and epoch,
+  nothing written) and the exhausted epoch of the previous producer id; anything else PRODUCER_FENCED.
+  So a delayed or duplicated EndTxn can never end the next transaction (KAFKA-17754). An abort from
+  Empty/CompleteX at the current epoch is a new empty transaction (bumped too). A fence of a TV2
+  transaction by the timeout scan bumps twice (fence + TV2 abort, as Kafka 4), so the client's
+  in-flight EndTxn cannot pass for a retry.
+* add_partitions with `transaction_version=2`: the implicit add of Produce v12 / TxnOffsetCommit v5
+  (the partition leader's AddPartitionsToTxn v4+ without VerifyOnly); records the client's version.
 * verify (KIP-890 part 1): before a partition accepts a producer's first transactional batch.
 * Timeouts: `abort_timed_out` fences and aborts Ongoing transactions older than their timeout.
 * Expiry: `expire` writes tombstones for ids idle longer than `transactional.id.expiration.ms`.
@@ -47,7 +62,9 @@ from exactly.errors import ErrorCode
 from exactly.group.partitioning import partition_for
 from exactly.txn.decisions import BatchDecisionRecord, Decisions
 from exactly.txn.metadata import (
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     TransactionMetadata,
     TxnTransit,
     is_epoch_exhausted,
@@ -72,7 +89,11 @@ def placement_key(key: str) -> str:
     return key
 
 
-__all__ = ["BatchResult", "MarkerJob", "TransactionCoordinator", "TxnConfig", "TxnResult"]
+__all__ = ["TV2", "BatchResult", "MarkerJob", "TransactionCoordinator", "TxnConfig", "TxnResult"]
+
+#: the `transaction.version` feature level (and ClientTransactionVersion) that bumps the epoch at every
+#: transaction end; requests of older clients are recorded with client transaction version 0, as Kafka's
+TV2 = 2
 
 _S = TxnState
 _NONE = ErrorCode.NONE
@@ -167,11 +188,21 @@ class TransactionCoordinator(TwoPhaseCommit):
         )
         return TxnResult(transactional_id, _NONE, transit, transit.producer_id, transit.producer_epoch)
 
-    def _fence_and_abort(self, txn: TransactionMetadata, error: ErrorCode) -> TxnResult:
+    def _fence_and_abort(
+        self, txn: TransactionMetadata, error: ErrorCode, *, tv2_bump: bool = False
+    ) -> TxnResult:
+        """PrepareEpochFence -> PrepareAbort at epoch + 1; `tv2_bump` (the timeout scan on a transaction
+        version 2 transaction): + 2, the fence and the TV2 abort's own bump, as Kafka 4 writes it."""
         epoch = txn.fence_epoch()
+        if tv2_bump and txn.client_transaction_version >= TV2:
+            epoch = min(epoch + 1, MAX_EPOCH)
         txn.prepare_fence()
         transit = txn.prepare_transition(
-            _S.PREPARE_ABORT, now=self._now(), producer_epoch=epoch, last_producer_epoch=NO_PRODUCER_EPOCH
+            _S.PREPARE_ABORT,
+            now=self._now(),
+            producer_epoch=epoch,
+            last_producer_epoch=NO_PRODUCER_EPOCH,
+            next_producer_id=NO_PRODUCER_ID,
         )
         return TxnResult(txn.transactional_id, error, transit, transit.producer_id, transit.producer_epoch)
 
@@ -179,6 +210,8 @@ class TransactionCoordinator(TwoPhaseCommit):
 
     def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> ErrorCode:
         txn = self.transactions.get(transactional_id)
+        if txn is not None and _completing_rotation(txn, producer_id):
+            return ErrorCode.CONCURRENT_TRANSACTIONS  # the new producer id is the client's once CompleteX is
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if txn.producer_epoch != epoch:
@@ -188,8 +221,15 @@ class TransactionCoordinator(TwoPhaseCommit):
         return _NONE
 
     def add_partitions(
-        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        transaction_version: int = 0,
     ) -> TxnResult:
+        """AddPartitionsToTxn / AddOffsetsToTxn (`transaction_version` 0), or the implicit add of a
+        transaction version 2 client's Produce v12 / TxnOffsetCommit v5 (2)."""
         error = self._check_producer(transactional_id, producer_id, epoch)
         if error == ErrorCode.CONCURRENT_TRANSACTIONS:
             txn = self.transactions[transactional_id]
@@ -206,7 +246,11 @@ class TransactionCoordinator(TwoPhaseCommit):
         now = self._now()
         start = txn.start_timestamp if txn.state is _S.ONGOING else now
         transit = txn.prepare_transition(
-            _S.ONGOING, now=now, partitions=frozenset(txn.partitions) | wanted, start_timestamp=start
+            _S.ONGOING,
+            now=now,
+            partitions=frozenset(txn.partitions) | wanted,
+            start_timestamp=start,
+            client_transaction_version=transaction_version,
         )
         return TxnResult(transactional_id, _NONE, transit)
 
@@ -225,7 +269,12 @@ class TransactionCoordinator(TwoPhaseCommit):
 
     # --- EndTxn -----------------------------------------------------------------------------------------
 
-    def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> TxnResult:
+    def end_transaction(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, transaction_version: int = 0
+    ) -> TxnResult:
+        """EndTxn; `transaction_version` 2 (EndTxn v5) bumps the epoch (see the module docstring)."""
+        if transaction_version >= TV2:
+            return self._end_transaction_v2(transactional_id, producer_id, epoch, commit)
         txn = self.transactions.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             return TxnResult(transactional_id, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -251,6 +300,68 @@ class TransactionCoordinator(TwoPhaseCommit):
             txn.unstarted_transaction = False
             return TxnResult(transactional_id)
         return TxnResult(transactional_id, ErrorCode.INVALID_TXN_STATE)
+
+    def _end_transaction_v2(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> TxnResult:
+        txn = self.transactions.get(transactional_id)
+        if txn is None:
+            return TxnResult(transactional_id, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if txn.pending_state is not None or txn.state.is_prepare or _completing_rotation(txn, producer_id):
+            # a transition is being appended, or PrepareX's markers are written (Kafka's pending CompleteX)
+            return TxnResult(transactional_id, ErrorCode.CONCURRENT_TRANSACTIONS)
+        state = txn.state
+        retry_of_overflow = (
+            txn.previous_producer_id == producer_id
+            and txn.producer_id != producer_id
+            and epoch == MAX_EPOCH - 1
+            and txn.producer_epoch == 0
+        )
+        if txn.producer_id != producer_id and not retry_of_overflow:
+            return TxnResult(transactional_id, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        retry_of_bump = not retry_of_overflow and txn.producer_epoch == epoch + 1
+        is_retry = retry_of_bump or retry_of_overflow
+        current = not retry_of_overflow and epoch == txn.producer_epoch
+        valid = current or (state.is_complete and is_retry)
+        if not valid or state is _S.DEAD:
+            return TxnResult(transactional_id, ErrorCode.PRODUCER_FENCED)
+        done = TxnResult(transactional_id, _NONE, None, txn.producer_id, txn.producer_epoch)
+        if state is _S.ONGOING:
+            return self._prepare_end_v2(txn, commit, empty=False)
+        if state is _S.COMPLETE_COMMIT:
+            if commit:
+                return done if is_retry else TxnResult(transactional_id, ErrorCode.INVALID_TXN_STATE)
+            return (
+                TxnResult(transactional_id, ErrorCode.INVALID_TXN_STATE)
+                if is_retry
+                else (self._prepare_end_v2(txn, commit, empty=True))
+            )
+        if state is _S.COMPLETE_ABORT:
+            if not commit:
+                return done if is_retry else self._prepare_end_v2(txn, commit, empty=True)
+            return TxnResult(transactional_id, ErrorCode.INVALID_TXN_STATE)
+        if state is _S.EMPTY and not commit:
+            return self._prepare_end_v2(txn, commit, empty=True)
+        return TxnResult(transactional_id, ErrorCode.INVALID_TXN_STATE)  # Empty commit; Prepared (2PC)
+
+    def _prepare_end_v2(self, txn: TransactionMetadata, commit: bool, *, empty: bool) -> TxnResult:
+        """PrepareCommit/PrepareAbort with the epoch bumped (Kafka's prepareAbortOrCommit for TV2); `empty`:
+        an abort with no partition added (from Empty or CompleteX), started now."""
+        now = self._now()
+        next_producer_id = self._allocate() if is_epoch_exhausted(txn.producer_epoch) else NO_PRODUCER_ID
+        transit = txn.prepare_transition(
+            _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT,
+            now=now,
+            producer_epoch=min(txn.producer_epoch + 1, MAX_EPOCH),
+            last_producer_epoch=txn.producer_epoch,
+            next_producer_id=next_producer_id,
+            client_transaction_version=TV2,
+            partitions=frozenset() if empty else None,
+            start_timestamp=now if empty else None,
+        )
+        return TxnResult(
+            txn.transactional_id, _NONE, transit, transit.client_producer_id, transit.client_producer_epoch
+        )
 
     # --- applying ---------------------------------------------------------------------------------------
 
@@ -296,7 +407,16 @@ class TransactionCoordinator(TwoPhaseCommit):
         ):
             return None
         target = _S.COMPLETE_COMMIT if txn.state is _S.PREPARE_COMMIT else _S.COMPLETE_ABORT
-        transit = txn.prepare_transition(target, now=self._now(), partitions=frozenset())
+        rotate = txn.client_transaction_version >= TV2 and txn.next_producer_id != NO_PRODUCER_ID
+        transit = txn.prepare_transition(
+            target,
+            now=self._now(),
+            partitions=frozenset(),
+            # TV2 over an exhausted epoch: the client goes on with the new producer id at epoch 0
+            producer_id=txn.next_producer_id if rotate else None,
+            producer_epoch=0 if rotate else None,
+            next_producer_id=NO_PRODUCER_ID,
+        )
         return TxnResult(job.transactional_id, _NONE, transit)
 
     # --- time -------------------------------------------------------------------------------------------
@@ -308,7 +428,7 @@ class TransactionCoordinator(TwoPhaseCommit):
         return [
             self._abort_prepared(txn, _NONE)
             if txn.state is _S.PREPARED
-            else self._fence_and_abort(txn, _NONE)
+            else self._fence_and_abort(txn, _NONE, tv2_bump=True)
             for txn in list(self.transactions.values())
             if txn.is_timed_out(at, self.config.prepared_max_age_ms)
         ]
@@ -388,3 +508,13 @@ class TransactionCoordinator(TwoPhaseCommit):
                 continue
             out.append(txn)
         return out
+
+
+def _completing_rotation(txn: TransactionMetadata, producer_id: int) -> bool:
+    """A TV2 PrepareX that rotates the producer id is completing, and `producer_id` is the new one (the
+    client has its EndTxn answer and may already start the next transaction with it)."""
+    return (
+        txn.next_producer_id != NO_PRODUCER_ID
+        and producer_id == txn.next_producer_id
+        and (txn.state.is_prepare or txn.pending is not None)
+    )

@@ -4,6 +4,12 @@
 complete next state, which is exactly what the `__transaction_state` record stores), held as
 `pending` while its record is appended, and applied by `complete_transition` once the record is durable
 — or dropped by `abort_transition` when the append failed. Loading the log applies records the same way.
+
+Transaction version 2 (KIP-890 part 2) adds three fields: `next_producer_id` (set by a PrepareCommit/
+PrepareAbort whose epoch bump would exhaust the epoch: its CompleteX moves to that producer id at epoch
+0), `client_transaction_version` (2 while a TV2 client drives the transaction; 0 for older clients, as
+Kafka records it) and, in memory, `last_producer_epoch` as the epoch before the last bump (the epoch a
+retried EndTxn carries).
 """
 
 from __future__ import annotations
@@ -13,16 +19,23 @@ from dataclasses import dataclass, field
 from exactly.txn.records import Partitions, PreparedTag, TransactionLogValue
 from exactly.txn.state import TxnState, check_transition
 
-__all__ = ["NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "TransactionMetadata", "TxnTransit", "is_epoch_exhausted"]
+__all__ = [
+    "MAX_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "TransactionMetadata",
+    "TxnTransit",
+    "is_epoch_exhausted",
+]
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-_MAX_EPOCH = 32767
+MAX_EPOCH = 32767
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
     """Kafka keeps the last epoch (32767) for fencing: at 32766 the producer id must be rotated."""
-    return epoch >= _MAX_EPOCH - 1
+    return epoch >= MAX_EPOCH - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +52,17 @@ class TxnTransit:
     last_update_timestamp: int
     previous_producer_id: int = NO_PRODUCER_ID
     prepared: PreparedTag | None = None  # Prepared, and PrepareCommit/PrepareAbort of a prepared txn
+    next_producer_id: int = NO_PRODUCER_ID  # TV2: the producer id CompleteX rotates to
+    client_transaction_version: int = 0  # 2: a transaction version 2 client drives it
+
+    @property
+    def client_producer_id(self) -> int:
+        """The producer id the client goes on with once this transition completes (TV2 rotation)."""
+        return self.producer_id if self.next_producer_id == NO_PRODUCER_ID else self.next_producer_id
+
+    @property
+    def client_producer_epoch(self) -> int:
+        return self.producer_epoch if self.next_producer_id == NO_PRODUCER_ID else 0
 
     def to_value(self) -> TransactionLogValue:
         return TransactionLogValue(
@@ -49,6 +73,9 @@ class TxnTransit:
             self.partitions,
             self.last_update_timestamp,
             self.start_timestamp,
+            previous_producer_id=self.previous_producer_id,
+            next_producer_id=self.next_producer_id,
+            client_transaction_version=self.client_transaction_version,
             prepared=self.prepared,
         )
 
@@ -65,6 +92,8 @@ class TransactionMetadata:
     last_update_timestamp: int = -1
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     previous_producer_id: int = NO_PRODUCER_ID
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
     prepared: PreparedTag | None = None  # what a Prepared transaction waits for (two-phase commit)
     pending: TxnTransit | None = None  # a transition whose record is being appended
     fencing: bool = False  # pending PrepareEpochFence: the next PrepareAbort carries a bumped epoch
@@ -113,6 +142,8 @@ class TransactionMetadata:
         partitions: Partitions | None = None,
         start_timestamp: int | None = None,
         prepared: PreparedTag | None = None,
+        next_producer_id: int | None = None,
+        client_transaction_version: int | None = None,
     ) -> TxnTransit:
         if self.pending is not None:
             raise RuntimeError(f"{self.transactional_id}: a transition to {self.pending.state} is pending")
@@ -138,6 +169,10 @@ class TransactionMetadata:
             last_update_timestamp=max(now, self.last_update_timestamp),
             previous_producer_id=self.producer_id,  # as Kafka: the producer id before this transition
             prepared=prepared,
+            next_producer_id=self.next_producer_id if next_producer_id is None else next_producer_id,
+            client_transaction_version=self.client_transaction_version
+            if client_transaction_version is None
+            else client_transaction_version,
         )
         self.pending = transit
         return transit
@@ -151,7 +186,7 @@ class TransactionMetadata:
     def fence_epoch(self) -> int:
         """The epoch the fencing abort is written with: one more, up to 32767, the epoch Kafka keeps for
         exactly this (an exhausted epoch still fences; the next InitProducerId rotates the producer id)."""
-        return min(self.producer_epoch + 1, _MAX_EPOCH)
+        return min(self.producer_epoch + 1, MAX_EPOCH)
 
     # --- applying --------------------------------------------------------------------------------------
 
@@ -167,6 +202,8 @@ class TransactionMetadata:
         self.producer_epoch = transit.producer_epoch
         self.last_producer_epoch = transit.last_producer_epoch
         self.previous_producer_id = transit.previous_producer_id
+        self.next_producer_id = transit.next_producer_id
+        self.client_transaction_version = transit.client_transaction_version
         self.timeout_ms = transit.timeout_ms
         self.state = transit.state
         self.partitions = set(transit.partitions)
@@ -194,5 +231,7 @@ class TransactionMetadata:
                 last_update_timestamp=value.last_update_timestamp_ms,
                 previous_producer_id=value.previous_producer_id,
                 prepared=value.prepared,
+                next_producer_id=value.next_producer_id,
+                client_transaction_version=value.client_transaction_version,
             )
         )

@@ -22,12 +22,18 @@ Value (`TransactionLogValue.json`; null value = tombstone: the id expired and is
         [int32] partition_ids
     int64   transaction_last_update_timestamp_ms
     int64   transaction_start_timestamp_ms    -1 when no transaction is open
-    v1 tagged fields: 0 previous_producer_id (int64, default -1), 1 next_producer_id (int64, default -1),
-                      2 client_transaction_version (int16, default 0),
+    v1 tagged fields: 0 previous_producer_id (int64, default -1): the producer id before this transition,
+                      1 next_producer_id (int64, default -1): the producer id a transaction version 2
+                          PrepareCommit/PrepareAbort rotates to (its epoch was exhausted),
+                      2 client_transaction_version (int16, default 0): 2 when the transaction is driven
+                          by a transaction version 2 client (EndTxn v5 / AddPartitionsToTxn v4+ adds),
+                      3 next_producer_epoch (int16, default -1; KIP-939, read and kept, never set here),
                       10000 prepared (exactly's two-phase commit extension, docs/two-phase-commit.md):
                           compact_string query_id, int64 batch_id, int32 partition,
                           int64 prepared_timestamp_ms
 
+The value version follows the finalized `transaction.version` (Kafka's `transactionLogValueVersion`): 0
+writes v0, 1 and 2 (the default) write v1 with the tagged fields above that differ from their defaults.
 The seeds' `__transaction_state` table (seed 000) lists the same fields. New information (the Spark
 sink's prepared transactions) goes into new v1 tagged fields: older readers skip them. A Prepared
 transaction (TxnState.PREPARED) is stored as status Ongoing (1) with the `prepared` tag, always as v1, so a
@@ -105,6 +111,7 @@ class TransactionLogValue:
     next_producer_id: int = -1
     client_transaction_version: int = 0
     prepared: PreparedTag | None = None
+    next_producer_epoch: int = -1
     unknown_tags: tuple[tuple[int, bytes], ...] = field(default=(), compare=False)
 
 
@@ -182,6 +189,8 @@ def encode_value(value: TransactionLogValue | None, version: int = 0) -> bytes |
             tags.append((1, _I64.pack(value.next_producer_id)))
         if value.client_transaction_version != 0:
             tags.append((2, _I16.pack(value.client_transaction_version)))
+        if value.next_producer_epoch != -1:
+            tags.append((3, _I16.pack(value.next_producer_epoch)))
         if value.prepared is not None:
             tags.append((PREPARED_TAG, value.prepared.encode()))
         tags.extend(value.unknown_tags)
@@ -228,7 +237,7 @@ def _decode_value(buf: memoryview) -> TransactionLogValue:
             pos = p.skip_tagged_fields(buf, pos)
     last_update, start = _TIMES.unpack_from(buf, pos)
     pos += _TIMES.size
-    previous, nxt, client_version = -1, -1, 0
+    previous, nxt, client_version, next_epoch = -1, -1, 0, -1
     prepared: PreparedTag | None = None
     unknown: list[tuple[int, bytes]] = []
     if flexible:
@@ -243,6 +252,8 @@ def _decode_value(buf: memoryview) -> TransactionLogValue:
                 (nxt,) = _I64.unpack(data)
             elif tag == 2 and size == 2:
                 (client_version,) = _I16.unpack(data)
+            elif tag == 3 and size == 2:
+                (next_epoch,) = _I16.unpack(data)
             elif tag == PREPARED_TAG:
                 prepared = PreparedTag.decode(data)
             else:
@@ -265,5 +276,6 @@ def _decode_value(buf: memoryview) -> TransactionLogValue:
         nxt,
         client_version,
         prepared,
+        next_epoch,
         tuple(unknown),
     )

@@ -16,6 +16,9 @@ Theory of operation
     Empty --AddPartitions/AddOffsets--> Ongoing --EndTxn(commit)--> PrepareCommit --markers written-->
     CompleteCommit --next AddPartitions--> Ongoing ...      (abort: PrepareAbort -> CompleteAbort)
 
+Transaction version 2 (EndTxn v5) also allows Empty/CompleteCommit/CompleteAbort --EndTxn(abort)-->
+PrepareAbort: the abort of a transaction that added no partition, which bumps the epoch like any TV2 end.
+
 EMPTY (0) — a producer id and epoch, no transaction. InitProducerId lands here (epoch bumped).
 ONGOING (1) — partitions (and the group's `__consumer_offsets` partition) have been added; the
     transaction started at `txn_start_timestamp` and is aborted by the coordinator once older than its
@@ -128,9 +131,13 @@ TRANSITIONS: dict[TxnState, tuple[frozenset[TxnState], str]] = {
         "EndTxn(commit) of the open transaction, or a CommitBatch decision that lists it as a winner",
     ),
     _S.PREPARE_ABORT: (
-        frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.PREPARED}),
+        frozenset(
+            {_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.PREPARED, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}
+        ),
         "EndTxn(abort), the fence of a new instance / the timeout scan, or for a Prepared transaction "
-        "a CommitBatch that does not list it, AbortBatch, or transaction.prepared.max.age.ms",
+        "a CommitBatch that does not list it, AbortBatch, or transaction.prepared.max.age.ms; from "
+        "Empty/CompleteCommit/CompleteAbort a transaction version 2 EndTxn(abort) of a transaction that "
+        "added nothing (Kafka 4)",
     ),
     _S.COMPLETE_COMMIT: (frozenset({_S.PREPARE_COMMIT}), "every partition has its COMMIT marker"),
     _S.COMPLETE_ABORT: (frozenset({_S.PREPARE_ABORT}), "every partition has its ABORT marker"),

@@ -109,9 +109,11 @@ PROXY_API_KEYS = {
     "TxnOffsetCommit": 28,
 }
 #: EndTxn is never duplicated by default: a replayed EndTxn(commit) of the same producer epoch that lands
-#: after the next transaction began ends that one (KAFKA-17754; only transaction version 2, which no client
-#: here speaks, tells them apart). Seed 20261126 showed it: torn, G1a and G1c transactions right after each
-#: duplicated EndTxn. tests/verify/test_proxy_scenarios.py reproduces it on purpose (a strict xfail).
+#: after the next transaction began ends that one (KAFKA-17754; only transaction version 2 tells them apart,
+#: and the workers' librdkafka speaks version 1). Seed 20261126 showed it: torn, G1a and G1c transactions
+#: right after each duplicated EndTxn. tests/verify/test_proxy_scenarios.py reproduces it on purpose (a
+#: strict xfail); tests/interop/test_transactions_tv2.py duplicates EndTxn of a TV2 client (exactly.client.
+#: txn) through the same proxy rule, and every transaction ends as its client decided.
 DUPLICATE_API_KEYS = {name: key for name, key in PROXY_API_KEYS.items() if name != "EndTxn"}
 
 

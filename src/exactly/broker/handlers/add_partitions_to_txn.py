@@ -5,15 +5,19 @@ UNKNOWN_TOPIC_OR_PARTITION and every other partition OPERATION_NOT_ATTEMPTED, an
 otherwise the coordinator's answer is every partition's. Versions below 2 get INVALID_PRODUCER_EPOCH
 for PRODUCER_FENCED.
 
-v4 is what partition leaders send the coordinator (exactly.broker.txn_verifier, Kafka's
-AddPartitionsToTxnManager): batches of transactions with VerifyOnly, answered but not advertised
-(dispatch.py). It needs CLUSTER_ACTION on the cluster (a broker's principal); each transaction is
-answered by `TransactionCoordinator.verify` per partition, NOT_COORDINATOR for every partition when
-this broker does not lead the id's `__transaction_state` partition. A batch entry without VerifyOnly (no
-broker sends one) gets INVALID_REQUEST.
+v4-v5 are what partition leaders send the coordinator (exactly.broker.txn_verifier, Kafka's
+AddPartitionsToTxnManager): batches of transactions, answered but not advertised (dispatch.py). They
+need CLUSTER_ACTION on the cluster (a broker's principal). An entry with VerifyOnly (KIP-890 part 1) is
+answered by `TransactionCoordinator.verify` per partition; one without it is the implicit add of a
+transaction version 2 client's Produce v12 / TxnOffsetCommit v5 (KIP-890 part 2; Kafka's
+`transactionVersionForAddPartitionsToTxn`: above v3 is TV2) and runs `add_partitions` with transaction
+version 2, its record durable before the answer. NOT_COORDINATOR for every partition when this broker
+does not lead the id's `__transaction_state` partition.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
@@ -27,13 +31,15 @@ from exactly.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnResponse,
     AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnTransaction,
 )
+from exactly.txn.coordinator import TV2
 
 
 @handler(ApiKey.ADD_PARTITIONS_TO_TXN)
 async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     if ctx.version >= _BATCH_VERSION:
-        return _verify_only(ctx, request)
+        return await _batch(ctx, request)
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
     txn_id = request.v3_and_below_transactional_id
     refused = _refused(ctx, txn_id, wanted)
@@ -102,24 +108,32 @@ def _response(codes: dict[tuple[str, int], ErrorCode]) -> AddPartitionsToTxnResp
 _BATCH_VERSION = 4
 
 
-def _verify_only(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+async def _batch(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     if not authz.allowed(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, "cluster"):
         return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    codes = await asyncio.gather(*(_answer(ctx, txn) for txn in request.transactions))
+    return AddPartitionsToTxnResponse(
+        results_by_transaction=[
+            AddPartitionsToTxnResult(txn.transactional_id, _response(c).results_by_topic_v3_and_below)
+            for txn, c in zip(request.transactions, codes, strict=True)
+        ]
+    )
+
+
+async def _answer(
+    ctx: RequestContext, txn: AddPartitionsToTxnTransaction
+) -> dict[tuple[str, int], ErrorCode]:
     service = ctx.broker.transactions
-    results = []
-    for txn in request.transactions:
-        wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
-        if not txn.verify_only:
-            codes = dict.fromkeys(wanted, ErrorCode.INVALID_REQUEST)
-        elif not service.runtime.coordinates(service.partition_for(txn.transactional_id)):
-            codes = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
-        else:
-            verify = service.coordinator.verify
-            codes = {
-                (name, p): verify(txn.transactional_id, txn.producer_id, txn.producer_epoch, name, p)
-                for name, p in wanted
-            }
-        results.append(
-            AddPartitionsToTxnResult(txn.transactional_id, _response(codes).results_by_topic_v3_and_below)
-        )
-    return AddPartitionsToTxnResponse(results_by_transaction=results)
+    tid = txn.transactional_id
+    wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+    if not service.runtime.coordinates(service.partition_for(tid)):
+        return dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
+    if txn.verify_only:
+        verify = service.coordinator.verify
+        return {(name, p): verify(tid, txn.producer_id, txn.producer_epoch, name, p) for name, p in wanted}
+    result = await service.run(
+        tid,
+        lambda c: c.add_partitions(tid, txn.producer_id, txn.producer_epoch, wanted, transaction_version=TV2),
+        f"{ctx.request_name} (implicit add)",
+    )
+    return dict.fromkeys(wanted, result.error)

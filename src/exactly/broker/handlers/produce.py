@@ -24,10 +24,13 @@ Versions: v10 adds KIP-951 leader hints: each NOT_LEADER_OR_FOLLOWER partition c
 request's listener (exactly.broker.leader_hints; one broker alone never answers the error). From
 v11 a transactional batch that fails KIP-890 verification because its partition is not in the
 transaction gets TRANSACTION_ABORTABLE instead of INVALID_TXN_STATE (Kafka's
-`AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation`). v12 differs only for
-transaction version 2 clients (an implicit AddPartitionsToTxn); those use it only when the broker
-finalizes `transaction.version` >= 2, which we do not, and a TV1 client never sends v12 in a transaction
-(so v12 is answered as v11). v13 names topics by id: an unknown id is UNKNOWN_TOPIC_ID.
+`AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation`). From v12 (transaction
+version 2, KIP-890 part 2) a transactional batch adds its partition to the producer's transaction: the
+coordinator is asked to add it (in process, or AddPartitionsToTxn v5 to the coordinator broker) before
+the append, instead of the client's AddPartitionsToTxn round trip; a retriable refusal (the previous
+transaction's markers still being written, the coordinator moving) answers NOT_ENOUGH_REPLICAS, a fenced
+producer INVALID_PRODUCER_EPOCH. A TV1 client that sends v12 has added its partitions already (a no-op
+add). v13 names topics by id: an unknown id is UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ _INT32 = struct.Struct(">i")
 _PREPARED = "the transaction is prepared (two-phase commit): nothing may be added to it"
 _LEGACY_MIN_RECORD_SIZE = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: smaller is corrupt in any format
 _TRANSACTION_ABORTABLE_VERSION = 11
+_IMPLICIT_ADD_VERSION = 12
 _TOPIC_IDS_VERSION = 13
 _LEADER_HINTS_VERSION = 10
 
@@ -142,6 +146,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                         producer_id,
                         producer_epoch,
                         transaction_abortable=ctx.version >= _TRANSACTION_ABORTABLE_VERSION,
+                        add=ctx.version >= _IMPLICIT_ADD_VERSION,
                     )
                 except KafkaError as e:
                     partitions.append(_error(data.index, e.code))

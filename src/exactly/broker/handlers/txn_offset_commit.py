@@ -7,8 +7,9 @@ came first; KIP-890 part 1). The offsets stay pending — invisible to OffsetFet
 for `require_stable` — until the transaction's COMMIT marker reaches the partition; ABORT drops them.
 
 v4 (KIP-890) knows TRANSACTION_ABORTABLE: the verification of a group partition that is not in the
-transaction answers it instead of INVALID_TXN_STATE. v5 is transaction version 2 only (an implicit
-AddOffsetsToTxn), which we do not finalize, so it is not advertised.
+transaction answers it instead of INVALID_TXN_STATE. v5 is transaction version 2 (KIP-890 part 2): the
+group's `__consumer_offsets` partition is added to the transaction implicitly (no AddOffsetsToTxn round
+trip), durably, before the offsets are appended (`TransactionService.append_guard(add=True)`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from exactly.protocol.messages.txn_offset_commit import (
 )
 
 _TRANSACTION_ABORTABLE_VERSION = 4
+_IMPLICIT_ADD_VERSION = 5
 
 
 @handler(ApiKey.TXN_OFFSET_COMMIT)
@@ -84,6 +86,7 @@ async def _commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOf
             request.producer_id,
             request.producer_epoch,
             transaction_abortable=ctx.version >= _TRANSACTION_ABORTABLE_VERSION,
+            add=ctx.version >= _IMPLICIT_ADD_VERSION,
         )
         # `call` appends the accepted offsets as one transactional batch of the producer, which runs
         # `guard` if it is the producer's first batch of this transaction on the partition.
