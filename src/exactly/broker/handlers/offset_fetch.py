@@ -4,8 +4,9 @@
 UNSTABLE_OFFSET_COMMIT (retriable) until the transaction's marker decides it.
 
 v9 (KIP-848) adds member id/epoch, which only consumer-protocol groups check (UNKNOWN_MEMBER_ID,
-STALE_MEMBER_EPOCH): for classic groups it is v8. v10 names topics by id: an unknown id answers UNKNOWN_TOPIC_ID for each partition asked; "every
-committed offset" (topics null) leaves out topics that no longer exist, which have no id to name them by.
+STALE_MEMBER_EPOCH): for classic groups it is v8. v10 names topics by id: an unknown id answers
+UNKNOWN_TOPIC_ID for each partition asked; "every committed offset" (topics null) leaves out topics that
+no longer exist, which have no id to name them by.
 """
 
 from __future__ import annotations
