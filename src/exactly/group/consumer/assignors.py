@@ -99,7 +99,7 @@ class UniformAssignor:
                 for t in sorted(members[m].assignment, key=str)
                 if t in counts
                 for p in sorted(members[m].assignment[t])
-                if p < counts[t]
+                if p < counts[t] and (t, p) not in taken  # a partition goes to one member only
             ]
             keep = min(len(current), quota)
             if len(current) > quota and extras > 0:
