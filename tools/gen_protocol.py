@@ -115,7 +115,6 @@ EXACTLY_APIS: dict[str, tuple[int, int]] = {
 }
 
 
-
 def spec_dir_for(api: str) -> Path:
     """Where the JSON specs of `api` are read from."""
     if api in EXACTLY_APIS:

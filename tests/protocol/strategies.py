@@ -48,7 +48,11 @@ def message_structs(api: str) -> tuple[gen.Struct, gen.Struct]:
 
 
 def api_name(key: ApiKey) -> str:
-    return next(name for name in [*gen.APIS, *gen.KAFKA_EXTRA_APIS, *gen.EXACTLY_APIS] if gen.snake(name).upper() == key.name)
+    return next(
+        name
+        for name in [*gen.APIS, *gen.KAFKA_EXTRA_APIS, *gen.EXACTLY_APIS]
+        if gen.snake(name).upper() == key.name
+    )
 
 
 def is_extension(key: ApiKey) -> bool:

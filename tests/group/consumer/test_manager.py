@@ -49,7 +49,8 @@ def test_join_gets_an_epoch_and_the_full_assignment_then_nothing_new() -> None:
 def test_a_v0_member_without_id_gets_one() -> None:
     h = harness()
     joined = ok(h.hb("g", "", 0, topics=["t"], version=0))
-    assert joined.member_id and joined.member_id.startswith("generated-")
+    assert joined.member_id
+    assert joined.member_id.startswith("generated-")
 
 
 def test_a_partition_is_revoked_before_it_is_assigned_elsewhere() -> None:
@@ -64,7 +65,8 @@ def test_a_partition_is_revoked_before_it_is_assigned_elsewhere() -> None:
     a2 = ok(h.hb("g", "a", a.member_epoch, owned={"t": {0, 1, 2, 3}}))
     assert a2.member_epoch == 1
     kept = h.assignment(a2)
-    assert kept is not None and len(kept["t"]) == 2
+    assert kept is not None
+    assert len(kept["t"]) == 2
     assert group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
     # b still gets nothing: a has not confirmed the revocation
     assert h.assignment(ok(h.hb("g", "b", 2, owned={}))) is None
@@ -241,13 +243,14 @@ def test_an_empty_classic_group_is_replaced_and_keeps_its_offsets() -> None:
     listed = h.coordinator.list_groups()
     assert [(g.group_id, g.group_type, g.group_state) for g in listed] == [("g", "consumer", "Stable")]
     rebuilt = h.rebuilt()
-    assert "g" in rebuilt.consumer_groups and "g" not in rebuilt.groups
+    assert "g" in rebuilt.consumer_groups
+    assert "g" not in rebuilt.groups
     assert rebuilt.fetch_offsets("g", [("t", [0])]).topics[0].partitions[0].committed_offset == 42
 
 
 def test_a_classic_group_with_members_cannot_be_joined_by_the_consumer_protocol() -> None:
     h = harness()
-    member_id, _ = h.join_new("g")
+    _member_id, _ = h.join_new("g")
     assert h.hb("g", "a", 0, topics=["t"]).error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
 
@@ -259,7 +262,8 @@ def test_classic_join_converts_an_empty_consumer_group_and_refuses_a_live_one() 
     assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     ok(h.hb("g", "a", -1))
     first = h.join("g")
-    assert isinstance(first, JoinGroupResponse) and first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    assert isinstance(first, JoinGroupResponse)
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
     assert "g" not in h.coordinator.consumer_groups
 
 
