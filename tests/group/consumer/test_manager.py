@@ -22,6 +22,12 @@ from exactly.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
     OffsetCommitResponse,
 )
+from exactly.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+)
 from tests.group.consumer.helpers import ConsumerHarness, ok
 
 
@@ -335,3 +341,28 @@ def test_deleting_an_empty_consumer_group_removes_it_from_a_replay_too() -> None
     assert h.apply(h.coordinator.delete_group("g")).error_code == ErrorCode.NONE
     assert "g" not in h.coordinator.consumer_groups
     assert "g" not in h.rebuilt().consumer_groups
+
+
+def txn_commit(h: ConsumerHarness, member: str, epoch: int) -> ErrorCode:
+    request = TxnOffsetCommitRequest(
+        "tx",
+        "g",
+        7,
+        0,
+        epoch,
+        member,
+        None,
+        [TxnOffsetCommitRequestTopic("t", [TxnOffsetCommitRequestPartition(0, 5)])],
+    )
+    response = h.apply(h.coordinator.commit_transactional_offsets(request))
+    assert isinstance(response, TxnOffsetCommitResponse)
+    return ErrorCode(response.topics[0].partitions[0].error_code)
+
+
+def test_transactional_commits_carry_the_member_epoch_as_generation() -> None:
+    h = harness()
+    ok(h.hb("g", "a", 0, topics=["t"]))
+    assert txn_commit(h, "a", 1) == ErrorCode.NONE
+    assert txn_commit(h, "a", 2) == ErrorCode.ILLEGAL_GENERATION  # TxnOffsetCommit has no STALE_MEMBER_EPOCH
+    assert txn_commit(h, "b", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert txn_commit(h, "", -1) == ErrorCode.NONE  # no member named: not checked (KIP-447 v0-2 style)
