@@ -63,8 +63,14 @@ def test_consumer_protocol_members_join_die_and_survive_a_restart(tmp_path: Path
     def everything_consumed() -> bool:
         return Counter(consumed()) >= Counter(produced)
 
+    def balanced(sizes: list[int]) -> bool:
+        return covers(members, PARTITIONS) and sorted(len(m.assignment or []) for m in members) == sizes
+
     def report() -> str:
-        return "\n".join(m.describe() for m in members)
+        missing = sorted((Counter(produced) - Counter(consumed())).elements())
+        failed = [e for m in members for e in m.snapshot() if e["event"] == "commit-failed"]
+        summary = f"missing {missing[:20]} ({len(missing)}); failed commits {failed[:5]}"
+        return "\n".join([summary, *(m.describe() for m in members)])
 
     with running_broker(tmp_path / "data", *SETTINGS) as broker:
         bootstrap = broker.bootstrap
@@ -75,17 +81,12 @@ def test_consumer_protocol_members_join_die_and_survive_a_restart(tmp_path: Path
                 Member("confluent", bootstrap, GROUP, TOPIC, f"m{i}", tmp_path, protocol="consumer")
             )
         try:
-            wait_until(
-                lambda: covers(members, PARTITIONS), 30, "3 members share 6 partitions", describe=report
-            )
-            assert sorted(len(m.assignment or []) for m in members) == [2, 2, 2]
+            # the uniform assignor balances; reconciliation gets there through intermediate states
+            wait_until(lambda: balanced([2, 2, 2]), 30, "3 members share 6 partitions", describe=report)
             wait_until(everything_consumed, 30, "the first batch consumed", describe=report)
 
             members.append(Member("confluent", bootstrap, GROUP, TOPIC, "m3", tmp_path, protocol="consumer"))
-            wait_until(
-                lambda: covers(members, PARTITIONS), 30, "4 members share 6 partitions", describe=report
-            )
-            assert sorted(len(m.assignment or []) for m in members) == [1, 1, 2, 2]
+            wait_until(lambda: balanced([1, 1, 2, 2]), 30, "4 members share 6 partitions", describe=report)
             batch(bootstrap, "second")
             wait_until(everything_consumed, 30, "the second batch consumed", describe=report)
 
@@ -110,10 +111,12 @@ def test_consumer_protocol_members_join_die_and_survive_a_restart(tmp_path: Path
             broker.restart()  # a clean stop: the group is loaded back from __consumer_offsets
             after = describe(bootstrap)
             assert after.error_code == 0, after
-            assert after.group_epoch >= before.group_epoch
-            assert {m.member_id for m in after.members} >= {m.member_id for m in before.members} or (
-                after.group_epoch > before.group_epoch
+            # loaded back as it was: the same epochs and members (their sessions restart at the load)
+            assert (after.group_epoch, after.assignment_epoch) == (
+                before.group_epoch,
+                before.assignment_epoch,
             )
+            assert {m.member_id for m in after.members} == {m.member_id for m in before.members}
             batch(bootstrap, "fourth")
             wait_until(
                 everything_consumed, 40, "the fourth batch consumed after the restart", describe=report

@@ -366,3 +366,15 @@ def test_transactional_commits_carry_the_member_epoch_as_generation() -> None:
     assert txn_commit(h, "a", 2) == ErrorCode.ILLEGAL_GENERATION  # TxnOffsetCommit has no STALE_MEMBER_EPOCH
     assert txn_commit(h, "b", 1) == ErrorCode.UNKNOWN_MEMBER_ID
     assert txn_commit(h, "", -1) == ErrorCode.NONE  # no member named: not checked (KIP-447 v0-2 style)
+
+
+def test_a_commit_at_the_previous_epoch_is_accepted() -> None:
+    """KIP-1251: the member committed just before the response that moved it to the next epoch."""
+    h = harness()
+    ok(h.hb("g", "a", 0, topics=["t"]))
+    ok(h.hb("g", "b", 0, topics=["t"]))
+    a = ok(h.hb("g", "a", 1, owned={"t": {0, 1, 2, 3}}))
+    assert ok(h.hb("g", "a", 1, owned=h.assignment(a))).member_epoch == 2
+    assert commit(h, "a", 1) == ErrorCode.NONE
+    assert commit(h, "a", 2) == ErrorCode.NONE
+    assert commit(h, "a", 0) == ErrorCode.STALE_MEMBER_EPOCH

@@ -256,8 +256,9 @@ class ConsumerGroup:
     ) -> ErrorCode:
         """Kafka's `ConsumerGroup.validateOffsetCommit`: a commit without member (epoch < 0) is accepted
         only while the group is empty (a transactional one also when it names no member); otherwise the
-        member must exist and name its current epoch (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for
-        TxnOffsetCommit, which has no such code)."""
+        member must exist and name its current epoch, or the one before (KIP-1251, at the member level:
+        exactly does not check each partition's assignment epoch) - else STALE_MEMBER_EPOCH
+        (ILLEGAL_GENERATION for TxnOffsetCommit, which has no such code)."""
         if self.deleted:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and not self.members:
@@ -267,9 +268,14 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation != member.member_epoch:
-            return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        if generation == member.member_epoch:
+            return ErrorCode.NONE
+        if 0 <= generation == member.current.previous_member_epoch:
+            # KIP-1251: a commit sent just before the heartbeat response that moved the member on. Its
+            # partitions were the member's at that epoch, and none of them can have gone to another member
+            # since: that takes the member's own later heartbeat, which reaches us after this commit.
+            return ErrorCode.NONE
+        return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
         """OffsetFetch v9+: a member that names itself must exist and be at `member_epoch`."""
