@@ -37,6 +37,9 @@ def _spec_dir() -> Path:
 SPEC_DIR = _spec_dir()
 # exactly's own extension APIs (private keys 10000-10009), in Kafka's JSON format, checked into the repo.
 EXACTLY_SPEC_DIR = Path(__file__).resolve().parent.parent / "src" / "exactly" / "protocol" / "specs"
+# Kafka APIs the pinned wheel does not ship (KIP-848's ConsumerGroupHeartbeat/ConsumerGroupDescribe), written
+# in Kafka's JSON format from Apache Kafka's specs of the same name, checked into the repo.
+KAFKA_EXTRA_SPEC_DIR = EXACTLY_SPEC_DIR / "kafka"
 OUT_DIR = Path(__file__).resolve().parent.parent / "src" / "exactly" / "protocol" / "messages"
 
 # API name -> (lowest, highest) version the codecs are generated for. This is the union of what
@@ -97,6 +100,12 @@ APIS: dict[str, tuple[int, int]] = {
     "AlterUserScramCredentials": (0, 0),
 }
 
+# Kafka APIs read from KAFKA_EXTRA_SPEC_DIR.
+KAFKA_EXTRA_APIS: dict[str, tuple[int, int]] = {
+    "ConsumerGroupHeartbeat": (0, 1),
+    "ConsumerGroupDescribe": (0, 1),
+}
+
 # exactly's extension APIs (docs/two-phase-commit.md), read from EXACTLY_SPEC_DIR.
 EXACTLY_APIS: dict[str, tuple[int, int]] = {
     "PrepareTxn": (0, 0),
@@ -104,6 +113,16 @@ EXACTLY_APIS: dict[str, tuple[int, int]] = {
     "AbortBatch": (0, 0),
     "ListPreparedTxns": (0, 0),
 }
+
+
+def spec_dir_for(api: str) -> Path:
+    """Where the JSON specs of `api` are read from."""
+    if api in EXACTLY_APIS:
+        return EXACTLY_SPEC_DIR
+    if api in KAFKA_EXTRA_APIS:
+        return KAFKA_EXTRA_SPEC_DIR
+    return SPEC_DIR
+
 
 INF = 1 << 30
 FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "float64": "d", "bool": "?"}
@@ -641,6 +660,7 @@ def generate_all() -> dict[Path, str]:
     files: dict[Path, str] = {}
     infos: dict[str, dict[str, object]] = {}
     apis = [(api, lo, hi, SPEC_DIR) for api, (lo, hi) in APIS.items()]
+    apis += [(api, lo, hi, KAFKA_EXTRA_SPEC_DIR) for api, (lo, hi) in KAFKA_EXTRA_APIS.items()]
     apis += [(api, lo, hi, EXACTLY_SPEC_DIR) for api, (lo, hi) in EXACTLY_APIS.items()]
     for api, lo, hi, spec_dir in apis:
         text, info = generate_api(api, lo, hi, spec_dir)

@@ -132,3 +132,33 @@ def test_groups_commands(broker: BrokerProcess, tmp_path: Path) -> None:
 def test_unreachable_broker_is_one_line() -> None:
     result = groups("list", bootstrap=f"127.0.0.1:{free_port()}")
     assert_one_line_error(result, "cannot reach the broker")
+
+
+def test_describe_a_consumer_protocol_group_shows_its_epochs(broker: BrokerProcess, tmp_path: Path) -> None:
+    """A KIP-848 group (librdkafka with group.protocol=consumer): the protocol, the group and target
+    epochs, and each member's epoch, current and target partitions."""
+    b = broker.bootstrap
+    topic, group = "cli-kip848", "cli-kip848-g"
+    create_topic(b, topic, PARTITIONS)
+    member = Member("confluent", b, group, topic, "cli-848", tmp_path, protocol="consumer")
+    try:
+        wait_until(lambda: covers([member], PARTITIONS), 60, "assigned", describe=member.describe)
+        described = groups("describe", group, bootstrap=b)
+        assert described.returncode == 0, described
+        header, table = described.out_lines[0], described.out_lines[1:]
+        for part in ("Protocol: consumer", "State: Stable", "Group epoch: 1", "Target epoch: 1"):
+            assert part in header, header
+        assert table[0].split() == [
+            "MEMBER",
+            "INSTANCE",
+            "CLIENT-ID",
+            "HOST",
+            "PARTITIONS",
+            "EPOCH",
+            "TARGET",
+        ]
+        row = table[1].split()
+        partitions = ",".join(f"{topic}-{p}" for p in range(PARTITIONS))
+        assert (row[2], row[4:]) == ("cli-848", [partitions, "1", partitions]), row
+    finally:
+        member.kill()

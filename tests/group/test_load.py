@@ -47,9 +47,9 @@ def test_load_equals_replay(tmp_path: Path) -> None:
     manager, plog = _log(tmp_path, h.clock)
     for i in range(0, len(records), 4):  # batch boundaries do not matter
         leader_append(plog, build_batch(records[i : i + 4], 1), origin=AppendOrigin.COORDINATOR)
-    # a record of a KIP-848 consumer group (key version 3) is skipped
+    # a record of a KIP-932 share group (ShareGroupMetadata, record type 11) is skipped
     foreign = BatchBuilder()
-    foreign.append(1, struct.pack(">h", 3) + struct.pack(">h", 1) + b"z", b"\x00\x00")
+    foreign.append(1, struct.pack(">h", 11) + struct.pack(">h", 1) + b"z", b"\x00\x00")
     leader_append(plog, foreign.build(), origin=AppendOrigin.COORDINATOR)
 
     loaded = GroupCoordinator(h.config, h.clock)

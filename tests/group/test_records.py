@@ -128,7 +128,7 @@ def test_tombstones_and_bad_input() -> None:
         GroupMetadataKey("g"), None
     )
     with pytest.raises(UnknownRecordError):
-        decode_key(struct.pack(">h", 3) + s("consumer-group-record"))
+        decode_key(struct.pack(">h", 11) + s("share-group-record"))
     with pytest.raises(CorruptRecordError):
         decode_key(struct.pack(">h", 1) + s("g"))  # truncated
     with pytest.raises(CorruptRecordError):

@@ -38,6 +38,8 @@ from exactly.protocol.messages.alter_user_scram_credentials import (
     ScramCredentialUpsertion,
 )
 from exactly.protocol.messages.commit_batch import CommitBatchRequest
+from exactly.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
+from exactly.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from exactly.protocol.messages.create_acls import AclCreation, CreateAclsRequest
 from exactly.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from exactly.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
@@ -542,8 +544,32 @@ def list_prepared(c: RawClient, n: Names) -> int:
     )
 
 
+def consumer_group_heartbeat(c: RawClient, n: Names) -> int:
+    request = ConsumerGroupHeartbeatRequest(
+        n.group,
+        "acl-member",
+        0,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=[n.topic],
+        topic_partitions=[],
+    )
+    return int(c.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, request).error_code)
+
+
+def consumer_group_describe(c: RawClient, n: Names) -> int:
+    request = ConsumerGroupDescribeRequest([n.group])
+    return int(c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, request).groups[0].error_code)
+
+
 _A, _E = ApiKey, ErrorCode
 SCENARIOS: dict[Row, Scenario] = {
+    (_A.CONSUMER_GROUP_HEARTBEAT, "group"): Scenario(
+        consumer_group_heartbeat, needs=((_A.CONSUMER_GROUP_HEARTBEAT, "topic"),)
+    ),
+    (_A.CONSUMER_GROUP_HEARTBEAT, "topic"): Scenario(
+        consumer_group_heartbeat, needs=((_A.CONSUMER_GROUP_HEARTBEAT, "group"),)
+    ),
+    (_A.CONSUMER_GROUP_DESCRIBE, "group"): Scenario(consumer_group_describe, passes=_E.GROUP_ID_NOT_FOUND),
     (_A.PRODUCE, "topic"): Scenario(produce),
     (_A.PRODUCE, "transactional_id"): Scenario(produce_txn_id, needs=((_A.PRODUCE, "topic"),)),
     (_A.FETCH, "topic"): Scenario(fetch),

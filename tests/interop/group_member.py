@@ -2,7 +2,7 @@
 
     python -m tests.interop.group_member --client confluent|kafka-python|aiokafka --bootstrap HOST:PORT
         --group G --topic T [--strategy range|roundrobin|cooperative-sticky] [--instance-id ID]
-        [--session-ms 6000] [--name NAME]
+        [--session-ms 6000] [--name NAME] [--protocol classic|consumer]
 
 It subscribes to the topic, and for every record: commits offset+1 synchronously, then prints the
 record. Every line on stdout is one JSON object:
@@ -49,17 +49,21 @@ def run_confluent(args: argparse.Namespace) -> None:
         "client.id": args.name,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
-        "session.timeout.ms": args.session_ms,
-        "heartbeat.interval.ms": HEARTBEAT_MS,
         "max.poll.interval.ms": max(MAX_POLL_INTERVAL_MS, args.session_ms),
-        "partition.assignment.strategy": args.strategy,
         "topic.metadata.refresh.interval.ms": 1000,
     }
+    if args.protocol == "consumer":
+        # KIP-848: the broker assigns and sets the session and heartbeat interval
+        config["group.protocol"] = "consumer"
+    else:
+        config["session.timeout.ms"] = args.session_ms
+        config["heartbeat.interval.ms"] = HEARTBEAT_MS
+        config["partition.assignment.strategy"] = args.strategy
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
     consumer = Consumer(config)
     owned: set[int] = set()
-    cooperative = args.strategy == "cooperative-sticky"
+    cooperative = args.strategy == "cooperative-sticky" or args.protocol == "consumer"
 
     def on_assign(c: Any, partitions: list[Any]) -> None:
         if cooperative:
@@ -244,6 +248,7 @@ def main() -> None:
     parser.add_argument("--instance-id", default="")
     parser.add_argument("--session-ms", type=int, default=6000)
     parser.add_argument("--name", default="member")
+    parser.add_argument("--protocol", default="classic", choices=["classic", "consumer"])
     args = parser.parse_args()
     debug = os.environ.get("GROUP_MEMBER_DEBUG", "")
     if debug:  # e.g. "kafka.coordinator,kafka.conn": those loggers of the client library at DEBUG, to stderr

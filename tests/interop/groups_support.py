@@ -37,6 +37,7 @@ class Member:
         strategy: str = "range",
         instance_id: str | None = None,
         session_ms: int = 6000,
+        protocol: str = "classic",
     ) -> None:
         self.name = name
         args = [
@@ -60,6 +61,8 @@ class Member:
         ]
         if instance_id:
             args += ["--instance-id", instance_id]
+        if protocol != "classic":
+            args += ["--protocol", protocol]
         self.stderr_path = log_dir / f"member-{name}.log"
         stderr = open(self.stderr_path, "ab")  # noqa: SIM115 (the child keeps it)
         env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'src'}"}

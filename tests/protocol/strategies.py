@@ -37,7 +37,7 @@ FieldOverride = Callable[[gen.Struct, gen.Field, int], "st.SearchStrategy[Any] |
 
 @cache
 def message_structs(api: str) -> tuple[gen.Struct, gen.Struct]:
-    spec_dir = gen.EXACTLY_SPEC_DIR if api in gen.EXACTLY_APIS else gen.SPEC_DIR
+    spec_dir = gen.spec_dir_for(api)
     req = gen.load_json(spec_dir / f"{api}Request.json")
     resp = gen.load_json(spec_dir / f"{api}Response.json")
     structs: dict[str, gen.Struct] = {}
@@ -48,7 +48,11 @@ def message_structs(api: str) -> tuple[gen.Struct, gen.Struct]:
 
 
 def api_name(key: ApiKey) -> str:
-    return next(name for name in [*gen.APIS, *gen.EXACTLY_APIS] if gen.snake(name).upper() == key.name)
+    return next(
+        name
+        for name in [*gen.APIS, *gen.KAFKA_EXTRA_APIS, *gen.EXACTLY_APIS]
+        if gen.snake(name).upper() == key.name
+    )
 
 
 def is_extension(key: ApiKey) -> bool:

@@ -22,6 +22,7 @@ from pathlib import Path
 from exactly.configs.broker import BROKER_CONFIGS, listener_config_base
 from exactly.configs.topic import TOPIC_CONFIGS, broker_default
 from exactly.errors import ErrorCode, ExactlyError, KafkaError
+from exactly.group.config import MigrationPolicy
 from exactly.protocol.messages import ApiKey
 from exactly.quotas.connections import check_per_ip, parse_ip_overrides
 from exactly.replication.replica_selector import REPLICA_SELECTOR_CLASSES
@@ -59,6 +60,18 @@ def _int(lo: int = -(2**63), hi: int = 2**63 - 1) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _assignors(raw: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if not names or unknown:
+        raise ValueError(f"the built-in assignors are uniform and range, not {unknown or 'none'}")
+    return names
+
+
+def _migration_policy(raw: str) -> MigrationPolicy:
+    return MigrationPolicy(raw.strip().lower())
 
 
 def _bool(raw: str) -> bool:
@@ -193,6 +206,22 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _int(0, 2**31 - 1)),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int(0, 2**31 - 1)),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int(0, 2**31 - 1)),
+    # KIP-848 consumer groups (group/consumer/); catalogued in configs/broker_accepted.py
+    "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _int(1, 2**31 - 1)),
+    "group.consumer.min.session.timeout.ms": ("group_consumer_min_session_timeout_ms", _int(1, 2**31 - 1)),
+    "group.consumer.max.session.timeout.ms": ("group_consumer_max_session_timeout_ms", _int(1, 2**31 - 1)),
+    "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _int(1, 2**31 - 1)),
+    "group.consumer.min.heartbeat.interval.ms": (
+        "group_consumer_min_heartbeat_interval_ms",
+        _int(1, 2**31 - 1),
+    ),
+    "group.consumer.max.heartbeat.interval.ms": (
+        "group_consumer_max_heartbeat_interval_ms",
+        _int(1, 2**31 - 1),
+    ),
+    "group.consumer.max.size": ("group_consumer_max_size", _int(1, 2**31 - 1)),
+    "group.consumer.assignors": ("group_consumer_assignors", _assignors),
+    "group.consumer.migration.policy": ("group_consumer_migration_policy", _migration_policy),
     # transaction coordinator (__transaction_state)
     "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _int(1, 100_000)),
     "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", _int(14, 2**31 - 1)),
@@ -304,6 +333,15 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    group_consumer_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_segment_bytes: int = 104_857_600
     transaction_max_timeout_ms: int = 900_000
@@ -391,7 +429,34 @@ class BrokerConfig:
             raise ConfigError(f"invalid listeners: {e}") from None
         values["log"] = log_config
         values["properties"] = dict(known)
-        return cls(**values)  # type: ignore[arg-type]
+        config = cls(**values)  # type: ignore[arg-type]
+        config.check_consumer_group_configs()
+        return config
+
+    def check_consumer_group_configs(self) -> None:
+        """Kafka's `GroupCoordinatorConfig` checks: each KIP-848 timeout within its min and max, and the
+        heartbeat interval below the session timeout (ConfigError otherwise)."""
+        checks = [
+            (
+                "group.consumer.session.timeout.ms",
+                self.group_consumer_min_session_timeout_ms,
+                self.group_consumer_session_timeout_ms,
+                self.group_consumer_max_session_timeout_ms,
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.group_consumer_min_heartbeat_interval_ms,
+                self.group_consumer_heartbeat_interval_ms,
+                self.group_consumer_max_heartbeat_interval_ms,
+            ),
+        ]
+        for name, lo, value, hi in checks:
+            if not lo <= value <= hi:
+                raise ConfigError(f"{name}={value} must be between its min ({lo}) and max ({hi})")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ConfigError(
+                "group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms"
+            )
 
     def with_dynamic(self, dynamic: Mapping[str, str]) -> BrokerConfig:
         """This static config with run-time broker configs layered on top (KafkaError INVALID_CONFIG).

@@ -99,8 +99,14 @@ class GroupService:
                 min_session_timeout_ms=config.group_min_session_timeout_ms,
                 max_session_timeout_ms=config.group_max_session_timeout_ms,
                 initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+                consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                consumer_max_size=config.group_consumer_max_size,
+                consumer_assignors=config.group_consumer_assignors,
+                consumer_migration_policy=config.group_consumer_migration_policy,
             ),
             clock,
+            topics=topics.topic_image,
         )
         self.runtime = CoordinatorRuntime(
             OFFSETS_TOPIC,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from exactly.broker.broker_configs import BrokerConfigs
@@ -40,6 +40,10 @@ class TopicManager:
         self._replicas = replicas
         self._configs = configs
         self.cluster: ClusterMember | None = None
+
+    def topic_image(self) -> Mapping[str, TopicInfo]:
+        """Every topic now, by name (what KIP-848 consumer groups subscribe to and assign)."""
+        return self._metadata.topics
 
     def partitions(self, name: str) -> int:
         """The topic's partition count (0: no such topic)."""

@@ -141,7 +141,9 @@ def describe(
     group: Annotated[str, typer.Argument(help="group id")],
     bootstrap: BootstrapOption = None,
 ) -> None:
-    """Show a group's state, assignor, coordinator and members with their partitions."""
+    """Show a group's protocol, state, assignor, coordinator and members with their partitions; for a
+    KIP-848 consumer group also the group and target assignment epochs, each member's epoch and its
+    target assignment."""
     with reported_errors():
         admin = _Admin(ctx, bootstrap)
         d = admin.describe(group)
@@ -149,24 +151,84 @@ def describe(
         where = (
             f"{coordinator.id} ({coordinator.host}:{coordinator.port})" if coordinator is not None else "-"
         )
-        typer.echo(
-            f"Group: {group}\tState: {state_name(d.state)}\tAssignor: {d.partition_assignor or '-'}\t"
-            f"Coordinator: {where}\tMembers: {len(d.members)}"
+        protocol = _group_type(d)
+        epochs = _consumer_group_epochs(admin, group, coordinator) if protocol == "consumer" else None
+        header = (
+            f"Group: {group}\tProtocol: {protocol}\tState: {state_name(d.state)}\t"
+            f"Assignor: {d.partition_assignor or '-'}\tCoordinator: {where}\tMembers: {len(d.members)}"
         )
+        if epochs is not None:
+            header += f"\tGroup epoch: {epochs.group_epoch}\tTarget epoch: {epochs.assignment_epoch}"
+        typer.echo(header)
+        member_epochs = {m.member_id: m.member_epoch for m in epochs.members} if epochs is not None else {}
         rows = []
         for m in sorted(d.members, key=lambda m: m.member_id):
-            assigned = sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions)
-            rows.append(
-                [
-                    m.member_id,
-                    m.group_instance_id or "-",
-                    m.client_id,
-                    m.host,
-                    ",".join(f"{t}-{p}" for t, p in assigned) or "-",
+            row = [
+                m.member_id,
+                m.group_instance_id or "-",
+                m.client_id,
+                m.host,
+                _partitions(m.assignment),
+            ]
+            if protocol == "consumer":
+                epoch = member_epochs.get(m.member_id)
+                row += [
+                    "-" if epoch is None else str(epoch),
+                    _partitions(getattr(m, "target_assignment", None)),
                 ]
-            )
+            rows.append(row)
         if rows:
-            print_table(["MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "PARTITIONS"], rows)
+            headers = ["MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "PARTITIONS"]
+            if protocol == "consumer":
+                headers += ["EPOCH", "TARGET"]
+            print_table(headers, rows)
+
+
+def _group_type(description: Any) -> str:
+    """ "consumer" (KIP-848) or "classic" (librdkafka's ConsumerGroupType of the description)."""
+    kind = getattr(description, "type", None)
+    name = str(getattr(kind, "name", kind or "")).lower()
+    return "consumer" if name == "consumer" else "classic"
+
+
+def _partitions(assignment: Any) -> str:
+    if assignment is None:
+        return "-"
+    assigned = sorted((tp.topic, tp.partition) for tp in assignment.topic_partitions)
+    return ",".join(f"{t}-{p}" for t, p in assigned) or "-"
+
+
+def _consumer_group_epochs(admin: _Admin, group: str, coordinator: Any) -> Any:
+    """ConsumerGroupDescribe (key 69) from the group's coordinator, for the epochs librdkafka's
+    description leaves out; None when it cannot be had (the table is still printed)."""
+    if coordinator is None:
+        return None
+    from exactly.client.connection import KafkaConnection
+    from exactly.client.security import ClientSecurity
+    from exactly.protocol.messages import ApiKey
+    from exactly.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
+
+    try:
+        security = ClientSecurity.from_config(admin.session.settings)
+        connection = KafkaConnection.open(
+            coordinator.host,
+            coordinator.port,
+            security=security,
+            client_id="exactly-cli",
+            timeout=admin.timeout,
+        )
+    except (OSError, ValueError):
+        return None
+    try:
+        response = connection.request(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, 0, ConsumerGroupDescribeRequest([group])
+        )
+    except Exception:  # noqa: BLE001 (the epochs are extra: never fail the command for them)
+        return None
+    finally:
+        connection.close()
+    described = response.groups[0] if response.groups else None
+    return described if described is not None and described.error_code == 0 else None
 
 
 # --- lag ----------------------------------------------------------------------------------------------

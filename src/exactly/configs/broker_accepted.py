@@ -9,6 +9,11 @@ lists what Kafka lists, and AlterConfigs / IncrementalAlterConfigs accept what K
 (`per-broker` configs only on a broker id, `cluster-wide` ones on the default too) and reject what Kafka
 rejects ("Cannot update these configs dynamically").
 
+Exception: the KIP-848 `group.consumer.*` configs of the consumer protocol's sessions, heartbeats, size,
+assignors and migration policy are catalogued here but read by `broker/config.py` and acted on by
+`exactly.group.consumer` (the migration policy only matters for groups with members, which exactly does
+not convert).
+
 `tools/broker_catalogue.py` compares the whole catalogue with a Kafka `kafka_config.html` page.
 """
 

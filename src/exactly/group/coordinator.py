@@ -4,8 +4,13 @@ It owns the groups, the timers and the offsets, and hands each operation to the 
 (Kafka's `GroupCoordinatorShard` in front of `GroupMetadataManager` and `OffsetMetadataManager`):
 
 * `classic/` — the classic group protocol (`ClassicGroupManager`: JoinGroup, SyncGroup, Heartbeat,
-  LeaveGroup, rebalances, static members; `ClassicGroup` and its state machine). A KIP-848 consumer
-  group or KIP-932 share group type would sit beside it, implementing `group.Group`.
+  LeaveGroup, rebalances, static members; `ClassicGroup` and its state machine).
+* `consumer/` — the KIP-848 consumer group protocol (`ConsumerGroupManager`: ConsumerGroupHeartbeat,
+  ConsumerGroupDescribe, server-side assignors, incremental reconciliation; `ConsumerGroup`). A group
+  id is one type at a time: `self.groups` (classic) and `self.consumer_groups` never share an id. An
+  empty classic group becomes a consumer group on the first consumer-protocol join, an empty consumer
+  group a classic one on the first classic JoinGroup; a non-empty group of the other type answers
+  GROUP_ID_NOT_FOUND (ConsumerGroupHeartbeat) or INCONSISTENT_GROUP_PROTOCOL (JoinGroup).
 * `offset_manager.py` — committed offsets (`OffsetManager`: OffsetCommit, TxnOffsetCommit,
   OffsetFetch, OffsetDelete, retention, replay of offset records and COMMIT/ABORT markers).
 * here — ListGroups, DescribeGroups, DeleteGroups and offset expiry (group-type independent, through
@@ -52,12 +57,23 @@ from exactly.group.classic.responses import completions_summary
 from exactly.group.classic.state import ClassicGroupState
 from exactly.group.client import ClientInfo
 from exactly.group.config import GroupConfig
-from exactly.group.deadlines import Deadline, HeartbeatDeadline, RebalanceDeadline, SyncDeadline
+from exactly.group.consumer.group import ConsumerGroup
+from exactly.group.consumer.manager import ConsumerGroupManager, TopicImage
+from exactly.group.deadlines import (
+    ConsumerRebalanceDeadline,
+    ConsumerSessionDeadline,
+    Deadline,
+    HeartbeatDeadline,
+    RebalanceDeadline,
+    SyncDeadline,
+)
+from exactly.group.group import Group
 from exactly.group.offset_manager import OffsetManager, PartitionExists
 from exactly.group.offsets import OffsetAndMetadata
 from exactly.group.partitioning import partition_for
 from exactly.group.records import (
     CoordinatorRecord,
+    GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -69,6 +85,11 @@ from exactly.group.records import (
 )
 from exactly.group.result import Parked, Result
 from exactly.group.timers import Timers
+from exactly.protocol.messages.consumer_group_describe import DescribedGroup as ConsumerDescribedGroup
+from exactly.protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from exactly.protocol.messages.delete_groups import DeletableGroupResult
 from exactly.protocol.messages.describe_groups import DescribedGroup
 from exactly.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -100,10 +121,13 @@ class GroupCoordinator:
         clock: Clock,
         *,
         member_id_suffix: Callable[[], str] | None = None,
+        topics: TopicImage | None = None,
+        consumer_member_id: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.timers: Timers[Deadline] = Timers()
         self.classic = ClassicGroupManager(
             config,
@@ -113,7 +137,16 @@ class GroupCoordinator:
             holds_offsets=self._holds_offsets,
             member_id_suffix=member_id_suffix,
         )
-        self.offset_manager = OffsetManager(config, clock, self.classic)
+        self.consumer = ConsumerGroupManager(
+            config,
+            clock,
+            self.consumer_groups,
+            self.groups,
+            self.timers,
+            topics,
+            member_id_factory=consumer_member_id,
+        )
+        self.offset_manager = OffsetManager(config, clock, _Directory(self))
         self.offsets = self.offset_manager.store  # committed and pending offsets (read-only here)
         self._unapplied = 0  # records handed out and not replayed yet
         self.offset_commits = 0  # offsets to commit handed out (OffsetCommit, TxnOffsetCommit) since start
@@ -132,6 +165,8 @@ class GroupCoordinator:
 
         for group_id in [g for g in self.groups if leaving(g)]:
             del self.groups[group_id]
+        for group_id in [g for g in self.consumer_groups if leaving(g)]:
+            del self.consumer_groups[group_id]
         scheduled = self.timers.keys()
         for deadline in scheduled:
             if leaving(deadline.group_id):
@@ -160,8 +195,22 @@ class GroupCoordinator:
     # --- the classic protocol (`classic.manager.ClassicGroupManager`) -------------------------------------
 
     def join_group(self, client: ClientInfo, request: JoinGroupRequest) -> Result[JoinGroupResponse]:
+        """JoinGroup. An empty consumer group of that id is replaced by the classic group (its tombstones
+        come first; its offsets stay); a consumer group with members answers INCONSISTENT_GROUP_PROTOCOL
+        (classic members inside a consumer group are not supported)."""
         self._require_applied()
-        return self._result(self.classic.join_group(client, request))
+        consumer = self.consumer_groups.get(request.group_id)
+        if consumer is None:
+            return self._result(self.classic.join_group(client, request))
+        if not consumer.is_empty:
+            refused = JoinGroupResponse(
+                error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id
+            )
+            return Result(refused, request.group_id)
+        tombstones = consumer.tombstones()
+        result = self.classic.join_group(client, request)
+        result.records[:0] = tombstones
+        return self._result(result)
 
     def sync_group(self, client: ClientInfo, request: SyncGroupRequest) -> Result[SyncGroupResponse]:
         self._require_applied()
@@ -177,6 +226,17 @@ class GroupCoordinator:
         """LeaveGroup (v3+ batched; older versions pass their one member id)."""
         self._require_applied()
         return self._result(self.classic.leave_group(client, group_id, members))
+
+    # --- the consumer protocol (`consumer.manager.ConsumerGroupManager`) ----------------------------------
+
+    def consumer_group_heartbeat(
+        self, client: ClientInfo, request: ConsumerGroupHeartbeatRequest
+    ) -> Result[ConsumerGroupHeartbeatResponse]:
+        self._require_applied()
+        return self._result(self.consumer.heartbeat(client, request))
+
+    def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerDescribedGroup]:
+        return [self.consumer.describe(group_id) for group_id in group_ids]
 
     # --- offsets (`offset_manager.OffsetManager`) ------------------------------------------------------
 
@@ -203,9 +263,20 @@ class GroupCoordinator:
         return result
 
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResponseGroup:
-        """OffsetFetch for one group: see `OffsetManager.fetch_offsets`."""
+        """OffsetFetch for one group: see `OffsetManager.fetch_offsets`. v9+ may name a member of a
+        consumer group, which must exist (UNKNOWN_MEMBER_ID) at `member_epoch` (STALE_MEMBER_EPOCH)."""
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            error = consumer.validate_offset_fetch(member_id, member_epoch)
+            if error:
+                return OffsetFetchResponseGroup(group_id, [], error)
         return self.offset_manager.fetch_offsets(group_id, topics, require_stable)
 
     def delete_offsets(self, request: OffsetDeleteRequest) -> Result[OffsetDeleteResponse]:
@@ -219,7 +290,7 @@ class GroupCoordinator:
     ) -> list[ListedGroup]:
         wanted_states = {s.lower() for s in states or []}
         wanted_types = {t.lower() for t in types or []}
-        listed = [g.as_listed_group() for g in self.groups.values()]
+        listed = [g.as_listed_group() for g in self._all_groups()]
         return [
             g
             for g in listed
@@ -230,7 +301,7 @@ class GroupCoordinator:
     def describe_groups(self, group_ids: list[str]) -> list[DescribedGroup]:
         out = []
         for group_id in group_ids:
-            group = self.groups.get(group_id)
+            group = self._group(group_id)
             if not group_id:
                 out.append(
                     DescribedGroup(ErrorCode.INVALID_GROUP_ID, None, group_id, ClassicGroupState.DEAD.value)
@@ -246,7 +317,7 @@ class GroupCoordinator:
         self._require_applied()
         if not group_id:
             return Result(DeletableGroupResult(group_id, ErrorCode.INVALID_GROUP_ID), group_id)
-        group = self.groups.get(group_id)
+        group = self._group(group_id)
         if group is None:
             return Result(DeletableGroupResult(group_id, ErrorCode.GROUP_ID_NOT_FOUND), group_id)
         error = group.validate_delete_group()
@@ -262,9 +333,9 @@ class GroupCoordinator:
         """offsets.retention.minutes (KIP-211): tombstones for expired offsets, and for groups that are
         Empty with nothing left. Yields one result per group; apply each before taking the next."""
         now = self._wall()
-        for group_id in list(self.groups):
+        for group_id in [*self.groups, *self.consumer_groups]:
             self._require_applied()
-            group = self.groups.get(group_id)
+            group = self._group(group_id)
             if group is None:
                 continue
             records: list[CoordinatorRecord] = []
@@ -291,12 +362,12 @@ class GroupCoordinator:
                 return
             result = self._on_deadline(deadline)
             if log.isEnabledFor(logging.DEBUG):
-                group = self.groups.get(result.group_id)
+                classic = self.groups.get(result.group_id)
                 log.debug(
                     "%s -> state %s generation %s%s",
                     deadline,
-                    group.state.value if group is not None else "-",
-                    group.generation if group is not None else "-",
+                    classic.state.value if classic is not None else "-",
+                    classic.generation if classic is not None else "-",
                     completions_summary(result),
                 )
             if result.records or result.completions:
@@ -310,6 +381,10 @@ class GroupCoordinator:
                 return self.classic.rebalance.on_rebalance_deadline(group_id)
             case SyncDeadline(group_id):
                 return self.classic.rebalance.on_sync_deadline(group_id)
+            case ConsumerSessionDeadline(group_id, member_id):
+                return self.consumer.on_session_deadline(group_id, member_id)
+            case ConsumerRebalanceDeadline(group_id, member_id):
+                return self.consumer.on_rebalance_deadline(group_id, member_id)
             case _:
                 assert_never(deadline)
 
@@ -325,10 +400,17 @@ class GroupCoordinator:
             assert value is None or isinstance(value, OffsetCommitValue)
             self.offset_manager.replay(record_offset, producer_id, key, value)
             return
+        if not isinstance(key, GroupMetadataKey):
+            consumer_value = record.value
+            assert not isinstance(consumer_value, OffsetCommitValue | GroupMetadataValue)
+            self.consumer.replay(key, consumer_value)
+            return
         group_value = record.value
         assert group_value is None or isinstance(group_value, GroupMetadataValue)
         self.classic.replay(key, group_value)
-        if group_value is None:
+        if group_value is None and not self.offsets.has_offsets(key.group):
+            # Deleted (its offsets' tombstones came first); a group replaced by a consumer group of the
+            # same id keeps its offsets.
             self.offset_manager.forget_group(key.group)
 
     def replay_end_txn_marker(self, producer_id: int, committed: bool, partition: int | None = None) -> None:
@@ -354,6 +436,7 @@ class GroupCoordinator:
             self.replay_end_txn_marker(producer_id, marker.type == ControlRecordType.COMMIT, partition)
             return 0
         groups = self.groups
+        consumer_groups = self.consumer_groups
         ensure_group = self.classic.ensure_group
         put = self.offsets.put_committed
         plain = producer_id < 0
@@ -369,7 +452,7 @@ class GroupCoordinator:
                     try:
                         key = decode_key(raw_key)
                     except UnknownRecordError:
-                        continue  # not a classic group record (e.g. a KIP-848 group's)
+                        continue  # not a group coordinator record of exactly's (a share group's)
                     self.replay(
                         record.offset, producer_id, CoordinatorRecord(key, decode_value(key, record.value))
                     )
@@ -387,7 +470,7 @@ class GroupCoordinator:
                 assert offset_value is None or isinstance(offset_value, OffsetCommitValue)
                 self.offset_manager.replay(record.offset, producer_id, offset_key, offset_value)
             else:
-                if group not in groups:
+                if group not in groups and group not in consumer_groups:
                     ensure_group(group)
                 put(
                     group,
@@ -402,3 +485,32 @@ class GroupCoordinator:
         assignment to be stored rebalances instead (its members were told to retry)."""
         self._unapplied = 0
         return self._result(self.classic.on_append_failed(result))
+
+    # --- both group types ---------------------------------------------------------------------------------
+
+    def _group(self, group_id: str) -> Group | None:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            return consumer
+        return self.groups.get(group_id)
+
+    def _all_groups(self) -> list[Group]:
+        return [*self.groups.values(), *self.consumer_groups.values()]
+
+
+class _Directory:
+    """The offset manager's view of the groups (`offset_manager.GroupDirectory`): both types."""
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def group(self, group_id: str) -> Group | None:
+        return self._coordinator._group(group_id)
+
+    def ensure_group(self, group_id: str) -> None:
+        if group_id not in self._coordinator.consumer_groups:
+            self._coordinator.classic.ensure_group(group_id)
+
+    def offset_commit_accepted(self, group_id: str, member_id: str) -> None:
+        # A consumer-protocol member's commit is not a heartbeat.
+        self._coordinator.classic.offset_commit_accepted(group_id, member_id)

@@ -13,13 +13,24 @@ passes. A later group type (KIP-848 consumer groups, KIP-932 share groups) adds 
   members that rejoined.
 * `SyncDeadline(group)` — members that got their JoinGroup response must send SyncGroup by then, or
   they are removed and the group rebalances again.
+* `ConsumerSessionDeadline(group, member)` — a KIP-848 member's session
+  (group.consumer.session.timeout.ms from its last heartbeat): it is fenced when it passes.
+* `ConsumerRebalanceDeadline(group, member)` — a KIP-848 member that must revoke partitions
+  (UNREVOKED_PARTITIONS) has its rebalance timeout to do so, or it is fenced.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Deadline", "HeartbeatDeadline", "RebalanceDeadline", "SyncDeadline"]
+__all__ = [
+    "ConsumerRebalanceDeadline",
+    "ConsumerSessionDeadline",
+    "Deadline",
+    "HeartbeatDeadline",
+    "RebalanceDeadline",
+    "SyncDeadline",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,4 +49,18 @@ class SyncDeadline:
     group_id: str
 
 
-Deadline = HeartbeatDeadline | RebalanceDeadline | SyncDeadline
+@dataclass(frozen=True, slots=True)
+class ConsumerSessionDeadline:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRebalanceDeadline:
+    group_id: str
+    member_id: str
+
+
+Deadline = (
+    HeartbeatDeadline | RebalanceDeadline | SyncDeadline | ConsumerSessionDeadline | ConsumerRebalanceDeadline
+)

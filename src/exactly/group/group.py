@@ -1,8 +1,9 @@
 """What every group type offers the coordinator and the offset manager (Kafka's `Group` interface).
 
-Today the only type is the classic group (`classic.group.ClassicGroup`); a KIP-848 consumer group or a
-KIP-932 share group would implement the same `Group` so that offsets (`offset_manager.py`), listing,
-describing and deleting groups (`coordinator.py`) work for it unchanged.
+The classic group (`classic.group.ClassicGroup`) and the KIP-848 consumer group
+(`consumer.group.ConsumerGroup`) implement it, so that offsets (`offset_manager.py`), listing,
+describing and deleting groups (`coordinator.py`) work for both unchanged; a KIP-932 share group would
+too.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class GroupType(Enum):
     """ListGroups' group type (KIP-848); the names are Kafka's."""
 
     CLASSIC = "classic"
+    CONSUMER = "consumer"
 
 
 class Group(Protocol):

@@ -22,7 +22,7 @@ from exactly.clock import Clock
 from exactly.errors import ErrorCode
 from exactly.group.client import ClientInfo
 from exactly.group.config import GroupConfig
-from exactly.group.group import Group
+from exactly.group.group import Group, GroupType
 from exactly.group.offsets import OffsetStore, TopicPartition
 from exactly.group.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue
 from exactly.group.result import Result
@@ -55,6 +55,7 @@ from exactly.protocol.messages.txn_offset_commit import (
 __all__ = ["GroupDirectory", "OffsetManager", "PartitionExists"]
 
 _NO_OFFSET = -1
+_CONSUMER_PROTOCOL_COMMIT_VERSION = 9
 _CommitPartition = OffsetCommitRequestPartition | TxnOffsetCommitRequestPartition
 PartitionExists = Callable[[str, int], bool]
 
@@ -97,6 +98,14 @@ class OffsetManager:
         group = self.groups.group(group_id)
         if error is ErrorCode.ILLEGAL_GENERATION and group is None and client.api_version >= 9:
             error = ErrorCode.GROUP_ID_NOT_FOUND  # Kafka's OffsetMetadataManager, OffsetCommit v9+
+        if (
+            not error
+            and group is not None
+            and group.group_type is GroupType.CONSUMER
+            and client.api_version < _CONSUMER_PROTOCOL_COMMIT_VERSION
+            and not (generation < 0 and group.is_empty)
+        ):
+            error = ErrorCode.UNSUPPORTED_VERSION  # a KIP-848 member commits with v9+ (member epochs)
         if not error and group is not None:
             self.groups.offset_commit_accepted(group_id, request.member_id)
         now = self.clock.milliseconds()

@@ -44,8 +44,10 @@ Values (a null value is a tombstone: the offset, or the whole group, is deleted)
             bytes   subscription                 the member's metadata for the selected protocol
             bytes   assignment                   what the leader assigned to it
 
-Other key versions (3 and up: KIP-848 consumer groups, share groups) are not exactly's; reading one
-raises `UnknownRecordError` and the loader skips it. Malformed bytes raise `CorruptRecordError`.
+Key versions 3-8 are the KIP-848 consumer group's records (`consumer/records.py` describes their
+formats; their values are flexible). Other key versions (share groups, regular expressions) are not
+exactly's; reading one raises `UnknownRecordError` and the loader skips it. Malformed bytes raise
+`CorruptRecordError`.
 """
 
 from __future__ import annotations
@@ -56,6 +58,16 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from exactly.errors import CorruptRecordError, ErrorCode, ExactlyError
+from exactly.group.consumer.records import (
+    CONSUMER_RECORD_TYPES,
+    ConsumerKey,
+    ConsumerValue,
+    decode_consumer_key,
+    decode_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+    value_matches,
+)
 from exactly.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordBatch
 from exactly.records.builder import BatchBuilder
 
@@ -137,8 +149,9 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-Key = OffsetCommitKey | GroupMetadataKey
-Value = OffsetCommitValue | GroupMetadataValue
+ClassicKey = OffsetCommitKey | GroupMetadataKey
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerKey
+Value = OffsetCommitValue | GroupMetadataValue | ConsumerValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +162,18 @@ class CoordinatorRecord:
     value: Value | None
 
     def __post_init__(self) -> None:
-        if self.value is not None and isinstance(self.key, OffsetCommitKey) != isinstance(
-            self.value, OffsetCommitValue
-        ):
-            raise TypeError(f"{type(self.value).__name__} cannot go with {type(self.key).__name__}")
+        value = self.value
+        if value is None:
+            return
+        key = self.key
+        if isinstance(key, OffsetCommitKey):
+            fits = isinstance(value, OffsetCommitValue)
+        elif isinstance(key, GroupMetadataKey):
+            fits = isinstance(value, GroupMetadataValue)
+        else:
+            fits = value_matches(key, value)
+        if not fits:
+            raise TypeError(f"{type(value).__name__} cannot go with {type(key).__name__}")
 
 
 # --- encoding ------------------------------------------------------------------------------------------
@@ -180,6 +201,8 @@ def _bytes(out: bytearray, data: bytes) -> None:
 
 def encode_key(key: Key) -> bytes:
     out = bytearray()
+    if not isinstance(key, OffsetCommitKey | GroupMetadataKey):
+        return encode_consumer_key(key)
     if isinstance(key, OffsetCommitKey):
         out += _I16.pack(OFFSET_COMMIT_KEY_VERSION)
         _string(out, key.group)
@@ -194,6 +217,8 @@ def encode_key(key: Key) -> bytes:
 def encode_value(value: Value | None) -> bytes | None:
     if value is None:
         return None
+    if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
+        return encode_consumer_value(value)
     out = bytearray()
     if isinstance(value, OffsetCommitValue):
         if value.expire_timestamp != -1:
@@ -354,6 +379,8 @@ def decode_key(raw: bytes) -> Key:
         key: Key = OffsetCommitKey(r.string(), r.string(), r.i32())
     elif version == 2:
         key = GroupMetadataKey(r.string())
+    elif version in CONSUMER_RECORD_TYPES:
+        return decode_consumer_key(raw)
     else:
         raise UnknownRecordError(f"__consumer_offsets key version {version} is not a classic group record")
     r.end()
@@ -364,6 +391,8 @@ def decode_value(key: Key, raw: bytes | None) -> Value | None:
     if raw is None:
         return None
     raw = bytes(raw)
+    if not isinstance(key, OffsetCommitKey | GroupMetadataKey):
+        return decode_consumer_value(key, raw)
     if isinstance(key, OffsetCommitKey):
         fields = offset_value_fields(raw)
         if fields is not None:

@@ -3,9 +3,10 @@
 `require_stable` (v7+, KIP-447): partitions with a pending transactional offset answer
 UNSTABLE_OFFSET_COMMIT (retriable) until the transaction's marker decides it.
 
-v9 (KIP-848) adds member id/epoch, which only consumer-protocol groups check: for classic groups it is
-v8. v10 names topics by id: an unknown id answers UNKNOWN_TOPIC_ID for each partition asked; "every
-committed offset" (topics null) leaves out topics that no longer exist, which have no id to name them by.
+v9 (KIP-848) adds member id/epoch, which only consumer-protocol groups check (UNKNOWN_MEMBER_ID,
+STALE_MEMBER_EPOCH): for classic groups it is v8. v10 names topics by id: an unknown id answers
+UNKNOWN_TOPIC_ID for each partition asked; "every committed offset" (topics null) leaves out topics that
+no longer exist, which have no id to name them by.
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ async def _answer(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFet
                 results.append(
                     await groups.read(
                         group.group_id,
-                        lambda c, g=group.group_id, w=wanted: c.fetch_offsets(g, w, stable),  # type: ignore[misc]
+                        lambda c, g=group, w=wanted: c.fetch_offsets(  # type: ignore[misc]
+                            g.group_id, w, stable, g.member_id, g.member_epoch
+                        ),
                     )
                 )
             except KafkaError as e:  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS: this group's error
@@ -146,7 +149,8 @@ async def _fetch_by_topic_id(
             else:
                 wanted.append((info.name, list(topic.partition_indexes)))
     result = await ctx.broker.groups.read(
-        group.group_id, lambda c: c.fetch_offsets(group.group_id, wanted, stable)
+        group.group_id,
+        lambda c: c.fetch_offsets(group.group_id, wanted, stable, group.member_id, group.member_epoch),
     )
     if result.error_code:
         return result

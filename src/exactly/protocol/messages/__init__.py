@@ -17,6 +17,8 @@ from exactly.protocol.messages import (
     alter_user_scram_credentials,
     api_versions,
     commit_batch,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -115,6 +117,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
     PREPARE_TXN = 10000
@@ -173,6 +177,8 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.DESCRIBE_PRODUCERS: describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
     ApiKey.LIST_TRANSACTIONS: list_transactions,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
     ApiKey.LIST_CONFIG_RESOURCES: list_config_resources,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions,
     ApiKey.PREPARE_TXN: prepare_txn,
