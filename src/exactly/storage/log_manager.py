@@ -240,6 +240,8 @@ class LogManager:
             lines = ["version=0"] + ([] if self.broker_id is None else [f"broker.id={self.broker_id}"])
             files.write_atomically(path, ("\n".join(lines) + "\n").encode())
             return
+        except UnicodeDecodeError:
+            raise LogDirError(f"{path} is damaged (not text); restore it or remove it") from None
         props = dict(
             line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#")
         )
