@@ -14,10 +14,16 @@ import logging
 from collections.abc import Iterable
 
 from exactly.broker.zookeeper import NoNodeError, ZooKeeper
+from exactly.cluster.security_znodes import change_sequence
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NOTIFICATION_EXPIRATION_MS", "is_obsolete", "purge_obsolete_notifications"]
+__all__ = [
+    "NOTIFICATION_EXPIRATION_MS",
+    "handled_notifications",
+    "is_obsolete",
+    "purge_obsolete_notifications",
+]
 
 NOTIFICATION_EXPIRATION_MS = 15 * 60 * 1000
 
@@ -25,6 +31,11 @@ NOTIFICATION_EXPIRATION_MS = 15 * 60 * 1000
 def is_obsolete(created_ms: int, now_ms: int, expiration_ms: int = NOTIFICATION_EXPIRATION_MS) -> bool:
     """A notification created at `created_ms` (the znode's ctime) may go at `now_ms`."""
     return created_ms + expiration_ms < now_ms
+
+
+def handled_notifications(children: Iterable[str], prefix: str, last: int) -> list[str]:
+    """The notification znodes among `children` (named `<prefix><sequence>`) handled up to `last`."""
+    return [c for c in children if (n := change_sequence(c, prefix)) is not None and n <= last]
 
 
 async def purge_obsolete_notifications(

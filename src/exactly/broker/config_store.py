@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 
 from kazoo.exceptions import KazooException
 
-from exactly.broker.change_notifications import purge_obsolete_notifications
+from exactly.broker.change_notifications import handled_notifications, purge_obsolete_notifications
 from exactly.broker.zookeeper import BadVersionError, NodeExistsError, NoNodeError, Watch, ZooKeeper
 from exactly.cluster import config_znodes as cz
 from exactly.cluster import security_znodes as sz
@@ -203,11 +203,7 @@ class ZkConfigStore:
                         except ZnodeFormatError as e:
                             log.error("notification %s/%s is unreadable: %s", CONFIG_CHANGES, child, e)
                     self._last = number
-                handled = [
-                    c
-                    for c in children
-                    if (n := sz.change_sequence(c, sz.CONFIG_CHANGE_PREFIX)) is not None and n <= self._last
-                ]
+                handled = handled_notifications(children, sz.CONFIG_CHANGE_PREFIX, self._last)
                 await purge_obsolete_notifications(self.zk, CONFIG_CHANGES, handled, self.wall_ms())
             except asyncio.CancelledError:
                 raise

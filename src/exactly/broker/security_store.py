@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Iterable
 
 from kazoo.exceptions import KazooException
 
-from exactly.broker.change_notifications import purge_obsolete_notifications
+from exactly.broker.change_notifications import handled_notifications, purge_obsolete_notifications
 from exactly.broker.zookeeper import (
     BadVersionError,
     ConnectionLoss,
@@ -207,8 +207,7 @@ class ZkSecurityStore:
                 except ZnodeFormatError as e:
                     log.error("notification %s/%s is unreadable: %s", path, child, e)
             self._last[path] = number
-        last = self._last.get(path, -1)
-        handled = [c for c in children if (n := sz.change_sequence(c, prefix)) is not None and n <= last]
+        handled = handled_notifications(children, prefix, self._last.get(path, -1))
         await purge_obsolete_notifications(self.zk, path, handled, self.wall_ms())
 
     async def _handle(self, path: str, data: bytes) -> None:
