@@ -344,7 +344,7 @@ def test_bad_values(raw: bytes) -> None:
 
 
 _unknown_tags = st.dictionaries(
-    st.integers(3, 2**31 - 1).filter(lambda tag: tag != PREPARED_TAG), st.binary(max_size=20), max_size=4
+    st.integers(4, 2**31 - 1).filter(lambda tag: tag != PREPARED_TAG), st.binary(max_size=20), max_size=4
 ).map(lambda tags: tuple(sorted(tags.items())))
 
 
