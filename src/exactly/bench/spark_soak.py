@@ -166,8 +166,13 @@ def run_soak(
     checkpoint: Path,
     on_sample: Callable[[SoakSample], None] | None = None,
     timeout: float = 3600.0,
+    stop_after: float | None = None,
 ) -> SoakResult:
-    """Run the query until `batches` are committed, sampling every `sample_every` batches."""
+    """Run the query until `batches` are committed, sampling every `sample_every` batches.
+
+    Past `timeout` seconds the soak fails; past `stop_after` seconds it ends early as if `batches`
+    had been reached (a long soak cut to the time available, reported with the batches it ran).
+    """
     _create_topic(broker.bootstrap, topic, partitions)
     stream = (
         spark.readStream.format("rate-micro-batch")
@@ -191,6 +196,8 @@ def run_soak(
     try:
         deadline = started + timeout
         while done < batches:
+            if stop_after is not None and time.monotonic() - started > stop_after:
+                break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{done} of {batches} batches within {timeout:g} s")
             if query.exception() is not None:
@@ -264,6 +271,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sample-every", type=int, default=50)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="end the soak after this long even if fewer batches are committed (the output says how many)",
+    )
+    parser.add_argument(
         "--broker-set",
         action="append",
         default=None,
@@ -313,6 +326,8 @@ def main(argv: list[str] | None = None) -> None:
                 sample_every=args.sample_every,
                 checkpoint=Path(tmp) / "checkpoint",
                 on_sample=show,
+                timeout=max(3600.0, args.batches * 10.0),
+                stop_after=None if args.max_minutes is None else args.max_minutes * 60,
             )
             print(
                 f"decided batches: {result.batches}; records read back: {result.records}; "
