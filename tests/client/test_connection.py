@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from exactly.client.connection import (
     AsyncKafkaConnection,
     ConnectionClosedError,
+    ConnectionPool,
     KafkaConnection,
     RequestPipeline,
     ResponseMismatchError,
@@ -86,6 +88,28 @@ def test_asyncio_connection_pipelines_concurrent_requests(running: BrokerProcess
 
     kinds = [type(response) for response in asyncio.run(run())]
     assert kinds == [MetadataResponse, ApiVersionsResponse, MetadataResponse]
+
+
+def test_the_pool_keeps_one_connection_per_address_until_dropped(running: BrokerProcess) -> None:
+    address = f"127.0.0.1:{running.port}"
+    pool = ConnectionPool(client_id="test")
+    deadline = time.monotonic() + 30
+    first = pool.get(address, deadline)
+    assert pool.get(address, deadline) is first
+    assert pool.any_open() == (address, first)
+    assert isinstance(first.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest()), ApiVersionsResponse)
+    pool.drop(address)
+    assert not pool.is_open(address)
+    assert pool.any_open() is None
+    with pytest.raises(ConnectionClosedError):  # dropping closed it
+        first.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+    second = pool.get(address, deadline)
+    assert second is not first
+    assert isinstance(second.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest()), ApiVersionsResponse)
+    pool.close()
+    assert pool.any_open() is None
+    with pytest.raises(ValueError):
+        pool.get("127.0.0.1:not-a-port", deadline)
 
 
 def test_a_closed_connection_raises(running: BrokerProcess) -> None:

@@ -15,6 +15,10 @@ the first answer is read, the answers read in the order of the requests). The br
 connection raises `ConnectionClosedError`. Every blocking step waits up to the socket's timeout, or until
 `deadline` (a `time.monotonic()` instant) when one is given. Not thread-safe: one connection per thread.
 
+`ConnectionPool` keeps one open `KafkaConnection` per broker address ("host:port"), opened on first use
+and dropped when it fails, for clients that talk to several brokers (the transactional and two-phase
+commit clients).
+
 `AsyncKafkaConnection` is the pipeline on an asyncio stream, for benchmarks that drive many connections
 from one process and for the brokers' replica fetchers: any number of coroutines may await `request` at
 once (the requests are pipelined), and a reader task hands each response to its request in order. `open`
@@ -201,6 +205,47 @@ class KafkaConnection:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class ConnectionPool:
+    """One open blocking connection per broker address (see the module's docstring)."""
+
+    def __init__(self, *, client_id: str | None, security: ClientSecurity | None = None) -> None:
+        self._client_id = client_id
+        self._security = security
+        self._open: dict[str, KafkaConnection] = {}
+
+    def get(self, address: str, deadline: float) -> KafkaConnection:
+        """The connection to `address` ("host:port"), opened if needed (ValueError: not host:port)."""
+        connection = self._open.get(address)
+        if connection is None:
+            host, _, port = address.rpartition(":")
+            connection = KafkaConnection.open(
+                host.strip("[]") or "localhost",
+                int(port),
+                security=self._security,
+                client_id=self._client_id,
+                deadline=deadline,
+            )
+            self._open[address] = connection
+        return connection
+
+    def any_open(self) -> tuple[str, KafkaConnection] | None:
+        """Some open connection and its address, if there is one."""
+        return next(iter(self._open.items()), None)
+
+    def is_open(self, address: str) -> bool:
+        return address in self._open
+
+    def drop(self, address: str) -> None:
+        """Close and forget the connection to `address` (after it failed)."""
+        connection = self._open.pop(address, None)
+        if connection is not None:
+            connection.close()
+
+    def close(self) -> None:
+        for address in list(self._open):
+            self.drop(address)
 
 
 def _remaining(deadline: float) -> float:

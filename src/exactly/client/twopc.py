@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from exactly.client.connection import KafkaConnection
+from exactly.client.connection import ConnectionPool, KafkaConnection
 from exactly.client.security import ClientSecurity, SaslRefusedError
 from exactly.errors import ErrorCode, ProtocolError
 from exactly.protocol.messages import ApiKey
@@ -123,7 +123,7 @@ class TwoPhaseClient:
             raise ValueError("bootstrap names no broker address")
         self._timeout = timeout
         self._client_id = client_id
-        self._connections: dict[str, KafkaConnection] = {}
+        self._connections = ConnectionPool(client_id=client_id, security=self._security)
         self._coordinators: dict[str, str] = {}  # key -> the address of its coordinator
 
     # --- the extension ---------------------------------------------------------------------------------
@@ -306,7 +306,7 @@ class TwoPhaseClient:
                 return connection.request(key, version, request, deadline=deadline)
             except (OSError, ConnectionError, ProtocolError) as e:
                 if used is not None:
-                    self._drop(used)
+                    self._connections.drop(used)
                 last = e
             if time.monotonic() >= deadline or (address is not None and attempt >= 2):
                 timed_out = isinstance(last, TimeoutError)
@@ -319,46 +319,26 @@ class TwoPhaseClient:
     def _connect(self, deadline: float, address: str | None) -> tuple[str, KafkaConnection]:
         """The connection to `address` (None: any open one, else the first reachable bootstrap address),
         opened if needed, and its address."""
-        if address is None and self._connections:
-            return next(iter(self._connections.items()))
+        if address is None and (some := self._connections.any_open()) is not None:
+            return some
         candidates = self._addresses if address is None else [address]
         for candidate in candidates:
-            if candidate in self._connections:
-                return candidate, self._connections[candidate]
+            if self._connections.is_open(candidate):
+                return candidate, self._connections.get(candidate, deadline)
         errors: list[str] = []
         for candidate in candidates:
-            host, _, port = candidate.rpartition(":")
-            name = host.strip("[]") or "localhost"
             try:
-                port_number = int(port)
-            except ValueError as e:
-                errors.append(f"{candidate}: {e}")
-                continue
-            try:
-                connection = KafkaConnection.open(
-                    name,
-                    port_number,
-                    security=self._security,
-                    client_id=self._client_id,
-                    deadline=deadline,
-                )
+                connection = self._connections.get(candidate, deadline)
             except SaslRefusedError as e:  # the credentials: no retry helps
                 raise TwoPhaseCommitError(e.code, f"authentication to {candidate} failed: {e}") from None
-            except (OSError, ConnectionError, ProtocolError) as e:
+            except (ValueError, OSError, ConnectionError, ProtocolError) as e:
                 errors.append(f"{candidate}: {e}")
                 continue
-            self._connections[candidate] = connection
             return candidate, connection
         raise ConnectionError("cannot connect to " + "; ".join(errors))
 
-    def _drop(self, address: str) -> None:
-        connection = self._connections.pop(address, None)
-        if connection is not None:
-            connection.close()
-
     def close(self) -> None:
-        for address in list(self._connections):
-            self._drop(address)
+        self._connections.close()
 
     def __enter__(self) -> TwoPhaseClient:
         return self

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from exactly.client.connection import KafkaConnection
+from exactly.client.connection import ConnectionPool
 from exactly.errors import ErrorCode, ProtocolError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
@@ -114,7 +114,7 @@ class TransactionalProducer:
         self._timeout_ms = transaction_timeout_ms
         self._timeout_s = timeout_s
         self._client_id = client_id
-        self._connections: dict[str, KafkaConnection] = {}
+        self._connections = ConnectionPool(client_id=client_id)
         self._coordinators: dict[tuple[int, str], str] = {}
         self._leaders: dict[tuple[str, int], str] = {}
         self._sequences: dict[tuple[str, int], int] = {}
@@ -322,10 +322,11 @@ class TransactionalProducer:
         target = address or self._bootstrap[self.round_trips % len(self._bootstrap)]
         self.round_trips += 1
         try:
-            connection = self._connection(target)
-            response = connection.request(key, version, request, deadline=time.monotonic() + self._timeout_s)
+            deadline = time.monotonic() + self._timeout_s
+            connection = self._connections.get(target, deadline)
+            response = connection.request(key, version, request, deadline=deadline)
         except (OSError, ConnectionError, ProtocolError):
-            self._drop(target)
+            self._connections.drop(target)
             if moved is not None:
                 moved()
             raise
@@ -333,27 +334,8 @@ class TransactionalProducer:
             moved()
         return response
 
-    def _connection(self, address: str) -> KafkaConnection:
-        connection = self._connections.get(address)
-        if connection is None:
-            host, _, port = address.rpartition(":")
-            connection = KafkaConnection.open(
-                host.strip("[]") or "localhost",
-                int(port),
-                client_id=self._client_id,
-                deadline=time.monotonic() + self._timeout_s,
-            )
-            self._connections[address] = connection
-        return connection
-
-    def _drop(self, address: str) -> None:
-        connection = self._connections.pop(address, None)
-        if connection is not None:
-            connection.close()
-
     def close(self) -> None:
-        for address in list(self._connections):
-            self._drop(address)
+        self._connections.close()
 
     def __enter__(self) -> TransactionalProducer:
         return self
