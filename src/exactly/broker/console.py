@@ -307,7 +307,12 @@ class Console:
                     members.append(GroupMemberRow(cm.member_id, cm.client_id, cm.client_host, pairs))
             owners = {tp: m.client_id for m in members for tp in m.assignment}
             lag: list[LagRow] = []
-            for (topic, index), committed in sorted(coordinator.offsets.group_offsets(group_id).items()):
+            committed_offsets = {
+                tp: c.offset for tp, c in coordinator.offsets.group_offsets(group_id).items()
+            }
+            for tp in owners:  # assigned, nothing committed yet
+                committed_offsets.setdefault(tp, -1)
+            for (topic, index), committed in sorted(committed_offsets.items()):
                 high_watermark = -1
                 try:
                     log = broker.replicas.logs.get_log(topic, index)

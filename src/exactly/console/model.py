@@ -132,13 +132,13 @@ class GroupMemberRow:
 class LagRow:
     topic: str
     partition: int
-    committed: int
+    committed: int  # -1: assigned, nothing committed yet
     high_watermark: int  # -1: not known here (the partition's log is on another broker)
     owner: str  # the member's client id holding it, "" if none
 
     @property
     def lag(self) -> int | None:
-        if self.high_watermark < 0:
+        if self.high_watermark < 0 or self.committed < 0:
             return None
         return max(0, self.high_watermark - self.committed)
 
