@@ -51,10 +51,14 @@ def test_read_uncommitted_shows_everything_marked() -> None:
     assert [o for o, r in by_offset.items() if r.aborted] == [2, 3]
     assert [o for o, r in by_offset.items() if r.open] == [8, 9]
     assert {o: r.control for o, r in by_offset.items() if r.control} == {4: "ABORT", 7: "COMMIT"}
-    assert by_offset[5].value == "committed-5" and by_offset[5].transactional
-    assert by_offset[0].key == "key" and by_offset[0].headers == (("h", "x"),)
-    assert not by_offset[0].transactional and by_offset[0].producer_id == -1
-    assert got.next_offset == 10 and got.skipped_aborted == 0
+    assert by_offset[5].value == "committed-5"
+    assert by_offset[5].transactional
+    assert by_offset[0].key == "key"
+    assert by_offset[0].headers == (("h", "x"),)
+    assert not by_offset[0].transactional
+    assert by_offset[0].producer_id == -1
+    assert got.next_offset == 10
+    assert got.skipped_aborted == 0
 
 
 def test_read_committed_is_what_a_read_committed_consumer_sees() -> None:

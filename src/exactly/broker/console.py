@@ -320,9 +320,7 @@ class Console:
                     log = None
                 if log is not None:
                     high_watermark = log.high_watermark
-                lag.append(
-                    LagRow(topic, index, committed.offset, high_watermark, owners.get((topic, index), ""))
-                )
+                lag.append(LagRow(topic, index, committed, high_watermark, owners.get((topic, index), "")))
             views.append(GroupView(group_id, group_type, state, protocol, tuple(members), tuple(lag)))
         return GroupsView(self._now(), tuple(views))
 
