@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from exactly.testing.processes import BrokerProcess, free_port
-from tests.console import browser
+from exactly.testing import browser
 from tests.interop.support import running_broker
 
 pytestmark = [
