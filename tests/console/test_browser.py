@@ -6,15 +6,16 @@ browser marks open and aborted records; a consumer group's lag falls as its cons
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from exactly.testing.processes import BrokerProcess, free_port
 from exactly.testing import browser
+from exactly.testing.processes import BrokerProcess, free_port
 from tests.interop.support import running_broker
 
 pytestmark = [
@@ -23,6 +24,7 @@ pytestmark = [
 ]
 
 HANGING_MS = 2000
+LAG_CELL = 'section[data-group="console-g"] tr[data-partition="console-lag-0"] .lag-value'
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +52,30 @@ def driver() -> Iterator[Any]:
         chromium.quit()
 
 
+def _found(driver: Any, selector: str, attribute: str = "class") -> list[tuple[str, str]]:
+    """(text, attribute) of every element matching `selector`, read in one script: the page swaps its
+    live part every 2 s, so elements found in one call may be gone by the next."""
+    found: list[list[str]] = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]))"
+        ".map(e => [e.innerText, e.getAttribute(arguments[1]) || ''])",
+        selector,
+        attribute,
+    )
+    return [(text, value) for text, value in found]
+
+
+def _text(driver: Any, selector: str) -> str:
+    found = _found(driver, selector)
+    return found[0][0] if found else ""
+
+
 def _row_state(driver: Any, txn_id: str) -> str | None:
-    rows = driver.find_elements("css selector", f'tr[data-txn="{txn_id}"]')
-    return rows[0].get_attribute("data-state") if rows else None
+    rows = _found(driver, f'tr[data-txn="{txn_id}"]', "data-state")
+    return rows[0][1] if rows else None
 
 
 def _live_updates(driver: Any) -> int:
-    return int(driver.find_element("id", "live").get_attribute("data-updated") or 0)
+    return int(_found(driver, "#live", "data-updated")[0][1] or 0)
 
 
 def _producer(broker: BrokerProcess, txn_id: str) -> Producer:
@@ -77,8 +96,7 @@ def test_a_transaction_shows_open_then_committed_without_a_reload(
     producer.produce("console-orders", b"one", key=b"k")
     producer.flush(10)
     browser.wait_for(driver, lambda d: _row_state(d, "console-open") == "Ongoing", message="not shown open")
-    row = driver.find_element("css selector", 'tr[data-txn="console-open"]')
-    assert "console-orders-0" in row.text
+    assert "console-orders-0" in _text(driver, 'tr[data-txn="console-open"]')
     producer.commit_transaction(10)
     browser.wait_for(
         driver, lambda d: _row_state(d, "console-open") == "CompleteCommit", message="not shown committed"
@@ -104,30 +122,28 @@ def test_a_transaction_left_open_shows_as_hanging_with_its_abort_command(
     driver.get(f"{base}/transactions")
 
     def hanging(d: Any) -> bool:
-        rows = d.find_elements("css selector", 'tr[data-txn="console-stuck"].hanging')
-        return bool(rows) and "HANGING" in rows[0].text
+        return "HANGING" in _text(d, 'tr[data-txn="console-stuck"].hanging')
 
     browser.wait_for(driver, hanging, seconds=HANGING_MS / 1000 + 15, message="not shown hanging")
-    row = driver.find_element("css selector", 'tr[data-txn="console-stuck"]')
-    assert "exactly txn abort --topic console-stuck --partition 0 --start-offset 0" in row.text
-    in_log = driver.find_element("css selector", '#open-in-logs tr[data-partition="console-stuck-0"]')
-    assert "HANGING" in in_log.text
-    assert "console-stuck" in in_log.text
-    assert "committed" not in driver.find_element("css selector", 'tr[data-txn="console-aborter"]').text.lower()
+    row = _text(driver, 'tr[data-txn="console-stuck"]')
+    assert "exactly txn abort --topic console-stuck --partition 0 --start-offset 0" in row
+    in_log = _text(driver, '#open-in-logs tr[data-partition="console-stuck-0"]')
+    assert "HANGING" in in_log
+    assert "console-stuck" in in_log
+    assert _row_state(driver, "console-aborter") == "CompleteAbort"
 
     driver.get(f"{base}/records?topic=console-stuck&partition=0&offset=0&isolation=read_uncommitted")
-    rows = browser.wait_for(driver, lambda d: d.find_elements("css selector", "#records tbody tr"))
-    status = {
-        int(r.get_attribute("data-offset")): r.find_element("css selector", "td.status").text for r in rows
-    }
+    rows = browser.wait_for(driver, lambda d: _found(d, "#records tbody td.status", "data-offset"))
+    offsets = [int(offset) for _, offset in _found(driver, "#records tbody tr", "data-offset")]
+    status = dict(zip(offsets, [text for text, _ in rows], strict=True))
     assert status[0] == status[1] == status[2] == "open transaction"
     assert status[3] == "aborted"
     assert status[4] == "marker"
     driver.get(f"{base}/records?topic=console-stuck&partition=0&offset=0&isolation=read_committed")
-    summary = driver.find_element("css selector", "main .summary").text
+    summary = _text(driver, "main .summary")
     assert "read_committed" in summary
     assert "LSO 0" in summary
-    assert not driver.find_elements("css selector", "#records tbody tr")
+    assert not _found(driver, "#records tbody tr")
     stuck.abort_transaction(10)
 
 
@@ -157,16 +173,13 @@ def test_group_lag_falls_as_the_consumer_catches_up(console: tuple[BrokerProcess
         driver.get(f"{base}/groups")
 
         def lag(d: Any) -> int | None:
-            cells = d.find_elements(
-                "css selector", 'section[data-group="console-g"] tr[data-partition="console-lag-0"] .lag-value'
-            )
-            text = cells[0].text if cells else ""
+            text = _text(d, LAG_CELL)
             return int(text) if text.isdigit() else None
 
         browser.wait_for(driver, lambda d: lag(d) == 200, message="lag 200 not shown")
-        section = driver.find_element("css selector", 'section[data-group="console-g"]')
-        assert "console-consumer" in section.text  # the member, holding the partition
-        assert "console-lag-0" in section.find_element("css selector", "table.members").text
+        members = _text(driver, 'section[data-group="console-g"] table.members')
+        assert "console-consumer" in members  # the member, holding the partition
+        assert "console-lag-0" in members
         while read < 300:
             assert time.monotonic() < deadline + 10, "the consumer did not catch up"
             read += len(consumer.consume(300 - read, 0.5))
@@ -176,9 +189,19 @@ def test_group_lag_falls_as_the_consumer_catches_up(console: tuple[BrokerProcess
         consumer.close()
 
 
-def test_static_files_and_unknown_pages(console: tuple[BrokerProcess, str], driver: Any) -> None:
+def test_the_brokers_page_and_http_answers(console: tuple[BrokerProcess, str], driver: Any) -> None:
     _, base = console
     driver.get(f"{base}/")
     assert "Brokers" in driver.title
-    assert "One broker" in driver.find_element("id", "live").text
-    assert Path(browser.CHROMEDRIVER).exists()
+    assert "One broker" in _text(driver, "#live")
+    assert "Console security: off" in _text(driver, "#live")
+    with urllib.request.urlopen(f"{base}/static/console.js", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/javascript")
+    for path, status in (("/nothing", 404), ("/static/../pages.py", 404)):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base + path, timeout=10)
+        assert refused.value.code == status
+    fragment = urllib.request.Request(f"{base}/topics", headers={"X-Console-Fragment": "1"})
+    with urllib.request.urlopen(fragment, timeout=10) as response:
+        body = response.read().decode()
+    assert body.lstrip().startswith("<h1>Topics</h1>")
