@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run serve cluster cluster-down test test-under-load lint typecheck pytest gen gen-check bench verify clean
+.PHONY: run serve cluster cluster-down test test-under-load lint typecheck pytest gen gen-check bench screenshots verify clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ gen-check: $(STAMP)
 # every benchmark in one run (about 12 minutes on 2 cores): bench/REPORT.md, bench/raw/*.csv, bench/*.png
 bench: $(STAMP)
 	$(BIN)/exactly bench report --out bench
+
+# PNGs of the web console's main pages in docs/console/ (docs/console.md), from a real broker with real
+# traffic, taken in headless Debian chromium (apt-get install chromium chromium-driver)
+screenshots: $(STAMP)
+	$(BIN)/python -m tools.console_screenshots --out docs/console
 
 # the verification harness: `make verify DURATION=3600 SEED=7` (defaults: 600 s, a seed from the clock);
 # BROKERS=3: against a ZooKeeper cluster of three with the cluster's faults

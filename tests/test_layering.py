@@ -22,6 +22,7 @@ PURE = (
     "cluster",
     "quotas",
     "security",
+    "console",
 )
 FORBIDDEN = ("asyncio", "exactly.broker", "uvloop", "socket")
 ROOT = Path(exactly.__file__).parent

@@ -71,6 +71,7 @@ def test_probes_answer(metered: tuple[BrokerProcess, str]) -> None:
     assert get(f"{base}/healthz") == (200, "ok\n")
     eventually(lambda: get(f"{base}/readyz") == (200, "ready\n"))
     assert get(f"{base}/nothing")[0] == 404
+    assert get(f"{base}/console/")[0] == 404  # console.enable is off by default
 
 
 def test_messages_in_per_topic_is_what_was_sent(metered: tuple[BrokerProcess, str]) -> None:

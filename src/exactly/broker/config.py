@@ -265,6 +265,9 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     # Prometheus metrics and health probes over HTTP (exactly.broker.metrics, docs/metrics.md)
     "metrics.listener": ("metrics_listener", metrics_listener),
     "metrics.per.partition.enable": ("metrics_per_partition", _bool),
+    # the read-only web console under /console/ of the metrics listener (exactly.console, docs/console.md)
+    "console.enable": ("console_enable", _bool),
+    "console.hanging.transaction.ms": ("console_hanging_transaction_ms", _int(-1, 2**62)),
     # testing only: the handlers of these APIs raise (connection.py answers UNKNOWN_SERVER_ERROR)
     "exactly.debug.raise.in.api": ("debug_raise_in_api", _api_keys),
     # testing only: exit in the middle of a create (server.py `_create_logs`), as a crash would
@@ -371,6 +374,8 @@ class BrokerConfig:
     debug_create_crash_after_partitions: int = -1
     metrics_listener: tuple[str, int] | None = None  # (host, port) of /metrics, /healthz, /readyz; None: off
     metrics_per_partition: bool = True  # kafka_log_log_* and the LSO lag per partition (cardinality)
+    console_enable: bool = False  # the web console under /console/ of metrics.listener
+    console_hanging_transaction_ms: int = -1  # older open transactions show as hanging (-1: the max timeout)
     debug_unencodable_response_in_api: frozenset[int] = frozenset()
     log: LogConfig = field(default_factory=LogConfig)
     # the Kafka-named settings this config was built from (server.properties, --set): STATIC_BROKER_CONFIG
@@ -431,6 +436,8 @@ class BrokerConfig:
         values["properties"] = dict(known)
         config = cls(**values)  # type: ignore[arg-type]
         config.check_consumer_group_configs()
+        if config.console_enable and config.metrics_listener is None:
+            raise ConfigError("console.enable=true needs metrics.listener: the console is served there")
         return config
 
     def check_consumer_group_configs(self) -> None:

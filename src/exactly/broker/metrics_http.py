@@ -18,6 +18,8 @@ Wire, per connection (one request, then the connection is closed: `Connection: c
     GET /healthz   200 "ok": the process is serving HTTP on its event loop (liveness)
     GET /readyz    200 "ready", or 503 with one reason per line: starting up, partitions loading, a
                    coordinator loading, in a cluster not registered in ZooKeeper or not caught up
+    GET /console/… the web console, with `console.enable=true` (exactly.broker.console); 401 with a
+                   Basic challenge when security is on and the request has no valid credentials
     other paths    404; other methods 405; a malformed request 400
 
 A scrape never holds the event loop for long: the broker's state is copied on the loop
@@ -33,10 +35,14 @@ import contextlib
 import gzip
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from exactly.broker.metrics import BrokerCollector, Family, Readiness, render
+
+if TYPE_CHECKING:
+    from exactly.broker.console import Console
 
 __all__ = ["MetricsServer"]
 
@@ -48,6 +54,8 @@ _TEXT = "text/plain; charset=utf-8"
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     503: "Service Unavailable",
@@ -57,9 +65,12 @@ _REASONS = {
 class MetricsServer:
     """Serves /metrics, /healthz and /readyz on `host:port` (port 0: any free port, see `port`)."""
 
-    def __init__(self, collector: BrokerCollector, ready: Callable[[], Readiness]) -> None:
+    def __init__(
+        self, collector: BrokerCollector, ready: Callable[[], Readiness], console: Console | None = None
+    ) -> None:
         self._collector = collector
         self._ready = ready
+        self._console = console
         self._server: asyncio.Server | None = None
         self._scrape = asyncio.Lock()
         self._clients: set[asyncio.Task[None]] = set()
@@ -124,6 +135,13 @@ class MetricsServer:
             return 400, _TEXT, b"bad request\n", []
         method, target, _ = parts
         path = target.split("?", 1)[0]
+        if self._console is not None and (path == "/console" or path.startswith("/console/")):
+            headers = {}
+            for line in lines[1:]:
+                name, sep, value = line.partition(":")
+                if sep:
+                    headers[name.strip().lower()] = value.strip()
+            return await self._console.respond(method, target, headers)
         if path not in ("/metrics", "/healthz", "/readyz"):
             return 404, _TEXT, b"not found: try /metrics, /healthz or /readyz\n", []
         if method not in ("GET", "HEAD"):

@@ -29,6 +29,7 @@ from exactly.broker.cluster_member import ClusterMember, cluster_config
 from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.connection import READ_SIZE, Connection
 from exactly.broker.connection_slots import UNLIMITED, ConnectionSlots, IpLimits, descriptor_share
+from exactly.broker.console import Console
 from exactly.broker.flusher import Flusher
 from exactly.broker.groups import GroupService
 from exactly.broker.listener_server import ListenerServer
@@ -341,7 +342,8 @@ class Broker:
             return
         lag = LoopLag()
         self.scheduler.spawn(lag.run())
-        server = MetricsServer(BrokerCollector(self, lag), self.readiness)
+        console = Console(self) if self.config.console_enable else None
+        server = MetricsServer(BrokerCollector(self, lag), self.readiness, console)
         host, port = endpoint
         try:
             await server.start(host, port)
@@ -351,6 +353,10 @@ class Broker:
             ) from None
         self.metrics_server = server
         log.info("metrics, /healthz and /readyz on http://%s:%d", host, server.port)
+        if console is not None:
+            log.info(
+                "the web console on http://%s:%d/console/ (security: %s)", host, server.port, console.security
+            )
 
     async def _listen(self, listener: Listener) -> ListenerServer:
         """A listener's server accepts within the connection slots; a TLS listener's also does the

@@ -531,6 +531,20 @@ _DEFS = [
         "Export per-partition series (log size, start and end offsets, LSO lag); false keeps the metric "
         "count independent of the partition count.",
     ),
+    _ro(
+        "console.enable",
+        BOOLEAN,
+        "false",
+        "Serve the read-only web console under /console/ of metrics.listener (which must be set). With "
+        "SASL or an authorizer configured, it asks for HTTP basic authentication checked against the "
+        "SCRAM credentials (docs/console.md).",
+    ),
+    _ro(
+        "console.hanging.transaction.ms",
+        LONG,
+        "-1",
+        "The console shows a transaction open longer than this as hanging; -1: transaction.max.timeout.ms.",
+    ),
     *_SSL_DEFS,
     *_SASL_DEFS,
     *_synonym_defs(),
