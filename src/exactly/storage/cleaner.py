@@ -16,11 +16,19 @@ recovery point, first segment whose newest record is younger than min.compaction
    * a batch left with no records is dropped, except the last batch of each producer in the log, kept
      empty so that producer state (epoch, sequence) survives reload.
    Batches whose records all survive are copied byte for byte.
-3. Swap the result in crash-safely: write `<base>.log.cleaned` and `<base>.txnindex.cleaned`, fsync,
-   rename both to `.swap`, then delete the old files and rename the swap files into place. The loader
-   finishes a swap interrupted by a crash (see loader.py). Offset and time indexes are rebuilt.
+3. Group consecutive cleaned segments into one while their cleaned sizes sum to at most segment.bytes
+   and their offsets span less than 2^31 (Kafka's `groupSegmentsBySize`): without it a compacted topic
+   that keeps rolling (`__transaction_state` under a long streaming query) keeps every segment it ever
+   rolled, and its file count grows without bound even though its bytes do not. A group of one whose
+   bytes all survive is left alone.
+4. Swap each rewritten group in crash-safely: write `<base>.log.cleaned` and `<base>.txnindex.cleaned`
+   (base = the group's first base offset), fsync, rename both to `.swap`, then delete the group's old
+   files and rename the swap files into place. The loader finishes a swap interrupted by a crash (it
+   deletes every segment starting within the swap file's offsets; see loader.py). Offset and time
+   indexes are rebuilt.
 
-Compaction never deletes a segment and never moves the log start offset, so it can never pass the LSO.
+Compaction never moves the log start offset (a group keeps its first segment's base), so it can never
+pass the LSO.
 Batch headers of rewritten batches get a new CRC; recordsCount may then be lower than
 lastOffsetDelta + 1, as in Kafka.
 """
@@ -108,23 +116,59 @@ def clean_log(plog: PartitionLog, now_ms: int) -> int:
             for record in batch.records():
                 if record.key is not None:
                     latest[record.key] = record.offset
-    reclaimed = 0
     open_txn_data: dict[int, bool] = {}  # pid -> data of its current transaction retained
-    for seg, data in zip(segments, datas, strict=True):
+    cleaned: list[bytes] = []
+    for data in datas:
         out = bytearray()
         for batch in iter_batches(data):
             kept = _clean_batch(batch, latest, aborted, delete_horizon, last_batch_of_pid, open_txn_data)
             if kept is not None:
                 out += kept
-        if len(out) == len(data):
+        cleaned.append(bytes(out))
+    reclaimed = sum(len(data) for data in datas) - sum(len(out) for out in cleaned)
+    merged = 0
+    for first, stop in group_segments(
+        [len(out) for out in cleaned],
+        [seg.base_offset for seg in segments],
+        end,
+        plog.config.segment_bytes,
+    ):
+        if stop - first == 1 and len(cleaned[first]) == len(datas[first]):
             continue
-        reclaimed += len(data) - len(out)
-        _swap_in(plog, seg, bytes(out))
-    if reclaimed:
+        _swap_in(plog, segments[first:stop], b"".join(cleaned[first:stop]))
+        merged += stop - first - 1
+    if reclaimed or merged:
         log.info(
-            "compacted %s-%d below offset %d: %d bytes reclaimed", plog.topic, plog.partition, end, reclaimed
+            "compacted %s-%d below offset %d: %d bytes reclaimed, %d segments merged into others",
+            plog.topic,
+            plog.partition,
+            end,
+            reclaimed,
+            merged,
         )
     return reclaimed
+
+
+_MAX_OFFSET_SPAN = (1 << 31) - 1  # offsets relative to a segment's base are 32-bit in its indexes
+
+
+def group_segments(sizes: list[int], bases: list[int], end: int, max_bytes: int) -> list[tuple[int, int]]:
+    """Consecutive runs [first, stop) of segments (by their cleaned `sizes` and `bases`; `end` is one past
+    the last segment's offsets) to write as one: a run grows while its size stays within `max_bytes` and
+    its offsets span less than 2^31. Every segment is in exactly one run, in order."""
+    runs: list[tuple[int, int]] = []
+    first = 0
+    while first < len(sizes):
+        stop, total = first + 1, sizes[first]
+        while stop < len(sizes):
+            next_end = bases[stop + 1] if stop + 1 < len(bases) else end
+            if total + sizes[stop] > max_bytes or next_end - bases[first] > _MAX_OFFSET_SPAN:
+                break
+            total += sizes[stop]
+            stop += 1
+        runs.append((first, stop))
+        first = stop
+    return runs
 
 
 def _clean_batch(
@@ -209,22 +253,24 @@ def _assemble(base_offset: int, h: BatchHeader, count: int, payload: bytes) -> b
     return bytes(out)
 
 
-def _swap_in(plog: PartitionLog, old: LogSegment, data: bytes) -> None:
+def _swap_in(plog: PartitionLog, olds: list[LogSegment], data: bytes) -> None:
+    """Replace the consecutive segments `olds` by one holding `data`, under the first one's base."""
     directory = plog.directory
-    base = old.base_offset
+    base = olds[0].base_offset
     log_path = files.log_file(directory, base)
     txn_path = files.txn_index_file(directory, base)
     cleaned_log = Path(str(log_path) + files.CLEANED_SUFFIX)
     cleaned_txn = Path(str(txn_path) + files.CLEANED_SUFFIX)
     _write_fsync(cleaned_log, data)
-    _write_fsync(cleaned_txn, b"".join(t.encode() for t in old.txn_index.entries))
+    _write_fsync(cleaned_txn, b"".join(t.encode() for old in olds for t in old.txn_index.entries))
     swap_log = Path(str(log_path) + files.SWAP_SUFFIX)
     swap_txn = Path(str(txn_path) + files.SWAP_SUFFIX)
     files.replace(cleaned_txn, swap_txn)
     files.replace(cleaned_log, swap_log)
     files.fsync_dir(directory)
     # Point of no return: the loader completes the swap from here on.
-    old.delete()
+    for old in olds:
+        old.delete()
     files.replace(swap_txn, txn_path)
     files.replace(swap_log, log_path)
     files.fsync_dir(directory)
@@ -234,7 +280,7 @@ def _swap_in(plog: PartitionLog, old: LogSegment, data: bytes) -> None:
         new.txn_index = loaded
     new.rebuild_indexes()
     new.flush()
-    plog.replace_segments(new, [old])
+    plog.replace_segments(new, olds)
 
 
 def _write_fsync(path: Path, data: bytes) -> None:
