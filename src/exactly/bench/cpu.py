@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exactly.bench.broker import cpu_seconds
 from exactly.testing.processes import BrokerProcess
 
 RECORD_SIZE = 1024
@@ -43,13 +42,26 @@ IDLE_S = 3.0
 BROKER_START_TIMEOUT = 20.0
 
 
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process so far (Linux /proc/<pid>/stat utime and stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 @dataclass(frozen=True, slots=True)
 class Phase:
-    """One measured phase of one round: bytes of record values moved, wall seconds, broker CPU seconds."""
+    """One measured phase of one round: bytes of record values moved, wall seconds, the broker's user and
+    system CPU seconds."""
 
     value_bytes: int
     seconds: float
-    cpu: float
+    user: float
+    system: float
+
+    @property
+    def cpu(self) -> float:
+        return self.user + self.system
 
     @property
     def mb_s(self) -> float:
@@ -58,6 +70,26 @@ class Phase:
     @property
     def cpu_s_per_gb(self) -> float:
         return self.cpu / (self.value_bytes / 1e9) if self.value_bytes else float("nan")
+
+    def __str__(self) -> str:
+        gb = self.value_bytes / 1e9 or float("nan")
+        return (
+            f"{self.mb_s:7.1f} MB/s  broker CPU {self.cpu_s_per_gb:.3f} s/GB"
+            f" (user {self.user / gb:.3f}, system {self.system / gb:.3f})"
+        )
+
+
+class _Clock:
+    """The broker's CPU and the wall clock at the start of a phase."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.cpu = cpu_times(pid)
+        self.start = time.perf_counter()
+
+    def phase(self, value_bytes: int) -> Phase:
+        user, system = cpu_times(self.pid)
+        return Phase(value_bytes, time.perf_counter() - self.start, user - self.cpu[0], system - self.cpu[1])
 
 
 def _producer(bootstrap: str, topic: str, index: int, start: Any, stop: Any, queue: Any) -> None:
@@ -129,33 +161,19 @@ def _consumer(bootstrap: str, topic: str, partitions: list[int], seconds: float,
 
 
 class _Profiler:
-    """py-spy recording the broker while a phase runs (None: not asked for)."""
+    """py-spy recording the broker while a phase runs (None: not asked for). A `.txt` output is py-spy's
+    raw (collapsed stacks) format, `.json` speedscope, anything else a flame graph; only threads that hold
+    the GIL are sampled (`--gil`): the Python work, not the threads waiting for an fsync."""
 
     def __init__(self, pid: int, output: Path | None, seconds: float) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
         if output is None:
             return
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-        fmt = (
-            "speedscope" if output.suffix == ".json" else ("raw" if output.suffix == ".txt" else "flamegraph")
-        )
+        fmt = {".json": "speedscope", ".txt": "raw"}.get(output.suffix, "flamegraph")
+        command = [spy, "record", "--gil", "--pid", str(pid), "-o", str(output), "-d", str(int(seconds))]
         self.proc = subprocess.Popen(
-            [
-                spy,
-                "record",
-                "--pid",
-                str(pid),
-                "-o",
-                str(output),
-                "-d",
-                str(int(seconds)),
-                "-f",
-                fmt,
-                "-r",
-                "200",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            [*command, "-f", fmt, "-r", "200"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
 
     def wait(self) -> None:
@@ -176,17 +194,17 @@ def produce_phase(
     for proc in procs:
         proc.start()
     time.sleep(WARM_UP_S)  # producers connect, get their producer ids and reach a steady rate
-    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    clock = _Clock(pid)
     start.set()
     profiler = _Profiler(pid, profile, seconds)
     time.sleep(seconds)
     stop.set()
     delivered = sum(queue.get(timeout=120) for _ in procs)
-    elapsed, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+    phase = clock.phase(delivered)
     for proc in procs:
         proc.join(30)
     profiler.wait()
-    return Phase(delivered, elapsed, cpu)
+    return phase
 
 
 def consume_phase(
@@ -198,16 +216,16 @@ def consume_phase(
     procs = [
         ctx.Process(target=_consumer, args=(bootstrap, topic, share, seconds, queue)) for share in shares
     ]
-    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    clock = _Clock(pid)
     for proc in procs:
         proc.start()
     profiler = _Profiler(pid, profile, seconds)
     results = [queue.get(timeout=seconds + 120) for _ in procs]
-    elapsed, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+    phase = clock.phase(sum(r[0] for r in results))
     for proc in procs:
         proc.join(30)
     profiler.wait()
-    return Phase(sum(r[0] for r in results), elapsed, cpu)
+    return phase
 
 
 def _summary(name: str, phases: list[Phase]) -> str:
@@ -240,9 +258,9 @@ def main(argv: list[str] | None = None) -> None:
         broker = BrokerProcess(Path(tmp) / "data", *args.set).start(BROKER_START_TIMEOUT)
         try:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            cpu0 = cpu_seconds(broker.pid)
+            idle = _Clock(broker.pid)
             time.sleep(IDLE_S)
-            print(f"broker idle: {(cpu_seconds(broker.pid) - cpu0) / IDLE_S:.3f} CPU s/s", flush=True)
+            print(f"broker idle: {idle.phase(0).cpu / IDLE_S:.3f} CPU s/s", flush=True)
             for r in range(args.rounds):
                 last = r == args.rounds - 1
                 topic = f"cpu-{r}"
@@ -250,17 +268,11 @@ def main(argv: list[str] | None = None) -> None:
                 prof = args.profile_produce if last else None
                 phase = produce_phase(broker.bootstrap, topic, broker.pid, args.producers, args.seconds, prof)
                 produced.append(phase)
-                print(
-                    f"round {r}: produce {phase.mb_s:7.1f} MB/s  broker CPU {phase.cpu_s_per_gb:.3f} s/GB",
-                    flush=True,
-                )
+                print(f"round {r}: produce {phase}", flush=True)
                 prof = args.profile_consume if last else None
                 phase = consume_phase(broker.bootstrap, topic, broker.pid, args.consumers, args.seconds, prof)
                 consumed.append(phase)
-                print(
-                    f"round {r}: consume {phase.mb_s:7.1f} MB/s  broker CPU {phase.cpu_s_per_gb:.3f} s/GB",
-                    flush=True,
-                )
+                print(f"round {r}: consume {phase}", flush=True)
                 admin.delete_topics([topic])[topic].result()
         finally:
             broker.stop(30)
