@@ -45,13 +45,14 @@ from typing import TYPE_CHECKING, Any
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import HANDLERS, advertised, answered_max
+from exactly.broker.frame_stream import FrameStream
 from exactly.broker.throttling import HandlingTime, throttle_request
 from exactly.errors import ErrorCode, KafkaError, ProtocolError
 from exactly.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER, BrokerStats, RequestTiming
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
 from exactly.protocol.error_response import error_response
-from exactly.protocol.framing import FrameDecoder
+from exactly.protocol.framing import Frame
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
 from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
@@ -128,7 +129,7 @@ class Connection:
     def __init__(
         self,
         broker: Broker,
-        reader: asyncio.StreamReader,
+        reader: FrameStream,
         writer: asyncio.StreamWriter,
         connection_id: int,
         listener: Listener | None = None,
@@ -228,21 +229,22 @@ class Connection:
     # --- reading ----------------------------------------------------------------------------------------
 
     async def _read_requests(self) -> Ending:
-        decoder = FrameDecoder(self.broker.config.socket_request_max_bytes)
         pending = self._pending
         while True:
             timeout = None if self._idle_s is None else self._last_activity + self._idle_s - self._loop.time()
             try:
                 async with asyncio.timeout(None if timeout is None else max(timeout, 0.0)):
-                    data = await self.reader.read(READ_SIZE)
+                    frames = await self.reader.read()
             except TimeoutError:
                 if (idle := self._idle_ending()) is not None:
                     return idle
                 continue
             except OSError as e:
                 return Ending(CloseReason.PEER_LOST, str(e) or type(e).__name__)
-            if not data:
-                partial = decoder.buffered
+            except ProtocolError as e:  # a frame size outside 0..socket.request.max.bytes
+                return Ending(CloseReason.BAD_REQUEST, str(e))
+            if not frames:
+                partial = self.reader.buffered
                 return Ending(
                     CloseReason.PEER_CLOSED, f"in the middle of a frame ({partial} bytes)" if partial else ""
                 )
@@ -253,7 +255,7 @@ class Connection:
                 if self._closed.done():
                     return Ending(CloseReason.SHUTDOWN)
             try:
-                for frame in decoder.frames(data):
+                for frame in frames:
                     item = self._dispatch(frame)
                     if not pending.full():
                         pending.put_nowait(item)
@@ -278,7 +280,7 @@ class Connection:
                     item[1].cancel()
                     return idle
 
-    def _dispatch(self, frame: bytes) -> Pending:
+    def _dispatch(self, frame: Frame) -> Pending:
         received = time.perf_counter() if self._stats is not None else 0.0
         try:
             header, body = decode_request(frame)

@@ -30,6 +30,7 @@ from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.connection import READ_SIZE, Connection
 from exactly.broker.connection_slots import UNLIMITED, ConnectionSlots, IpLimits, descriptor_share
 from exactly.broker.flusher import Flusher
+from exactly.broker.frame_stream import FrameStream
 from exactly.broker.groups import GroupService
 from exactly.broker.listener_server import ListenerServer
 from exactly.broker.metrics import BrokerCollector, LoopLag, Readiness, readiness
@@ -357,8 +358,11 @@ class Broker:
         handshake and names the client (exactly.broker.listener_server)."""
 
         async def accept(
-            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, principal: KafkaPrincipal
+            reader: asyncio.StreamReader | FrameStream,
+            writer: asyncio.StreamWriter,
+            principal: KafkaPrincipal,
         ) -> None:
+            assert isinstance(reader, FrameStream)
             await self._accept(listener, reader, writer, principal)
 
         return await ListenerServer.start(
@@ -369,6 +373,7 @@ class Broker:
             self.connection_slots,
             accept,
             READ_SIZE,
+            self.config.socket_request_max_bytes,
         )
 
     def _warn_if_unauthenticated(self, listener: Listener) -> None:
@@ -440,7 +445,7 @@ class Broker:
     async def _accept(
         self,
         listener: Listener,
-        reader: asyncio.StreamReader,
+        reader: FrameStream,
         writer: asyncio.StreamWriter,
         principal: KafkaPrincipal = ANONYMOUS,
     ) -> None:
