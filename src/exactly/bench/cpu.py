@@ -15,7 +15,7 @@ process started in a temporary directory:
 
 Reported per phase: MB/s and broker CPU s/GB (GB = 1e9 bytes of record values) per round, then the
 median and spread (min..max) over the rounds. `--profile-*` runs py-spy against the broker during the
-phase of the last round (py-spy must be installed).
+phase of one more round, which is not counted (py-spy must be installed).
 """
 
 from __future__ import annotations
@@ -261,18 +261,21 @@ def main(argv: list[str] | None = None) -> None:
             idle = _Clock(broker.pid)
             time.sleep(IDLE_S)
             print(f"broker idle: {idle.phase(0).cpu / IDLE_S:.3f} CPU s/s", flush=True)
-            for r in range(args.rounds):
-                last = r == args.rounds - 1
+            profiling = args.profile_produce is not None or args.profile_consume is not None
+            for r in range(args.rounds + profiling):
+                last = r == args.rounds  # the profiled round: py-spy costs the broker CPU, not counted
                 topic = f"cpu-{r}"
                 admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result()
                 prof = args.profile_produce if last else None
                 phase = produce_phase(broker.bootstrap, topic, broker.pid, args.producers, args.seconds, prof)
-                produced.append(phase)
-                print(f"round {r}: produce {phase}", flush=True)
+                if not last:
+                    produced.append(phase)
+                print(f"round {r}: produce {phase}{' (profiled)' if last else ''}", flush=True)
                 prof = args.profile_consume if last else None
                 phase = consume_phase(broker.bootstrap, topic, broker.pid, args.consumers, args.seconds, prof)
-                consumed.append(phase)
-                print(f"round {r}: consume {phase}", flush=True)
+                if not last:
+                    consumed.append(phase)
+                print(f"round {r}: consume {phase}{' (profiled)' if last else ''}", flush=True)
                 admin.delete_topics([topic])[topic].result()
         finally:
             broker.stop(30)

@@ -72,6 +72,7 @@ Frame = bytes | bytearray
 _OWN_BUFFER_MIN = 1 << 15  # frames from this size on are read into a bytearray of their own
 _BUFFER_SIZE = 1 << 18  # the reused buffer of the smaller frames
 _COMPACT_BELOW = 1 << 16  # room left in the reused buffer below which its unread bytes move to its start
+_LEND_MAX = 1 << 16  # the most of the reused buffer lent at once: what a large frame's start costs a copy
 
 
 class FrameAssembler:
@@ -102,7 +103,7 @@ class FrameAssembler:
             unread = self._end - self._start
             self._buf[:unread] = self._view[self._start : self._end]
             self._start, self._end = 0, unread
-        return self._view[self._end :]
+        return self._view[self._end : self._end + _LEND_MAX]
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
         """`nbytes` were read into the last buffer lent; the frames now complete, in order. Raises
