@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exactly.errors import ProtocolError
-from exactly.protocol.framing import FrameDecoder
+from exactly.protocol.framing import FrameAssembler, FrameDecoder
 
 
 def _framed(payloads: list[bytes]) -> bytes:
@@ -52,3 +52,60 @@ def test_large_buffers_are_compacted() -> None:
     assert got == big[:4]
     assert decoder.buffered == 70_004 - 10
     assert decoder.frames(stream[-10:]) == big[4:]
+
+
+def _assemble(assembler: FrameAssembler, stream: bytes, cuts: list[int]) -> list[bytes]:
+    """Feed `stream` through the assembler's lent buffers, each read at most up to the next cut."""
+    points = sorted({c for c in cuts if 0 < c < len(stream)} | {len(stream)})
+    got: list[bytes] = []
+    pos = 0
+    for point in points:
+        while pos < point:
+            target = assembler.get_buffer()
+            assert len(target) > 0
+            n = min(len(target), point - pos)
+            target[:n] = stream[pos : pos + n]
+            pos += n
+            got.extend(bytes(frame) for frame in assembler.buffer_updated(n))
+    return got
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    payloads=st.lists(st.binary(max_size=300), max_size=8),
+    big=st.lists(st.integers(0, 5000), max_size=3),
+    cuts=st.lists(st.integers(0, 20_000), max_size=12),
+    buffer_size=st.sampled_from([64, 256, 4096]),
+)
+def test_assembled_frames_come_out_whole_however_the_reads_fall(
+    payloads: list[bytes], big: list[int], cuts: list[int], buffer_size: int
+) -> None:
+    frames = payloads + [bytes([i % 251]) * n for i, n in enumerate(big)]
+    stream = _framed(frames)
+    assembler = FrameAssembler(max_frame_size=10_000, buffer_size=buffer_size)
+    assert _assemble(assembler, stream, cuts) == frames
+    assert assembler.buffered == 0
+
+
+def test_a_large_frame_is_read_into_its_own_buffer_and_handed_out_as_is() -> None:
+    assembler = FrameAssembler(buffer_size=4096)
+    payload = bytes(range(256)) * 40  # 10,240 bytes: from a quarter of the buffer on, a frame of its own
+    stream = _framed([payload])
+    target = assembler.get_buffer()
+    target[:100] = stream[:100]
+    assert assembler.buffer_updated(100) == []
+    assert assembler.buffered == 96
+    target = assembler.get_buffer()
+    assert len(target) == len(payload) - 96  # the rest of the frame goes straight into place
+    target[:] = stream[100:]
+    (frame,) = assembler.buffer_updated(len(target))
+    assert isinstance(frame, bytearray)
+    assert frame == payload
+    assert assembler.buffered == 0
+
+
+def test_assembler_rejects_a_bad_frame_size() -> None:
+    assembler = FrameAssembler(max_frame_size=100)
+    assembler.get_buffer()[:4] = struct.pack(">i", 101)
+    with pytest.raises(ProtocolError, match="frame size 101"):
+        assembler.buffer_updated(4)

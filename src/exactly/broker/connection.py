@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import time
 from dataclasses import dataclass
@@ -45,13 +46,14 @@ from typing import TYPE_CHECKING, Any
 
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import HANDLERS, advertised, answered_max
+from exactly.broker.frame_stream import FrameStream
 from exactly.broker.throttling import HandlingTime, throttle_request
 from exactly.errors import ErrorCode, KafkaError, ProtocolError
 from exactly.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER, BrokerStats, RequestTiming
 from exactly.protocol import primitives as p
 from exactly.protocol.api import RequestHeader, UnsupportedVersionError, decode_request, encode_response
 from exactly.protocol.error_response import error_response
-from exactly.protocol.framing import FrameDecoder
+from exactly.protocol.framing import Frame
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
 from exactly.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
@@ -59,6 +61,7 @@ from exactly.protocol.messages.sasl_handshake import SaslHandshakeResponse
 from exactly.security.listeners import Listener
 from exactly.security.principal import ANONYMOUS, KafkaPrincipal
 from exactly.security.sasl import Derivation, Derived, IllegalSaslStateError, SaslSession
+from exactly.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
     from exactly.broker.server import Broker
@@ -128,7 +131,7 @@ class Connection:
     def __init__(
         self,
         broker: Broker,
-        reader: asyncio.StreamReader,
+        reader: FrameStream,
         writer: asyncio.StreamWriter,
         connection_id: int,
         listener: Listener | None = None,
@@ -155,6 +158,13 @@ class Connection:
         # No peer name when the client reset the connection before it was accepted.
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "unknown"
         self._socket = writer.get_extra_info("socket")
+        # Fetch answers records from the segment files with sendfile(2): plaintext sockets only
+        self.zero_copy = (
+            hasattr(os, "sendfile")
+            and self._socket is not None
+            and writer.get_extra_info("ssl_object") is None
+        )
+        self._send_fd = -1  # a duplicate of the socket's descriptor, to wait for it to be writable
         if not writer.transport.is_closing():  # uvloop raises on a transport already lost
             writer.transport.set_write_buffer_limits(high=_WRITE_BUFFER_HIGH)
 
@@ -204,6 +214,9 @@ class Connection:
         for future in requests:
             future.cancel()
         self.writer.transport.abort()
+        if self._send_fd >= 0:
+            os.close(self._send_fd)
+            self._send_fd = -1
         everything: list[asyncio.Future[Any]] = [reader, writer, *requests]
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait(everything, timeout=_REAP_S)
@@ -228,21 +241,22 @@ class Connection:
     # --- reading ----------------------------------------------------------------------------------------
 
     async def _read_requests(self) -> Ending:
-        decoder = FrameDecoder(self.broker.config.socket_request_max_bytes)
         pending = self._pending
         while True:
             timeout = None if self._idle_s is None else self._last_activity + self._idle_s - self._loop.time()
             try:
                 async with asyncio.timeout(None if timeout is None else max(timeout, 0.0)):
-                    data = await self.reader.read(READ_SIZE)
+                    frames = await self.reader.read()
             except TimeoutError:
                 if (idle := self._idle_ending()) is not None:
                     return idle
                 continue
             except OSError as e:
                 return Ending(CloseReason.PEER_LOST, str(e) or type(e).__name__)
-            if not data:
-                partial = decoder.buffered
+            except ProtocolError as e:  # a frame size outside 0..socket.request.max.bytes
+                return Ending(CloseReason.BAD_REQUEST, str(e))
+            if not frames:
+                partial = self.reader.buffered
                 return Ending(
                     CloseReason.PEER_CLOSED, f"in the middle of a frame ({partial} bytes)" if partial else ""
                 )
@@ -253,7 +267,7 @@ class Connection:
                 if self._closed.done():
                     return Ending(CloseReason.SHUTDOWN)
             try:
-                for frame in decoder.frames(data):
+                for frame in frames:
                     item = self._dispatch(frame)
                     if not pending.full():
                         pending.put_nowait(item)
@@ -278,7 +292,7 @@ class Connection:
                     item[1].cancel()
                     return idle
 
-    def _dispatch(self, frame: bytes) -> Pending:
+    def _dispatch(self, frame: Frame) -> Pending:
         received = time.perf_counter() if self._stats is not None else 0.0
         try:
             header, body = decode_request(frame)
@@ -306,7 +320,15 @@ class Connection:
                 self._requests.add(gated)
                 return header, gated, None
         context = RequestContext(
-            self.broker, header, self.id, self.peer, len(frame), self.mute, principal, self.listener
+            self.broker,
+            header,
+            self.id,
+            self.peer,
+            len(frame),
+            self.mute,
+            principal,
+            self.listener,
+            self.zero_copy and key == ApiKey.FETCH,
         )
         timing = None
         if self._stats is not None:
@@ -507,7 +529,11 @@ class Connection:
             if transport.is_closing():
                 return Ending(CloseReason.PEER_LOST, "while writing a response")
             sent = time.perf_counter() if timing is not None else 0.0
-            self.writer.writelines(chunks)
+            if header is not None and header.api_key == ApiKey.FETCH and _has_files(chunks):
+                if (lost := await self._send_with_files(chunks)) is not None:
+                    return lost
+            else:
+                self.writer.writelines(chunks)
             self._touch()
             if timing is not None and stats is not None:
                 stats.completed(timing, sent, time.perf_counter())
@@ -515,6 +541,83 @@ class Connection:
                 return await self._flush_and_fail()
             if transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH and (lost := await self._drain()):
                 return lost
+
+    async def _send_with_files(self, chunks: list[p.Chunk]) -> Ending | None:
+        """A response with records in segment files: the bytes before each file range go out through the
+        transport, then, once it has sent them all, the kernel sends the range from the file to the socket
+        (sendfile). Each FileSlice is closed once sent (or when the connection gives up)."""
+        run: list[p.Chunk] = []
+        ending = None
+        for chunk in chunks:
+            if not isinstance(chunk, FileSlice):
+                run.append(chunk)
+                continue
+            try:
+                if ending is not None:
+                    continue
+                if not self.zero_copy:  # not expected: the handler sends slices only where they can go
+                    run.append(chunk.read())
+                    continue
+                if run:
+                    self.writer.writelines(run)
+                    run = []
+                ending = await self._sendfile(chunk)
+            finally:
+                chunk.close()
+        if run and ending is None:
+            self.writer.writelines(run)
+        return ending
+
+    async def _sendfile(self, chunk: FileSlice) -> Ending | None:
+        transport = self.writer.transport
+        if transport.get_write_buffer_size():  # what precedes the range must be on the wire first
+            transport.set_write_buffer_limits(high=0)
+            try:
+                await self.writer.drain()
+            except OSError as e:
+                return Ending(CloseReason.PEER_LOST, str(e) or type(e).__name__)
+            finally:
+                if not transport.is_closing():
+                    transport.set_write_buffer_limits(high=_WRITE_BUFFER_HIGH)
+        if transport.is_closing():
+            return Ending(CloseReason.PEER_LOST, "while writing a response")
+        sock_fd = self._socket.fileno()
+        position, remaining = chunk.position, chunk.size
+        while remaining:
+            try:
+                sent = os.sendfile(sock_fd, chunk.fd, position, remaining)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            except OSError as e:
+                return Ending(CloseReason.PEER_LOST, str(e) or type(e).__name__)
+            if sent == 0:  # the file is shorter than the range: the response cannot be completed
+                return Ending(CloseReason.INTERNAL_ERROR, "segment file truncated while a fetch was sent")
+            position += sent
+            remaining -= sent
+            self._touch()
+        return None
+
+    async def _writable(self) -> None:
+        """Wait until the socket takes more bytes (or fails). The transport owns the socket's descriptor in
+        the event loop, so the wait is on a duplicate of it."""
+        if self._send_fd < 0:
+            self._send_fd = os.dup(self._socket.fileno())
+        fd = self._send_fd
+        ready: asyncio.Future[None] = self._loop.create_future()
+
+        def writable() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        self._loop.add_writer(fd, writable)
+        try:
+            async with asyncio.timeout(_PROBE_S):
+                await ready
+        except TimeoutError:
+            pass  # look again (a peer that reads nothing is noticed by the idle check)
+        finally:
+            self._loop.remove_writer(fd)
 
     async def _drain(self) -> Ending | None:
         """Wait until the peer has read enough; each `_PROBE_S` in which it read something is activity
@@ -563,6 +666,12 @@ def _describe(header: RequestHeader | None) -> str:
     except ValueError:
         name = str(header.api_key)
     return f"{name} v{header.api_version} (correlation id {header.correlation_id})"
+
+
+def _has_files(chunks: list[Any]) -> bool:
+    """Whether a response's chunks hold records to send from a file (the handler's FileSlices ride in a
+    list typed as bytes)."""
+    return any(type(chunk) is FileSlice for chunk in chunks)
 
 
 def _done(value: list[p.Chunk]) -> asyncio.Future[Response]:

@@ -25,6 +25,8 @@ class RequestContext:
     mute: Callable[[int], None] = lambda ms: None  # stop reading the connection for `ms` (quota throttling)
     principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as (TLS client cert, SASL)
     listener: Listener | None = None  # the listener the connection came in on (None: the first)
+    # the connection sends records straight from segment files (plaintext): Fetch may answer FileSlices
+    zero_copy: bool = False
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -30,12 +30,16 @@ import socket
 from collections.abc import Awaitable, Callable
 
 from exactly.broker.connection_slots import ConnectionSlots
+from exactly.broker.frame_stream import FrameStream
 from exactly.security.principal import ANONYMOUS, KafkaPrincipal
 from exactly.security.tls import HANDSHAKE_TIMEOUT_S, TlsListener
 
 log = logging.getLogger(__name__)
 
-OnConnection = Callable[[asyncio.StreamReader, asyncio.StreamWriter, KafkaPrincipal], Awaitable[None]]
+# The reader is a FrameStream when the server was given `max_frame_size`, else an asyncio.StreamReader.
+OnConnection = Callable[
+    [asyncio.StreamReader | FrameStream, asyncio.StreamWriter, KafkaPrincipal], Awaitable[None]
+]
 
 BACKLOG = 1024
 ACCEPT_RETRY_S = 0.1  # after a failed accept (out of descriptors): the next try
@@ -53,8 +57,12 @@ class ListenerServer:
         slots: ConnectionSlots,
         on_connection: OnConnection,
         limit: int,
+        max_frame_size: int | None = None,
     ) -> None:
+        """`limit`: the reader's buffer limit; `max_frame_size`: read Kafka frames (`FrameStream`) of at
+        most this size instead of a byte stream."""
         self._name = name
+        self._max_frame_size = max_frame_size
         self._socks = socks
         self._tls = tls
         self._slots = slots
@@ -73,8 +81,9 @@ class ListenerServer:
         slots: ConnectionSlots,
         on_connection: OnConnection,
         limit: int,
+        max_frame_size: int | None = None,
     ) -> ListenerServer:
-        return cls(name, await _bind(host, port), tls, slots, on_connection, limit)
+        return cls(name, await _bind(host, port), tls, slots, on_connection, limit, max_frame_size)
 
     @property
     def sockets(self) -> tuple[socket.socket, ...]:
@@ -156,12 +165,15 @@ class ListenerServer:
         peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "unknown"
         reader = asyncio.StreamReader(limit=self._limit, loop=loop)
         protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        frames = None
+        if self._max_frame_size is not None:
+            frames = FrameStream(protocol, self._limit, self._max_frame_size)
         try:
             if self._tls is None:
-                transport, _ = await loop.connect_accepted_socket(lambda: protocol, client)
+                transport, _ = await loop.connect_accepted_socket(lambda: frames or protocol, client)
             else:
                 transport, _ = await loop.connect_accepted_socket(
-                    lambda: _Decrypted(protocol, self._limit),
+                    lambda: frames or _Decrypted(protocol, self._limit),
                     client,
                     ssl=self._tls.context(loop.time()),
                     ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
@@ -185,7 +197,7 @@ class ListenerServer:
                 log.info("TLS client authentication of %s on listener %s failed: %s", peer, self._name, e)
                 transport.abort()
                 return
-        await self._on_connection(reader, writer, principal)
+        await self._on_connection(reader if frames is None else frames, writer, principal)
 
 
 async def _bind(host: str, port: int) -> list[socket.socket]:

@@ -31,6 +31,7 @@ from exactly.broker.connection import READ_SIZE, Connection
 from exactly.broker.connection_slots import UNLIMITED, ConnectionSlots, IpLimits, descriptor_share
 from exactly.broker.console import Console
 from exactly.broker.flusher import Flusher
+from exactly.broker.frame_stream import FrameStream
 from exactly.broker.groups import GroupService
 from exactly.broker.listener_server import ListenerServer
 from exactly.broker.metrics import BrokerCollector, LoopLag, Readiness, readiness
@@ -363,8 +364,11 @@ class Broker:
         handshake and names the client (exactly.broker.listener_server)."""
 
         async def accept(
-            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, principal: KafkaPrincipal
+            reader: asyncio.StreamReader | FrameStream,
+            writer: asyncio.StreamWriter,
+            principal: KafkaPrincipal,
         ) -> None:
+            assert isinstance(reader, FrameStream)
             await self._accept(listener, reader, writer, principal)
 
         return await ListenerServer.start(
@@ -375,6 +379,7 @@ class Broker:
             self.connection_slots,
             accept,
             READ_SIZE,
+            self.config.socket_request_max_bytes,
         )
 
     def _warn_if_unauthenticated(self, listener: Listener) -> None:
@@ -446,7 +451,7 @@ class Broker:
     async def _accept(
         self,
         listener: Listener,
-        reader: asyncio.StreamReader,
+        reader: FrameStream,
         writer: asyncio.StreamWriter,
         principal: KafkaPrincipal = ANONYMOUS,
     ) -> None:

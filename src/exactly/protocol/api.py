@@ -99,7 +99,7 @@ class UnsupportedVersionError(ProtocolError):
         self.header = header
 
 
-def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
+def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
     """Header v1 fields of any request, and the position right after them (before v2's tagged fields)."""
     buf = frame if isinstance(frame, memoryview) else memoryview(frame)
     try:
@@ -110,7 +110,7 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
+def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
     """Decode a whole request frame (without its 4-byte size prefix) into (header, body).
 
     Raises `UnsupportedVersionError` (carrying the header) for unknown keys/versions, `ProtocolError` for

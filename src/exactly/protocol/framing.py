@@ -4,6 +4,11 @@ Every Kafka request and response is `int32 size` followed by `size` bytes. `Fram
 arrives and hands out each complete frame (without the size prefix) as `bytes`, exactly one copy of the
 frame. A size above `max_frame_size` (Kafka's `socket.request.max.bytes`) or below zero is a protocol
 violation: the caller should close the connection.
+
+`FrameAssembler` is the same for a reader that reads into buffers it is lent (`get_buffer`, then
+`buffer_updated`, as asyncio's `BufferedProtocol`): a large frame (a produce request's batches) is read
+straight into a bytearray of its own, which is the frame handed out, so its bytes are copied once, from
+the socket into place, and never again; smaller frames are read into one reused buffer and copied out.
 """
 
 from __future__ import annotations
@@ -60,3 +65,75 @@ class FrameDecoder:
         while (frame := self.next_frame()) is not None:
             out.append(frame)
         return out
+
+
+Frame = bytes | bytearray
+
+_OWN_BUFFER_MIN = 1 << 15  # frames from this size on are read into a bytearray of their own
+_BUFFER_SIZE = 1 << 18  # the reused buffer of the smaller frames
+_COMPACT_BELOW = 1 << 16  # room left in the reused buffer below which its unread bytes move to its start
+_LEND_MAX = 1 << 16  # the most of the reused buffer lent at once: what a large frame's start costs a copy
+
+
+class FrameAssembler:
+    """Complete frames from reads into lent buffers: `get_buffer()` says where the next read goes,
+    `buffer_updated(n)` that `n` bytes arrived there and returns the frames they completed."""
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, buffer_size: int = _BUFFER_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._own_min = min(_OWN_BUFFER_MIN, buffer_size // 4)
+        self._buf = bytearray(max(buffer_size, 64))
+        self._view = memoryview(self._buf)
+        self._start = 0  # first byte of _buf not yet part of a frame handed out
+        self._end = 0  # end of the bytes read into _buf
+        self._frame: bytearray | None = None  # a large frame being read into place
+        self._frame_view = memoryview(b"")
+        self._filled = 0  # bytes of `_frame` read so far
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of a frame that is not complete yet."""
+        return self._filled if self._frame is not None else self._end - self._start
+
+    def get_buffer(self) -> memoryview:
+        """Where the next read should go (never empty)."""
+        if self._frame is not None:
+            return self._frame_view[self._filled :]
+        if len(self._buf) - self._end < _COMPACT_BELOW and self._start > 0:
+            unread = self._end - self._start
+            self._buf[:unread] = self._view[self._start : self._end]
+            self._start, self._end = 0, unread
+        return self._view[self._end : self._end + _LEND_MAX]
+
+    def buffer_updated(self, nbytes: int) -> list[Frame]:
+        """`nbytes` were read into the last buffer lent; the frames now complete, in order. Raises
+        ProtocolError for a frame size outside 0..max_frame_size (the connection should close)."""
+        frames: list[Frame] = []
+        if self._frame is not None:
+            self._filled += nbytes
+            if self._filled < len(self._frame):
+                return frames
+            frames.append(self._frame)
+            self._frame, self._frame_view, self._filled = None, memoryview(b""), 0
+            return frames
+        self._end += nbytes
+        buf, view, start, end = self._buf, self._view, self._start, self._end
+        while end - start >= 4:
+            (size,) = _SIZE.unpack_from(buf, start)
+            if size < 0 or size > self.max_frame_size:
+                raise ProtocolError(f"frame size {size} outside 0..{self.max_frame_size}")
+            there = end - start - 4
+            if there >= size:
+                frames.append(bytes(view[start + 4 : start + 4 + size]))
+                start += 4 + size
+                continue
+            if size >= self._own_min:  # read the rest straight into the frame's own buffer
+                frame = bytearray(size)
+                frame[:there] = view[start + 4 : end]
+                self._frame, self._frame_view, self._filled = frame, memoryview(frame), there
+                start = end
+            break
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
+        return frames

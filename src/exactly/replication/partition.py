@@ -191,10 +191,17 @@ class Partition:
         return AppendResult(self, info, self.durable_offset(info.last_offset + 1, required_acks))
 
     def read(
-        self, fetch_offset: int, max_bytes: int, isolation: Isolation, *, min_one_message: bool = True
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation: Isolation,
+        *,
+        min_one_message: bool = True,
+        zero_copy: bool = False,
     ) -> FetchDataInfo:
-        """Whole batches from `fetch_offset`, below the high watermark (or the LSO for read_committed)."""
-        return self.log.read(fetch_offset, max_bytes, isolation, min_one_message)
+        """Whole batches from `fetch_offset`, below the high watermark (or the LSO for read_committed);
+        `zero_copy`: as a FileSlice of the segment file (PartitionLog.read)."""
+        return self.log.read(fetch_offset, max_bytes, isolation, min_one_message, zero_copy)
 
     def offset_for_timestamp(self, timestamp: int, isolation: Isolation) -> TimestampAndOffset | None:
         return self.log.offset_for_timestamp(timestamp, isolation)

@@ -71,6 +71,7 @@ from exactly.records.control import EndTxnMarker, build_end_txn_marker_batch, pa
 from exactly.storage import files
 from exactly.storage.append_analysis import VerificationGuard, analyze_append
 from exactly.storage.config import LogConfig
+from exactly.storage.file_slice import FileSlice
 from exactly.storage.leader_epoch import LeaderEpochCache, write_checkpoint
 from exactly.storage.producer_state import (
     AppendOrigin,
@@ -149,12 +150,13 @@ class LogAppendInfo:
 
 @dataclass(frozen=True, slots=True)
 class FetchDataInfo:
-    records: memoryview  # whole batches only
+    records: memoryview  # whole batches only (empty when they are in `file_slice`)
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
     aborted_transactions: list[FetchAbortedTxn] | None  # None for read_uncommitted
     next_offset: int  # offset after the last returned batch (fetch offset when empty)
+    file_slice: FileSlice | None = None  # read with zero_copy: the batches' range of their segment file
 
 
 @dataclass(frozen=True, slots=True)
@@ -663,7 +665,11 @@ class PartitionLog:
         max_bytes: int,
         isolation: Isolation = Isolation.READ_UNCOMMITTED,
         min_one_message: bool = True,
+        zero_copy: bool = False,
     ) -> FetchDataInfo:
+        """Whole batches from the one holding `fetch_offset`, up to `max_bytes` and below what `isolation`
+        may see. `zero_copy`: the batches as a `FileSlice` of their segment (sent from the file), not read
+        into memory (an empty result is still an empty memoryview)."""
         self._check_open()
         hw = self._high_watermark
         lso = self.last_stable_offset
@@ -687,17 +693,29 @@ class PartitionLog:
         i = max(0, bisect_right(self._bases, fetch_offset) - 1)
         while i < len(self._segments):
             seg = self._segments[i]
-            result = seg.read(fetch_offset, max_bytes, max_offset, min_one_message)
-            if result is None:
-                i += 1
-                continue
-            data, _first, next_off = result
-            if not data:
-                return empty
+            file_slice = None
+            if zero_copy:
+                found = seg.read_range(fetch_offset, max_bytes, max_offset, min_one_message)
+                if found is None:
+                    i += 1
+                    continue
+                position, size, next_off = found
+                if not size:
+                    return empty
+                data = empty.records
+                file_slice = FileSlice(seg.fd, position, size)
+            else:
+                result = seg.read(fetch_offset, max_bytes, max_offset, min_one_message)
+                if result is None:
+                    i += 1
+                    continue
+                data, _first, next_off = result
+                if not data:
+                    return empty
             aborted: list[FetchAbortedTxn] | None = None
             if committed:
                 aborted = self._collect_aborted(fetch_offset, next_off, i)
-            return FetchDataInfo(data, hw, lso, start, aborted, next_off)
+            return FetchDataInfo(data, hw, lso, start, aborted, next_off, file_slice)
         return empty
 
     def _collect_aborted(

@@ -6,7 +6,8 @@ end, each stored exactly as the producer sent it except baseOffset (bytes 0-7) a
 first batch's base offset is >= the segment's base offset (the file name); offsets increase strictly.
 
 Appends write the 16 patched header bytes and a memoryview of the rest of the client's batch with one
-`os.pwritev` call; the bytes are not copied in Python. Reads `os.pread` whole batches.
+`os.pwritev` call; the bytes are not copied in Python. Reads `os.pread` whole batches, or find their
+range from the batch headers alone (`read_range`) for a fetch that sends it from the file (zero copy).
 
 Indexes are derived (see offset_index.py, time_index.py): `recover()` rebuilds them while checking every
 batch (size, magic, CRC, header consistency, increasing offsets) and truncates the file at the first
@@ -365,6 +366,35 @@ class LogSegment:
             next_offset = base + delta + 1
             pos = end
         return memoryview(data)[:pos], first[H_BASE_OFFSET], next_offset
+
+    def read_range(
+        self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool
+    ) -> tuple[int, int, int] | None:
+        """As `read`, without reading the batches: (file position, size, next offset) of the same whole
+        batches, found from their headers alone (for a zero-copy send); None as `read`."""
+        found = self.find_position(fetch_offset)
+        if found is None:
+            return None
+        start, first = found
+        if first[H_BASE_OFFSET] >= max_offset:
+            return start, 0, first[H_BASE_OFFSET]
+        first_size = first[H_LENGTH] + LOG_OVERHEAD
+        limit = start + min(max(max_bytes, 0), self.size - start)
+        if start + first_size > limit:
+            if not min_one_message:
+                return start, 0, first[H_BASE_OFFSET]
+            return start, first_size, first[H_BASE_OFFSET] + first[H_LAST_DELTA] + 1
+        pos = start
+        next_offset = first[H_BASE_OFFSET]
+        header: Header | None = first
+        while header is not None:
+            end = pos + header[H_LENGTH] + LOG_OVERHEAD
+            if end > limit or header[H_BASE_OFFSET] >= max_offset:
+                break
+            next_offset = header[H_BASE_OFFSET] + header[H_LAST_DELTA] + 1
+            pos = end
+            header = self.read_header(pos) if pos + LOG_OVERHEAD <= limit else None
+        return start, pos - start, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(record timestamp, offset) of the first record at/after `start_offset` with ts >= `timestamp`."""

@@ -1,0 +1,131 @@
+"""A client connection's incoming side as whole request frames, read in place (no stream buffer).
+
+`FrameStream` is the transport's protocol: an `asyncio.BufferedProtocol` whose reads go straight into
+`exactly.protocol.framing.FrameAssembler`'s buffers, so a produce request's bytes are copied once, from
+the socket into the frame the handler appends from (through asyncio's StreamReader they were copied four
+more times: into its buffer, out of it, into a frame decoder, out of that). TLS listeners use it too:
+decrypted records are written into the same buffers.
+
+The connection reads with `await frames.read()`: the frames complete so far (an empty list at EOF),
+raising the connection's error (OSError) or a ProtocolError for a bad frame size. While more than twice
+`limit` bytes of frames wait to be read (as asyncio's StreamReader), the transport stops reading (TCP
+flow control then holds the client).
+
+Writing stays with asyncio's `StreamWriter`, whose drain needs a `StreamReaderProtocol`: the transport's
+events (connection made and lost, EOF, write flow control) are passed on to one, which holds no data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from exactly.errors import ProtocolError
+from exactly.protocol.framing import DEFAULT_MAX_FRAME_SIZE, Frame, FrameAssembler
+
+__all__ = ["FrameStream"]
+
+_SCRATCH = memoryview(bytearray(1 << 16))  # reads after a bad frame, thrown away
+
+
+class FrameStream(asyncio.BufferedProtocol):
+    def __init__(
+        self,
+        stream: asyncio.StreamReaderProtocol,
+        limit: int,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        self._stream = stream
+        self._limit = limit
+        self._assembler = FrameAssembler(max_frame_size)
+        self._ready: list[Frame] = []
+        self._ready_bytes = 0
+        self._transport: Any = None  # a ReadTransport (uvloop's are not registered as one)
+        self._paused = False
+        self._eof = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    # --- the transport's side -------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        self._stream.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stream.connection_lost(exc)
+        if exc is not None and self._error is None:
+            self._error = exc
+        self._eof = True
+        self._wake()
+
+    def pause_writing(self) -> None:
+        self._stream.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._stream.resume_writing()
+
+    def eof_received(self) -> bool | None:
+        self._eof = True
+        self._wake()
+        return self._stream.eof_received()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._error is not None:
+            return _SCRATCH
+        return self._assembler.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._error is not None:
+            return
+        try:
+            frames = self._assembler.buffer_updated(nbytes)
+        except ProtocolError as e:
+            self._error = e
+            self._pause()
+            self._wake()
+            return
+        if not frames:
+            return
+        self._ready.extend(frames)
+        self._ready_bytes += sum(map(len, frames))
+        if self._ready_bytes > 2 * self._limit:
+            self._pause()
+        self._wake()
+
+    # --- the connection's side ------------------------------------------------------------------------
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an incomplete frame."""
+        return self._assembler.buffered
+
+    async def read(self) -> list[Frame]:
+        """The frames complete so far, waiting for one; [] at EOF. Raises the connection's error."""
+        while not self._ready:
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                return []
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        frames, self._ready, self._ready_bytes = self._ready, [], 0
+        if self._paused and self._error is None:
+            self._paused = False
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.resume_reading()
+        return frames
+
+    def _pause(self) -> None:
+        transport = self._transport
+        if not self._paused and transport is not None and not transport.is_closing():
+            self._paused = True
+            transport.pause_reading()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
