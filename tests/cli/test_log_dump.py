@@ -221,9 +221,10 @@ def test_dump_reports_bad_crc_and_corrupt_headers(tmp_path: Path, capsys: pytest
     )
     assert_one_line_error(result, f"corrupt batch at position {positions[3]}")
 
-    # header consistency: lastOffsetDelta that disagrees with the record count (CRC recomputed)
+    # header consistency: more records than the batch's offsets (CRC recomputed); fewer is what compaction
+    # leaves, and is dumped
     inconsistent = bytearray(data[: positions[1]])
-    struct.pack_into(">i", inconsistent, 23, 5)
+    struct.pack_into(">i", inconsistent, 23, 1)  # 3 records, 2 offsets
     from exactly.records.batch import set_crc
 
     set_crc(inconsistent, 0)

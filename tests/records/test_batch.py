@@ -260,10 +260,20 @@ def test_fields_outside_crc_span_do_not_affect_crc() -> None:
 
 
 def test_validate_count_mismatch_is_invalid_record() -> None:
-    data = make_batch(3)
-    for fmt, offset, value in ((">i", 23, 5), (">i", 57, 2), (">i", 57, -1)):
-        with pytest.raises(CorruptRecordError) as info:
-            RecordBatch(patch(data, fmt, offset, value)).validate()
+    data = make_batch(3)  # lastOffsetDelta 2 (offset 23), recordsCount 3 (offset 57)
+    # More records than offsets, or a negative count: corrupt wherever the batch comes from.
+    for fmt, offset, value in ((">i", 23, 1), (">i", 57, 4), (">i", 57, -1)):
+        for from_client in (False, True):
+            with pytest.raises(CorruptRecordError) as info:
+                RecordBatch(patch(data, fmt, offset, value)).validate(from_client=from_client)
+            assert info.value.code == ErrorCode.INVALID_RECORD
+    # Fewer records than offsets: what compaction leaves (a follower and the log dump accept it); a
+    # producer's batch must have one record per offset.
+    for fmt, offset, value in ((">i", 23, 5), (">i", 57, 2)):
+        compacted = RecordBatch(patch(data, fmt, offset, value))
+        compacted.validate()
+        with pytest.raises(CorruptRecordError, match="inconsistent batch offset range") as info:
+            compacted.validate(from_client=True)
         assert info.value.code == ErrorCode.INVALID_RECORD
 
 

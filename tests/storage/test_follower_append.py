@@ -723,3 +723,23 @@ FollowerMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_follower_machine = FollowerMachine.TestCase
+
+
+def test_a_follower_copies_a_compacted_leader(tmp_path: Path) -> None:
+    """A batch the leader's cleaner rewrote keeps its offset range with fewer records; a follower
+    catching up over it (a new replica, one that was down) must take it as it is."""
+    from exactly.storage.cleaner import clean_log
+
+    config = LogConfig(cleanup_policy=CleanupPolicy.COMPACT, segment_bytes=600)
+    leader = open_log(tmp_path / "leader" / "t-0", config)
+    for i in range(12):
+        leader_append(leader, build_batch([(b"k", b"%d" % i), (b"k%d" % (i % 2), b"v")], timestamp=T0))
+        leader.roll()
+    leader.flush()
+    assert clean_log(leader, T0) > 0
+    shrunk = [b for b in read_all(leader) if b.records_count < b.last_offset_delta + 1]
+    assert shrunk, "the cleaner left no batch with fewer records than offsets"
+    follower = open_log(tmp_path / "follower" / "t-0", config)
+    replicate(leader, follower)
+    assert follower.log_end_offset == leader.log_end_offset
+    assert [bytes(b.buffer) for b in read_all(follower)] == [bytes(b.buffer) for b in read_all(leader)]

@@ -394,12 +394,13 @@ class RecordBatch:
     def validate(self, *, from_client: bool = False) -> None:
         """CRC plus header consistency (`DefaultRecordBatch.ensureValid` + `LogValidator.validateBatch`).
 
-        Always checked: CRC (CORRUPT_MESSAGE), known compression codec, recordsCount >= 0,
-        lastOffsetDelta == recordsCount - 1 for non-empty batches, producer epoch/sequence present when a
-        producer id is (INVALID_RECORD).
+        Always checked: CRC (CORRUPT_MESSAGE), known compression codec, recordsCount >= 0, no more records
+        than offsets (lastOffsetDelta >= recordsCount - 1: a compacted batch may hold fewer), producer
+        epoch/sequence present when a producer id is (INVALID_RECORD).
 
         ``from_client=True`` adds the checks Kafka applies to a producer's append: at least one record,
-        no control batch, and baseSequence >= 0 when a producer id is set (all INVALID_RECORD).
+        one record per offset (lastOffsetDelta == recordsCount - 1), no control batch, and baseSequence >= 0
+        when a producer id is set (all INVALID_RECORD).
         Records themselves are not decoded; `records` checks them.
         """
         self.verify_crc()
@@ -423,7 +424,9 @@ class RecordBatch:
             raise CorruptRecordError(
                 f"invalid reported count for record batch: {count}", ErrorCode.INVALID_RECORD
             )
-        if count > 0 and last_offset_delta != count - 1:
+        # A compacted batch keeps its offset range with fewer records (count <= lastOffsetDelta + 1), so
+        # only a producer's batch must have exactly one record per offset.
+        if count > 0 and (last_offset_delta < count - 1 or (from_client and last_offset_delta != count - 1)):
             raise CorruptRecordError(
                 f"inconsistent batch offset range [{base_offset}, {base_offset + last_offset_delta}] "
                 f"and count of records {count}",
