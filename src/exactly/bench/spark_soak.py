@@ -15,8 +15,11 @@ Every K batches (and at the end) it samples:
 * the producer ids each output partition holds (DescribeProducers; the figure is the largest);
 * the retained batch decisions of the query (ListPreparedTxns);
 * the bytes of ``__transaction_state`` on disk (every segment of every partition). By default the broker
-  runs with 64-KiB ``__transaction_state`` segments and a 1-s cleaner backoff, so that compaction (which
-  only cleans rolled segments) shows within minutes instead of after a 100-MB segment.
+  runs with 64-KiB ``__transaction_state`` segments, a 1-s cleaner backoff and tombstones kept 60 s
+  (``log.cleaner.delete.retention.ms``; Kafka's default is a day), so that compaction (which only cleans
+  rolled segments) and the removal of old decisions' tombstones show within minutes instead of after a
+  100-MB segment and a day. With the defaults the topic grows by one tombstone (~116 bytes) per batch for
+  a day, then stays flat.
 
 At the end the topic is read read_committed: its values must be exactly ``0 .. R x decided batches - 1``,
 each once (the output is the input). `SoakSample` rows go to ``DIR/raw/spark_soak.csv`` (bench/figures.py
@@ -44,7 +47,11 @@ from exactly.testing.processes import BrokerProcess
 __all__ = ["SoakResult", "SoakSample", "broker_rss_mb", "run_soak", "sample_broker"]
 
 TRANSACTION_TOPIC = "__transaction_state"
-SOAK_BROKER_SETTINGS = ("transaction.state.log.segment.bytes=65536", "log.cleaner.backoff.ms=1000")
+SOAK_BROKER_SETTINGS = (
+    "transaction.state.log.segment.bytes=65536",
+    "log.cleaner.backoff.ms=1000",
+    "log.cleaner.delete.retention.ms=60000",
+)
 
 
 @dataclass(frozen=True, slots=True)
