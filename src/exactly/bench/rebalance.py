@@ -37,6 +37,7 @@ DIR/rebalance.png. Figures are medians over the rounds with the min-max spread (
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
@@ -552,7 +553,7 @@ def markdown(sheet: Sheet, options: Options, command: str, machine: str) -> str:
                 count = spread(sheet.values(series(v.name, size, phase, "stopped")))
                 longest = spread(sheet.values(series(v.name, size, phase, "longest_stop_s")))
                 total = spread(sheet.values(series(v.name, size, phase, "stopped_partition_s")))
-                cells.append(f"{fmt(count.median)} / {fmt(longest.median)} / {fmt(total.median)}")
+                cells.append(f"{count.median:g} / {fmt(longest.median)} / {fmt(total.median)}")
             lines.append(f"| {size} | {PHASE_TITLES[phase]} | " + " | ".join(cells) + " |")
     doubles = [r[3] for r in sheet.rows if r[0].endswith(".double_owned_s")]
     lines += [
@@ -600,6 +601,17 @@ def plot(sheet: Sheet, options: Options, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def load_sheet(path: Path) -> Sheet:
+    """A `Sheet` back from the CSV it wrote (to redraw the table and the plot from the raw figures)."""
+    sheet = Sheet(SHEET)
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            sheet.rows.append(
+                (row["series"], int(row["run"]), int(row["index"]), float(row["value"]), row["unit"])
+            )
+    return sheet
 
 
 def parse_options(argv: list[str] | None) -> tuple[Options, Path]:
@@ -650,12 +662,12 @@ def main(argv: list[str] | None = None) -> Sheet:
     sheet = Sheet(SHEET)
     fill_sheet(outcomes, sheet)
     out.mkdir(parents=True, exist_ok=True)
-    csv = sheet.write(out)
+    raw = sheet.write(out)
     table = out / "rebalance.md"
     table.write_text(markdown(sheet, options, command, machine))
     png = plot(sheet, options, out / "rebalance.png")
     print(table.read_text())
-    print(f"wrote {csv}, {table} and {png}")
+    print(f"wrote {raw}, {table} and {png}")
     return sheet
 
 
