@@ -2,7 +2,8 @@
 (issue 24, proof), and how many partitions stop being consumed meanwhile.
 
     python -m exactly.bench.rebalance [--sizes 3 10] [--partitions 30] [--rounds 3] [--session-ms 3000]
-        [--heartbeat-ms 500] [--quiet-s 3] [--timeout-s 90] [--initial-delay-ms 0] [--out DIR]
+        [--heartbeat-ms 500] [--quiet-s 3] [--timeout-s 90] [--initial-delay-ms 0] [--seed 24]
+        [--variants classic-range classic-coop-sticky consumer-uniform] [--out DIR]
     exactly bench rebalance ...
 
 One broker process (`exactly.testing.processes.BrokerProcess`) on a temporary data directory, one topic of
@@ -17,6 +18,8 @@ in every round (variants interleaved, their order rotated each round), on a fres
   (d) kill:  one member gets SIGKILL; timed from the kill. The session timeout is the same for both
              protocols (classic: the member's `session.timeout.ms`; KIP-848: the broker's
              `group.consumer.session.timeout.ms`), and so is the heartbeat interval.
+(c) and (d) begin a random fraction of a heartbeat interval after the previous phase settled, so that
+they do not always fall at the same point of the members' heartbeat cycle.
 
 Every member reports each change of the partitions it owns with a `time.monotonic()` stamp (the same
 clock in every process), so a phase yields an *assignment timeline*: `Change(t, member, partitions)`.
@@ -41,6 +44,7 @@ import csv
 import json
 import math
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -270,6 +274,7 @@ class Options:
     timeout_s: float = 90.0
     initial_delay_ms: int = 0
     variants: tuple[str, ...] = tuple(v.name for v in VARIANTS)
+    seed: int = 24  # of the random delays before the leave and the kill
 
     def broker_settings(self) -> tuple[str, ...]:
         return (
@@ -286,6 +291,7 @@ class Options:
         out += ["--rounds", str(self.rounds), "--session-ms", str(self.session_ms)]
         out += ["--heartbeat-ms", str(self.heartbeat_ms), "--quiet-s", f"{self.quiet_s:g}"]
         out += ["--timeout-s", f"{self.timeout_s:g}", "--initial-delay-ms", str(self.initial_delay_ms)]
+        out += ["--seed", str(self.seed)]
         return out
 
 
@@ -386,9 +392,12 @@ def wait_settled(
 
 
 def run_group(
-    bootstrap: str, variant: Variant, size: int, options: Options, logs: Path
+    bootstrap: str, variant: Variant, size: int, options: Options, logs: Path, jitter: random.Random
 ) -> dict[Phase, PhaseResult]:
-    """One fresh group through the four phases."""
+    """One fresh group through the four phases. The leave and the kill come a random fraction of a
+    heartbeat interval (`jitter`) after the previous phase settled: settling happens on a heartbeat, and
+    a fixed quiet period after it would otherwise start every leave and kill at the same heartbeat
+    phase (just after a heartbeat, so always one whole interval before the survivors hear of it)."""
     group = f"rebalance-{variant.name}-{size}-{uuid.uuid4().hex[:8]}"
     counter = iter(range(1_000))
     partitions = options.partitions
@@ -427,11 +436,13 @@ def run_group(
         results[Phase.JOIN] = _phase(everyone, members, partitions, start, options)
 
         leaver = members.pop(0)
+        time.sleep(jitter.uniform(0, options.heartbeat_ms / 1000))
         start = time.monotonic()
         leaver.send("close")
         results[Phase.LEAVE] = _phase(everyone, members, partitions, start, options)
 
         victim = members.pop(0)
+        time.sleep(jitter.uniform(0, options.heartbeat_ms / 1000))
         start = victim.kill()
         results[Phase.KILL] = _phase(everyone, members, partitions, start, options)
     finally:
@@ -479,6 +490,7 @@ def measure(options: Options, tmp: Path, progress: Callable[[str], None] = print
 
     variants = [v for v in VARIANTS if v.name in options.variants]
     outcomes: list[Outcome] = []
+    jitter = random.Random(options.seed)
     with BrokerProcess(tmp / "data", *options.broker_settings()).start(BROKER_START_TIMEOUT) as broker:
         _create_topic(broker.bootstrap, options.partitions)
         for number in range(options.rounds):
@@ -486,7 +498,7 @@ def measure(options: Options, tmp: Path, progress: Callable[[str], None] = print
             for size in options.sizes:
                 for variant in order:
                     began = time.monotonic()
-                    results = run_group(broker.bootstrap, variant, size, options, tmp)
+                    results = run_group(broker.bootstrap, variant, size, options, tmp, jitter)
                     line = ", ".join(f"{p.value} {r.settle_s:.2f}s/{r.stopped}p" for p, r in results.items())
                     took = time.monotonic() - began
                     progress(f"round {number + 1} N={size} {variant.name}: {line}  ({took:.0f} s)")
@@ -628,6 +640,7 @@ def parse_options(argv: list[str] | None) -> tuple[Options, Path]:
     parser.add_argument(
         "--variants", nargs="+", default=list(defaults.variants), choices=[v.name for v in VARIANTS]
     )
+    parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--out", type=Path, default=Path("bench/rebalance"))
     args = parser.parse_args(argv)
     options = Options(
@@ -640,6 +653,7 @@ def parse_options(argv: list[str] | None) -> tuple[Options, Path]:
         timeout_s=args.timeout_s,
         initial_delay_ms=args.initial_delay_ms,
         variants=tuple(args.variants),
+        seed=args.seed,
     )
     return options, args.out
 
