@@ -411,7 +411,7 @@ def run_group(
 
     def subscribed(m: MemberProcess) -> float:
         wait_for(lambda: m.event_time("subscribed") is not None, 30, f"{m.name} subscribed")
-        t = m.event_time("subscribed")
+        t = m.event_time("subscribing")  # the moment it called subscribe()
         assert t is not None
         return t
 

@@ -9,7 +9,8 @@ Its conversation with the bench is line-based. On stdout, one JSON object a line
 `t` = `time.monotonic()` (CLOCK_MONOTONIC, the same kernel clock in every process of the machine):
 
     {"event": "ready", "t": ...}                       the Consumer exists; waiting for "go"
-    {"event": "subscribed", "t": ...}                  right after subscribe()
+    {"event": "subscribing", "t": ...}                 right before subscribe()
+    {"event": "subscribed", "t": ...}                  after subscribe() returned
     {"event": "assigned", "t": ..., "partitions": [0, 3]}   the whole owned set after every change
     {"event": "closed", "t": ...}                      consumer.close() returned
 
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> None:
     threading.Thread(target=read_commands, daemon=True).start()
     emit("ready")
     commands["go"].wait()
+    emit("subscribing")
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
     emit("subscribed")
     while not commands["close"].is_set():
