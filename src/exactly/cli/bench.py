@@ -288,3 +288,14 @@ def spark_soak(
     argv = ["--batches", str(batches), "--rows", str(rows), "--partitions", str(partitions)]
     argv += ["--tasks", str(tasks), "--trigger-ms", str(trigger_ms), "--sample-every", str(sample_every)]
     bench.main([*argv, *(["--out", str(out)] if out is not None else [])])
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False
+)
+def rebalance(ctx: typer.Context) -> None:
+    """Consumer-group rebalance times, classic (range, cooperative-sticky) vs KIP-848, N = 3 and 10
+    (--help lists the options)."""
+    from exactly.bench import rebalance as bench
+
+    bench.main(list(ctx.args))
