@@ -37,7 +37,8 @@ def _spec_dir() -> Path:
 SPEC_DIR = _spec_dir()
 # exactly's own extension APIs (private keys 10000-10009), in Kafka's JSON format, checked into the repo.
 EXACTLY_SPEC_DIR = Path(__file__).resolve().parent.parent / "src" / "exactly" / "protocol" / "specs"
-# Kafka APIs the pinned wheel does not ship (KIP-848's ConsumerGroupHeartbeat/ConsumerGroupDescribe, KIP-932's share group APIs), written
+# Kafka APIs the pinned wheel does not ship (KIP-848's ConsumerGroupHeartbeat/ConsumerGroupDescribe,
+# KIP-932's share group APIs), written
 # in Kafka's JSON format from Apache Kafka's specs of the same name, checked into the repo.
 KAFKA_EXTRA_SPEC_DIR = EXACTLY_SPEC_DIR / "kafka"
 OUT_DIR = Path(__file__).resolve().parent.parent / "src" / "exactly" / "protocol" / "messages"
