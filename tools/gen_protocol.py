@@ -460,7 +460,13 @@ class Emitter:
         if f.type in ("string", "bytes"):
             return [f"{local}, pos = _p.read_{c}{n}{f.type}(buf, pos)"]
         if f.type == "records":
-            return [f"{local}, pos = _p.read_{c}records(buf, pos)"]
+            read = [f"{local}, pos = _p.read_{c}records(buf, pos)"]
+            if not nullable:  # a null where the spec allows none reads as an empty record set
+                read = [
+                    f"_r, pos = _p.read_{c}records(buf, pos)",
+                    f'{local} = memoryview(b"") if _r is None else _r',
+                ]
+            return read
         if f.type in FIXED:  # only reached for tagged fields
             return [f"({local},) = {self.st(FIXED[f.type])}.unpack_from(buf, pos)"]
         if f.type == "uuid":

@@ -69,7 +69,8 @@ class SharePartitionMachine(RuleBasedStateMachine):
             for offset in range(r.first_offset, r.last_offset + 1):
                 assert offset in self.data_offsets, "only data records are delivered"
                 assert offset not in self.held, "a record is delivered to one member at a time"
-                assert offset not in self.rejected and offset not in self.accepted
+                assert offset not in self.rejected
+                assert offset not in self.accepted
                 self.held[offset] = member
                 self.deliveries[offset] = self.deliveries.get(offset, 0) + 1
                 assert r.delivery_count == self.deliveries[offset]

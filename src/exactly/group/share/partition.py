@@ -288,7 +288,7 @@ class SharePartition:
             count = ack.last_offset - ack.first_offset + 1
             if count < 1 or len(ack.types) not in (1, count):
                 return ErrorCode.INVALID_REQUEST
-            if any(t not in _ACK_EVENTS.keys() for t in ack.types):
+            if any(t not in _ACK_EVENTS for t in ack.types):
                 return ErrorCode.INVALID_REQUEST
             for i, offset in enumerate(range(ack.first_offset, ack.last_offset + 1)):
                 kind = AckType(ack.types[0] if len(ack.types) == 1 else ack.types[i])

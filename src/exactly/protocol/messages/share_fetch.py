@@ -301,7 +301,8 @@ def _dec_PartitionData_v1(buf: memoryview, pos: int) -> tuple[PartitionData, int
     pos += 2
     f_acknowledge_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     f_current_leader, pos = _dec_LeaderIdAndEpoch_v1(buf, pos)
-    f_records, pos = _p.read_compact_records(buf, pos)
+    _r, pos = _p.read_compact_records(buf, pos)
+    f_records = memoryview(b"") if _r is None else _r
     _n, pos = _p.read_compact_array_len(buf, pos)
     if _n < 0:
         raise _p.ProtocolError("null in a non-nullable array")
