@@ -34,7 +34,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from exactly.broker.config import BrokerConfig
+from exactly.broker.context import RequestContext
 from exactly.broker.coordinator_runtime import CoordinatorRuntime, DeadlineTimer
+from exactly.broker.guard import allowed
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.scheduler import Scheduler
 from exactly.broker.topic_manager import TopicManager
@@ -52,11 +54,12 @@ from exactly.group.share.records import (
     encode_value,
 )
 from exactly.group.share.session import ShareSession, ShareSessionCache
+from exactly.protocol.messages import ApiKey
 from exactly.records.batch import RecordBatch
 from exactly.records.builder import BatchBuilder
 from exactly.storage.log import Isolation
 
-__all__ = ["Acquired", "ShareService"]
+__all__ = ["Acquired", "ShareService", "acknowledge_partitions", "resolve"]
 
 log = logging.getLogger(__name__)
 
@@ -305,3 +308,33 @@ class ShareService:
     @staticmethod
     def topic_key(group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartitionKey:
         return SharePartitionKey(group_id, topic_id, partition)
+
+
+def resolve(ctx: RequestContext, api: ApiKey, topic_id: uuid.UUID) -> tuple[str | None, ErrorCode]:
+    """A topic id's name, or why it cannot be served: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED."""
+    info = ctx.broker.metadata.by_id(topic_id)
+    if info is None:
+        return None, ErrorCode.UNKNOWN_TOPIC_ID
+    if not allowed(ctx, api, "topic", info.name):
+        return None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return info.name, ErrorCode.NONE
+
+
+async def acknowledge_partitions(
+    ctx: RequestContext,
+    api: ApiKey,
+    group_id: str,
+    member_id: str,
+    acks: dict[tuple[uuid.UUID, int], list[tuple[int, int, list[int]]]],
+) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    """Apply each partition's acknowledgement batches (first, last, types): its error code."""
+    out: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    for (topic_id, index), batches in acks.items():
+        name, error = resolve(ctx, api, topic_id)
+        if name is None:
+            out[(topic_id, index)] = error
+            continue
+        key = SharePartitionKey(group_id, topic_id, index)
+        wanted = [AckBatch(first, last, tuple(types)) for first, last, types in batches]
+        out[(topic_id, index)] = await ctx.broker.shares.acknowledge(key, name, member_id, wanted)
+    return out
