@@ -376,7 +376,7 @@ class BrokerConfig:
     group_share_max_size: int = 200
     group_share_record_lock_duration_ms: int = 30_000
     group_share_delivery_count_limit: int = 5
-    group_share_partition_max_record_locks: int = 2000
+    group_share_partition_max_record_locks: int = 200
     share_auto_offset_reset: str = "latest"
     share_isolation_level: str = "read_uncommitted"
     share_coordinator_state_topic_num_partitions: int = 50

@@ -443,7 +443,7 @@ _DEFS = [
     _ro(
         "group.share.partition.max.record.locks",
         INT,
-        "2000",
+        "200",
         "The most in-flight records of one share partition.",
         Range(100, 10000),
     ),
