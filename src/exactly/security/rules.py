@@ -93,10 +93,7 @@ RULES: Mapping[ApiKey, Mapping[str, Need]] = MappingProxyType(
             "group": _n(_G, _O.READ, GROUP_FAIL),
             "topic": _n(_T, _O.DESCRIBE, TOPIC_FAIL),
         },
-        _A.SHARE_GROUP_DESCRIBE: {
-            "group": _n(_G, _O.DESCRIBE, GROUP_FAIL),
-            "topic": _n(_T, _O.DESCRIBE, TOPIC_FAIL),
-        },
+        _A.SHARE_GROUP_DESCRIBE: {"group": _n(_G, _O.DESCRIBE, GROUP_FAIL)},
         _A.SHARE_FETCH: {"group": _n(_G, _O.READ, GROUP_FAIL), "topic": _n(_T, _O.READ, TOPIC_FAIL)},
         _A.SHARE_ACKNOWLEDGE: {"group": _n(_G, _O.READ, GROUP_FAIL), "topic": _n(_T, _O.READ, TOPIC_FAIL)},
         _A.OFFSET_DELETE: {"group": _n(_G, _O.DELETE, GROUP_FAIL), "topic": _n(_T, _O.READ, TOPIC_FAIL)},
