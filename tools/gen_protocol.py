@@ -37,7 +37,8 @@ def _spec_dir() -> Path:
 SPEC_DIR = _spec_dir()
 # exactly's own extension APIs (private keys 10000-10009), in Kafka's JSON format, checked into the repo.
 EXACTLY_SPEC_DIR = Path(__file__).resolve().parent.parent / "src" / "exactly" / "protocol" / "specs"
-# Kafka APIs the pinned wheel does not ship (KIP-848's ConsumerGroupHeartbeat/ConsumerGroupDescribe), written
+# Kafka APIs the pinned wheel does not ship (KIP-848's ConsumerGroupHeartbeat/ConsumerGroupDescribe,
+# KIP-932's share group APIs), written
 # in Kafka's JSON format from Apache Kafka's specs of the same name, checked into the repo.
 KAFKA_EXTRA_SPEC_DIR = EXACTLY_SPEC_DIR / "kafka"
 OUT_DIR = Path(__file__).resolve().parent.parent / "src" / "exactly" / "protocol" / "messages"
@@ -104,6 +105,14 @@ APIS: dict[str, tuple[int, int]] = {
 KAFKA_EXTRA_APIS: dict[str, tuple[int, int]] = {
     "ConsumerGroupHeartbeat": (0, 1),
     "ConsumerGroupDescribe": (0, 1),
+    # KIP-932 share groups (4.1's stable versions; v0 was 4.0's early access)
+    "ShareGroupHeartbeat": (1, 1),
+    "ShareGroupDescribe": (1, 1),
+    "ShareFetch": (1, 1),
+    "ShareAcknowledge": (1, 1),
+    "DescribeShareGroupOffsets": (0, 0),
+    "AlterShareGroupOffsets": (0, 0),
+    "DeleteShareGroupOffsets": (0, 0),
 }
 
 # exactly's extension APIs (docs/two-phase-commit.md), read from EXACTLY_SPEC_DIR.
@@ -451,7 +460,13 @@ class Emitter:
         if f.type in ("string", "bytes"):
             return [f"{local}, pos = _p.read_{c}{n}{f.type}(buf, pos)"]
         if f.type == "records":
-            return [f"{local}, pos = _p.read_{c}records(buf, pos)"]
+            read = [f"{local}, pos = _p.read_{c}records(buf, pos)"]
+            if not nullable:  # a null where the spec allows none reads as an empty record set
+                read = [
+                    f"_r, pos = _p.read_{c}records(buf, pos)",
+                    f'{local} = memoryview(b"") if _r is None else _r',
+                ]
+            return read
         if f.type in FIXED:  # only reached for tagged fields
             return [f"({local},) = {self.st(FIXED[f.type])}.unpack_from(buf, pos)"]
         if f.type == "uuid":

@@ -12,6 +12,7 @@ through.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -99,6 +100,17 @@ from exactly.protocol.messages.offset_for_leader_epoch import (
 )
 from exactly.protocol.messages.prepare_txn import PrepareTxnRequest
 from exactly.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from exactly.protocol.messages.share_acknowledge import (
+    AcknowledgementBatch,
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    ShareAcknowledgeRequest,
+)
+from exactly.protocol.messages.share_fetch import FetchPartition as ShareFetchPartition
+from exactly.protocol.messages.share_fetch import FetchTopic as ShareFetchTopic
+from exactly.protocol.messages.share_fetch import ShareFetchRequest
+from exactly.protocol.messages.share_group_describe import ShareGroupDescribeRequest
+from exactly.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
 from exactly.protocol.messages.sync_group import SyncGroupRequest
 from exactly.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
@@ -561,8 +573,78 @@ def consumer_group_describe(c: RawClient, n: Names) -> int:
     return int(c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, request).groups[0].error_code)
 
 
+_TOPIC_IDS: dict[str, uuid.UUID] = {}
+
+
+def remember_topic_id(c: RawClient, n: Names) -> None:
+    """Setup (as the super user): the row's topic id, which the share APIs name topics by."""
+    request = MetadataRequest([MetadataRequestTopic(name=n.topic)], allow_auto_topic_creation=False)
+    _TOPIC_IDS[n.topic] = c.request(ApiKey.METADATA, 12, request).topics[0].topic_id
+
+
+def share_group_heartbeat(c: RawClient, n: Names) -> int:
+    request = ShareGroupHeartbeatRequest(n.group, "member-1", 0, None, [n.topic])
+    return int(c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, request).error_code)
+
+
+def share_group_describe(c: RawClient, n: Names) -> int:
+    request = ShareGroupDescribeRequest([n.group])
+    return int(c.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, request).groups[0].error_code)
+
+
+def share_fetch(c: RawClient, n: Names) -> int:
+    topic = ShareFetchTopic(_TOPIC_IDS[n.topic], [ShareFetchPartition(0)])
+    request = ShareFetchRequest(n.group, "member-1", 0, 0, 1, 1 << 20, 10, 10, [topic])
+    response = c.request(ApiKey.SHARE_FETCH, 1, request)
+    if response.error_code:
+        return int(response.error_code)
+    return int(response.responses[0].partitions[0].error_code)
+
+
+def share_acknowledge_no_session(c: RawClient, n: Names) -> int:
+    request = ShareAcknowledgeRequest(n.group, "member-1", 1, [])
+    return int(c.request(ApiKey.SHARE_ACKNOWLEDGE, 1, request).error_code)
+
+
+def share_acknowledge(c: RawClient, n: Names) -> int:
+    opened = c.request(ApiKey.SHARE_FETCH, 1, ShareFetchRequest(n.group, "member-1", 0, 0, 1, 1 << 20, 0, 0))
+    if opened.error_code:
+        return int(opened.error_code)
+    batch = AcknowledgementBatch(0, 0, [1])
+    topic = AcknowledgeTopic(_TOPIC_IDS[n.topic], [AcknowledgePartition(0, [batch])])
+    response = c.request(
+        ApiKey.SHARE_ACKNOWLEDGE, 1, ShareAcknowledgeRequest(n.group, "member-1", 1, [topic])
+    )
+    if response.error_code:
+        return int(response.error_code)
+    return int(response.responses[0].partitions[0].error_code)
+
+
 _A, _E = ApiKey, ErrorCode
 SCENARIOS: dict[Row, Scenario] = {
+    (_A.SHARE_GROUP_HEARTBEAT, "group"): Scenario(
+        share_group_heartbeat, needs=((_A.SHARE_GROUP_HEARTBEAT, "topic"),)
+    ),
+    (_A.SHARE_GROUP_HEARTBEAT, "topic"): Scenario(
+        share_group_heartbeat, needs=((_A.SHARE_GROUP_HEARTBEAT, "group"),)
+    ),
+    (_A.SHARE_GROUP_DESCRIBE, "group"): Scenario(share_group_describe, passes=_E.GROUP_ID_NOT_FOUND),
+    (_A.SHARE_FETCH, "group"): Scenario(
+        share_fetch, needs=((_A.SHARE_FETCH, "topic"),), setup=remember_topic_id
+    ),
+    (_A.SHARE_FETCH, "topic"): Scenario(
+        share_fetch, needs=((_A.SHARE_FETCH, "group"),), setup=remember_topic_id
+    ),
+    # READ on the group covers ShareFetch (opening the session) and ShareAcknowledge alike
+    (_A.SHARE_ACKNOWLEDGE, "group"): Scenario(
+        share_acknowledge_no_session, passes=_E.SHARE_SESSION_NOT_FOUND
+    ),
+    (_A.SHARE_ACKNOWLEDGE, "topic"): Scenario(
+        share_acknowledge,
+        passes=_E.INVALID_RECORD_STATE,
+        needs=((_A.SHARE_ACKNOWLEDGE, "group"),),
+        setup=remember_topic_id,
+    ),
     (_A.CONSUMER_GROUP_HEARTBEAT, "group"): Scenario(
         consumer_group_heartbeat, needs=((_A.CONSUMER_GROUP_HEARTBEAT, "topic"),)
     ),

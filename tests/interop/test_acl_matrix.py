@@ -33,6 +33,7 @@ SETTINGS = (
     "super.users=User:admin",
     "sasl.enabled.mechanisms=SCRAM-SHA-256",
     "group.initial.rebalance.delay.ms=0",
+    "group.share.enable=true",
 )
 MECHANISM = "SCRAM-SHA-256"
 ADMIN_PASSWORD = "admin-matrix-pw"

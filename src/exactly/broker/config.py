@@ -74,6 +74,20 @@ def _migration_policy(raw: str) -> MigrationPolicy:
     return MigrationPolicy(raw.strip().lower())
 
 
+def _share_reset(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in ("latest", "earliest"):
+        raise ValueError("share.auto.offset.reset must be latest or earliest")
+    return value
+
+
+def _share_isolation(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in ("read_uncommitted", "read_committed"):
+        raise ValueError("share.isolation.level must be read_uncommitted or read_committed")
+    return value
+
+
 def _bool(raw: str) -> bool:
     value = raw.strip().lower()
     if value not in ("true", "false"):
@@ -222,6 +236,20 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "group.consumer.max.size": ("group_consumer_max_size", _int(1, 2**31 - 1)),
     "group.consumer.assignors": ("group_consumer_assignors", _assignors),
     "group.consumer.migration.policy": ("group_consumer_migration_policy", _migration_policy),
+    # KIP-932 share groups (group/share/, broker/shares.py)
+    "group.share.enable": ("group_share_enable", _bool),
+    "group.share.session.timeout.ms": ("group_share_session_timeout_ms", _int(1, 2**31 - 1)),
+    "group.share.heartbeat.interval.ms": ("group_share_heartbeat_interval_ms", _int(1, 2**31 - 1)),
+    "group.share.max.size": ("group_share_max_size", _int(1, 1000)),
+    "group.share.record.lock.duration.ms": ("group_share_record_lock_duration_ms", _int(1000, 3_600_000)),
+    "group.share.delivery.count.limit": ("group_share_delivery_count_limit", _int(2, 10)),
+    "group.share.partition.max.record.locks": ("group_share_partition_max_record_locks", _int(100, 10_000)),
+    "share.auto.offset.reset": ("share_auto_offset_reset", _share_reset),
+    "share.isolation.level": ("share_isolation_level", _share_isolation),
+    "share.coordinator.state.topic.num.partitions": (
+        "share_coordinator_state_topic_num_partitions",
+        _int(1, 100_000),
+    ),
     # transaction coordinator (__transaction_state)
     "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _int(1, 100_000)),
     "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", _int(14, 2**31 - 1)),
@@ -345,6 +373,16 @@ class BrokerConfig:
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     group_consumer_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+    group_share_enable: bool = False
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_max_size: int = 200
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 200
+    share_auto_offset_reset: str = "latest"
+    share_isolation_level: str = "read_uncommitted"
+    share_coordinator_state_topic_num_partitions: int = 50
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_segment_bytes: int = 104_857_600
     transaction_max_timeout_ms: int = 900_000

@@ -303,8 +303,10 @@ class Connection:
                 raise
             if e.header.api_key != ApiKey.API_VERSIONS:
                 raise
-            two_phase_commit = self.broker.config.transaction_two_phase_commit_enable
-            return None, _done(_unsupported_api_versions(e.header, two_phase_commit)), None  # never fails
+            config = self.broker.config
+            two_phase_commit = config.transaction_two_phase_commit_enable
+            unsupported = _unsupported_api_versions(e.header, two_phase_commit, config.group_share_enable)
+            return None, _done(unsupported), None  # never fails
         key = ApiKey(header.api_key)
         handler = HANDLERS.get(key)
         if handler is None:
@@ -681,13 +683,18 @@ def _done(value: list[p.Chunk]) -> asyncio.Future[Response]:
 
 
 def api_versions_body(
-    error: ErrorCode = ErrorCode.NONE, two_phase_commit: bool = True
+    error: ErrorCode = ErrorCode.NONE, two_phase_commit: bool = True, share_groups: bool = False
 ) -> ApiVersionsResponse:
-    keys = [ApiVersion(int(key), lo, hi) for key, (lo, hi) in advertised(two_phase_commit).items()]
+    ranges = advertised(two_phase_commit, share_groups)
+    keys = [ApiVersion(int(key), lo, hi) for key, (lo, hi) in ranges.items()]
     return ApiVersionsResponse(error_code=error, api_keys=keys)
 
 
-def _unsupported_api_versions(header: RequestHeader, two_phase_commit: bool) -> list[p.Chunk]:
+def _unsupported_api_versions(
+    header: RequestHeader, two_phase_commit: bool, share_groups: bool
+) -> list[p.Chunk]:
     """Kafka answers an ApiVersions version it doesn't know with a v0 body: error 35 and its ranges."""
     v0 = header._replace(api_version=0)
-    return encode_response(v0, api_versions_body(ErrorCode.UNSUPPORTED_VERSION, two_phase_commit))
+    return encode_response(
+        v0, api_versions_body(ErrorCode.UNSUPPORTED_VERSION, two_phase_commit, share_groups)
+    )

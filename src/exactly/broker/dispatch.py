@@ -78,11 +78,28 @@ TWO_PHASE_COMMIT_KEYS = frozenset(
 )
 
 
-def advertised(two_phase_commit: bool = True) -> dict[ApiKey, tuple[int, int]]:
+# KIP-932 share groups: advertised only while group.share.enable is true (Kafka 4.1: the share.version
+# feature at 1).
+SHARE_GROUP_KEYS = frozenset(
+    {
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        ApiKey.SHARE_FETCH,
+        ApiKey.SHARE_ACKNOWLEDGE,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+    }
+)
+
+
+def advertised(two_phase_commit: bool = True, share_groups: bool = False) -> dict[ApiKey, tuple[int, int]]:
     """(min, max) per API that has a handler."""
     out: dict[ApiKey, tuple[int, int]] = {}
     for key in sorted(HANDLERS):
         if key in TWO_PHASE_COMMIT_KEYS and not two_phase_commit:
+            continue
+        if key in SHARE_GROUP_KEYS and not share_groups:
             continue
         spec = API_SPECS[key]
         out[key] = (_ADVERTISED_MIN.get(key, spec.min_version), advertised_max(key))
@@ -90,3 +107,4 @@ def advertised(two_phase_commit: bool = True) -> dict[ApiKey, tuple[int, int]]:
 
 
 DISABLED_MESSAGE = "the two-phase commit extension is off (transaction.two.phase.commit.enable=false)"
+SHARE_DISABLED_MESSAGE = "share groups are off (group.share.enable=false)"

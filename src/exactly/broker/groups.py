@@ -49,6 +49,7 @@ from exactly.broker.topic_manager import TopicManager
 from exactly.clock import Clock
 from exactly.errors import ErrorCode, KafkaError
 from exactly.group import ClientInfo, GroupConfig, GroupCoordinator, Parked, Result, build_batch
+from exactly.group.share.manager import ShareGroupSettings
 from exactly.protocol.messages.join_group import JoinGroupResponse
 from exactly.protocol.messages.list_groups import ListedGroup
 from exactly.protocol.messages.offset_commit import OffsetCommitResponse
@@ -107,6 +108,11 @@ class GroupService:
             ),
             clock,
             topics=topics.topic_image,
+            share=ShareGroupSettings(
+                session_timeout_ms=config.group_share_session_timeout_ms,
+                heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+                max_size=config.group_share_max_size,
+            ),
         )
         self.runtime = CoordinatorRuntime(
             OFFSETS_TOPIC,

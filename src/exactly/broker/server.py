@@ -38,6 +38,7 @@ from exactly.broker.metrics import BrokerCollector, LoopLag, Readiness, readines
 from exactly.broker.metrics_http import MetricsServer
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.scheduler import Scheduler
+from exactly.broker.shares import ShareService
 from exactly.broker.topic_manager import TopicManager, topic_log_config
 from exactly.broker.transactions import TRANSACTION_TOPIC, TransactionService
 from exactly.broker.txn_verifier import TransactionVerifier
@@ -137,6 +138,7 @@ class Broker:
         else:
             self.next_producer_id = ProducerIdManager(self.metadata).next_id
         self.groups = GroupService(self.config, self.replicas, self.topics, self.clock, self.scheduler)
+        self.shares = ShareService(self.config, self.replicas, self.topics, self.clock, self.scheduler)
         self.transactions = TransactionService(
             self.config,
             self.replicas,
@@ -312,6 +314,7 @@ class Broker:
             self.replicas.moves_wanted.set()
         self.scheduler.spawn(self._move_replicas())
         self.groups.start()  # loads __consumer_offsets before the broker listens
+        self.shares.start()  # loads __share_group_state (group.share.enable=true)
         self.transactions.start()  # loads __transaction_state, resumes marker writing
         for listener in self.config.listeners:
             try:
@@ -443,6 +446,7 @@ class Broker:
         await self.scheduler.stop()
         await self.transactions.stop()
         await self.groups.stop()
+        await self.shares.stop()
         self.replicas.flusher.close()
         self.replicas.logs.close()
         self.metadata.close()

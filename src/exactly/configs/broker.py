@@ -410,6 +410,65 @@ _DEFS = [
         Range(1),
     ),
     _ro(
+        "group.share.enable",
+        BOOLEAN,
+        "false",
+        "Share groups (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge and "
+        "the share group offset APIs are advertised and served, and share.version=1 is a finalized feature "
+        "(Kafka 4.1 turns them on with the share.version feature; they are a preview there).",
+    ),
+    _ro("group.share.session.timeout.ms", INT, "45000", "A share group member's session timeout.", Range(1)),
+    _ro(
+        "group.share.heartbeat.interval.ms",
+        INT,
+        "5000",
+        "A share group member's heartbeat interval.",
+        Range(1),
+    ),
+    _ro("group.share.max.size", INT, "200", "The most members of one share group.", Range(1, 1000)),
+    _ro(
+        "group.share.record.lock.duration.ms",
+        INT,
+        "30000",
+        "How long a record acquired by a share group member stays locked to it.",
+        Range(1000, 3600000),
+    ),
+    _ro(
+        "group.share.delivery.count.limit",
+        INT,
+        "5",
+        "Deliveries of one record to share group members before it is archived.",
+        Range(2, 10),
+    ),
+    _ro(
+        "group.share.partition.max.record.locks",
+        INT,
+        "200",
+        "The most in-flight records of one share partition.",
+        Range(100, 10000),
+    ),
+    _ro(
+        "share.auto.offset.reset",
+        STRING,
+        "latest",
+        "Where a share partition with no stored state starts: latest or earliest. Kafka's is a group config "
+        "(GROUP resource); exactly has it as the broker-wide value for every share group.",
+    ),
+    _ro(
+        "share.isolation.level",
+        STRING,
+        "read_uncommitted",
+        "read_committed: share groups never receive records of aborted or open transactions. Kafka's is a "
+        "group config (GROUP resource); exactly has it as the broker-wide value for every share group.",
+    ),
+    _ro(
+        "share.coordinator.state.topic.num.partitions",
+        INT,
+        "50",
+        "Partitions of __share_group_state (on creation).",
+        Range(1),
+    ),
+    _ro(
         "transaction.two.phase.commit.enable",
         BOOLEAN,
         "true",

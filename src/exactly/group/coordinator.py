@@ -11,6 +11,10 @@ It owns the groups, the timers and the offsets, and hands each operation to the 
   empty classic group becomes a consumer group on the first consumer-protocol join, an empty consumer
   group a classic one on the first classic JoinGroup; a non-empty group of the other type answers
   GROUP_ID_NOT_FOUND (ConsumerGroupHeartbeat) or INCONSISTENT_GROUP_PROTOCOL (JoinGroup).
+* `share/` — KIP-932 share groups (`ShareGroupManager`: ShareGroupHeartbeat, ShareGroupDescribe, the
+  `simple` assignor; membership in memory, no records). A share group id is never also a classic or
+  consumer group id: the other protocols' joins answer INCONSISTENT_GROUP_PROTOCOL / GROUP_ID_NOT_FOUND,
+  and a share heartbeat for a non-empty group of another type GROUP_ID_NOT_FOUND.
 * `offset_manager.py` — committed offsets (`OffsetManager`: OffsetCommit, TxnOffsetCommit,
   OffsetFetch, OffsetDelete, retention, replay of offset records and COMMIT/ABORT markers).
 * here — ListGroups, DescribeGroups, DeleteGroups and offset expiry (group-type independent, through
@@ -65,6 +69,7 @@ from exactly.group.deadlines import (
     Deadline,
     HeartbeatDeadline,
     RebalanceDeadline,
+    ShareSessionDeadline,
     SyncDeadline,
 )
 from exactly.group.group import Group
@@ -84,6 +89,8 @@ from exactly.group.records import (
     offset_value_fields,
 )
 from exactly.group.result import Parked, Result
+from exactly.group.share.group import SHARE_PROTOCOL_TYPE, ShareGroup
+from exactly.group.share.manager import ShareGroupManager, ShareGroupSettings
 from exactly.group.timers import Timers
 from exactly.protocol.messages.consumer_group_describe import DescribedGroup as ConsumerDescribedGroup
 from exactly.protocol.messages.consumer_group_heartbeat import (
@@ -99,6 +106,11 @@ from exactly.protocol.messages.list_groups import ListedGroup
 from exactly.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from exactly.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from exactly.protocol.messages.offset_fetch import OffsetFetchResponseGroup
+from exactly.protocol.messages.share_group_describe import DescribedGroup as ShareDescribedGroup
+from exactly.protocol.messages.share_group_heartbeat import (
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 from exactly.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from exactly.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from exactly.records.batch import RecordBatch
@@ -123,6 +135,7 @@ class GroupCoordinator:
         member_id_suffix: Callable[[], str] | None = None,
         topics: TopicImage | None = None,
         consumer_member_id: Callable[[], str] | None = None,
+        share: ShareGroupSettings | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -146,6 +159,10 @@ class GroupCoordinator:
             topics,
             member_id_factory=consumer_member_id,
         )
+        self.share_groups: dict[str, ShareGroup] = {}
+        self.share = ShareGroupManager(
+            share or ShareGroupSettings(), clock, self.share_groups, self.timers, topics
+        )
         self.offset_manager = OffsetManager(config, clock, _Directory(self))
         self.offsets = self.offset_manager.store  # committed and pending offsets (read-only here)
         self._unapplied = 0  # records handed out and not replayed yet
@@ -167,6 +184,8 @@ class GroupCoordinator:
             del self.groups[group_id]
         for group_id in [g for g in self.consumer_groups if leaving(g)]:
             del self.consumer_groups[group_id]
+        for group_id in [g for g in self.share_groups if leaving(g)]:
+            del self.share_groups[group_id]
         scheduled = self.timers.keys()
         for deadline in scheduled:
             if leaving(deadline.group_id):
@@ -199,6 +218,11 @@ class GroupCoordinator:
         come first; its offsets stay); a consumer group with members answers INCONSISTENT_GROUP_PROTOCOL
         (classic members inside a consumer group are not supported)."""
         self._require_applied()
+        if request.group_id in self.share_groups:
+            refused = JoinGroupResponse(
+                error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id
+            )
+            return Result(refused, request.group_id)
         consumer = self.consumer_groups.get(request.group_id)
         if consumer is None:
             return self._result(self.classic.join_group(client, request))
@@ -233,10 +257,34 @@ class GroupCoordinator:
         self, client: ClientInfo, request: ConsumerGroupHeartbeatRequest
     ) -> Result[ConsumerGroupHeartbeatResponse]:
         self._require_applied()
+        if request.group_id in self.share_groups:
+            message = f"Group {request.group_id} is not a consumer group."
+            refused = ConsumerGroupHeartbeatResponse(
+                error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=message
+            )
+            return Result(refused, request.group_id)
         return self._result(self.consumer.heartbeat(client, request))
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerDescribedGroup]:
         return [self.consumer.describe(group_id) for group_id in group_ids]
+
+    # --- share groups (`share.manager.ShareGroupManager`) ----------------------------------------------
+
+    def share_group_heartbeat(
+        self, client: ClientInfo, request: ShareGroupHeartbeatRequest
+    ) -> Result[ShareGroupHeartbeatResponse]:
+        self._require_applied()
+        other = self._group(request.group_id)
+        if other is not None and not other.is_empty:
+            message = f"Group {request.group_id} is not a share group."
+            refused = ShareGroupHeartbeatResponse(
+                error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=message
+            )
+            return Result(refused, request.group_id)
+        return self._result(self.share.heartbeat(client, request))
+
+    def share_group_describe(self, group_ids: list[str]) -> list[ShareDescribedGroup]:
+        return [self.share.describe(group_id) for group_id in group_ids]
 
     # --- offsets (`offset_manager.OffsetManager`) ------------------------------------------------------
 
@@ -291,6 +339,10 @@ class GroupCoordinator:
         wanted_states = {s.lower() for s in states or []}
         wanted_types = {t.lower() for t in types or []}
         listed = [g.as_listed_group() for g in self._all_groups()]
+        listed += [
+            ListedGroup(g.group_id, SHARE_PROTOCOL_TYPE, g.state.value, SHARE_PROTOCOL_TYPE)
+            for g in self.share_groups.values()
+        ]
         return [
             g
             for g in listed
@@ -306,6 +358,11 @@ class GroupCoordinator:
                 out.append(
                     DescribedGroup(ErrorCode.INVALID_GROUP_ID, None, group_id, ClassicGroupState.DEAD.value)
                 )
+            elif group_id in self.share_groups:
+                share = self.share_groups[group_id]
+                out.append(
+                    DescribedGroup(ErrorCode.NONE, None, group_id, share.state.value, SHARE_PROTOCOL_TYPE)
+                )
             elif group is None:
                 out.append(DescribedGroup(ErrorCode.NONE, None, group_id, ClassicGroupState.DEAD.value))
             else:
@@ -317,6 +374,12 @@ class GroupCoordinator:
         self._require_applied()
         if not group_id:
             return Result(DeletableGroupResult(group_id, ErrorCode.INVALID_GROUP_ID), group_id)
+        share = self.share_groups.get(group_id)
+        if share is not None:
+            code = ErrorCode.NON_EMPTY_GROUP if share.members else ErrorCode.NONE
+            if code == ErrorCode.NONE:
+                del self.share_groups[group_id]
+            return Result(DeletableGroupResult(group_id, code), group_id)
         group = self._group(group_id)
         if group is None:
             return Result(DeletableGroupResult(group_id, ErrorCode.GROUP_ID_NOT_FOUND), group_id)
@@ -385,6 +448,8 @@ class GroupCoordinator:
                 return self.consumer.on_session_deadline(group_id, member_id)
             case ConsumerRebalanceDeadline(group_id, member_id):
                 return self.consumer.on_rebalance_deadline(group_id, member_id)
+            case ShareSessionDeadline(group_id, member_id):
+                return self.share.on_session_deadline(group_id, member_id)
             case _:
                 assert_never(deadline)
 

@@ -17,6 +17,8 @@ passes. A later group type (KIP-848 consumer groups, KIP-932 share groups) adds 
   (group.consumer.session.timeout.ms from its last heartbeat): it is fenced when it passes.
 * `ConsumerRebalanceDeadline(group, member)` — a KIP-848 member that must revoke partitions
   (UNREVOKED_PARTITIONS) has its rebalance timeout to do so, or it is fenced.
+* `ShareSessionDeadline(group, member)` — a KIP-932 share group member's session
+  (group.share.session.timeout.ms from its last heartbeat): it is removed when it passes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "Deadline",
     "HeartbeatDeadline",
     "RebalanceDeadline",
+    "ShareSessionDeadline",
     "SyncDeadline",
 ]
 
@@ -61,6 +64,17 @@ class ConsumerRebalanceDeadline:
     member_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class ShareSessionDeadline:
+    group_id: str
+    member_id: str
+
+
 Deadline = (
-    HeartbeatDeadline | RebalanceDeadline | SyncDeadline | ConsumerSessionDeadline | ConsumerRebalanceDeadline
+    HeartbeatDeadline
+    | RebalanceDeadline
+    | SyncDeadline
+    | ConsumerSessionDeadline
+    | ConsumerRebalanceDeadline
+    | ShareSessionDeadline
 )

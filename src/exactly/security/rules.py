@@ -89,6 +89,13 @@ RULES: Mapping[ApiKey, Mapping[str, Need]] = MappingProxyType(
             "topic": _n(_T, _O.DESCRIBE, TOPIC_FAIL),
         },
         _A.CONSUMER_GROUP_DESCRIBE: {"group": _n(_G, _O.DESCRIBE, GROUP_FAIL)},
+        _A.SHARE_GROUP_HEARTBEAT: {
+            "group": _n(_G, _O.READ, GROUP_FAIL),
+            "topic": _n(_T, _O.DESCRIBE, TOPIC_FAIL),
+        },
+        _A.SHARE_GROUP_DESCRIBE: {"group": _n(_G, _O.DESCRIBE, GROUP_FAIL)},
+        _A.SHARE_FETCH: {"group": _n(_G, _O.READ, GROUP_FAIL), "topic": _n(_T, _O.READ, TOPIC_FAIL)},
+        _A.SHARE_ACKNOWLEDGE: {"group": _n(_G, _O.READ, GROUP_FAIL), "topic": _n(_T, _O.READ, TOPIC_FAIL)},
         _A.OFFSET_DELETE: {"group": _n(_G, _O.DELETE, GROUP_FAIL), "topic": _n(_T, _O.READ, TOPIC_FAIL)},
         _A.CREATE_TOPICS: {"cluster": _n(_C, _O.CREATE, TOPIC_FAIL), "topic": _n(_T, _O.CREATE, TOPIC_FAIL)},
         _A.DELETE_TOPICS: {"topic": _n(_T, _O.DELETE, TOPIC_FAIL)},

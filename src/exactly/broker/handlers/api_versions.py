@@ -24,12 +24,15 @@ from exactly.protocol.messages.api_versions import (
 )
 
 TRANSACTION_VERSION = "transaction.version"
+SHARE_VERSION = "share.version"  # KIP-932: 1 while group.share.enable is true
 SUPPORTED_TRANSACTION_VERSIONS = (0, 2)
 _FEATURES_EPOCH = 0
 _MIN_VERSION_ZERO_VERSION = 4  # KAFKA-17011: v3 cannot say min 0
 
 
-def add_features(response: ApiVersionsResponse, transaction_version: int, request_version: int) -> None:
+def add_features(
+    response: ApiVersionsResponse, transaction_version: int, request_version: int, share_version: int = 0
+) -> None:
     """Set the feature fields of a v3+ response (older versions do not encode them)."""
     low, high = SUPPORTED_TRANSACTION_VERSIONS
     if request_version < _MIN_VERSION_ZERO_VERSION and low == 0:
@@ -41,6 +44,9 @@ def add_features(response: ApiVersionsResponse, transaction_version: int, reques
         if transaction_version > 0
         else []
     )
+    if share_version > 0:
+        response.supported_features.append(SupportedFeatureKey(SHARE_VERSION, 1 if low > 0 else 0, 1))
+        response.finalized_features.append(FinalizedFeatureKey(SHARE_VERSION, share_version, share_version))
 
 
 @handler(ApiKey.API_VERSIONS)
@@ -48,6 +54,9 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
     from exactly.broker.connection import api_versions_body
 
     config = ctx.broker.config
-    response = api_versions_body(two_phase_commit=config.transaction_two_phase_commit_enable)
-    add_features(response, config.transaction_version, ctx.version)
+    share_groups = config.group_share_enable
+    response = api_versions_body(
+        two_phase_commit=config.transaction_two_phase_commit_enable, share_groups=share_groups
+    )
+    add_features(response, config.transaction_version, ctx.version, 1 if share_groups else 0)
     return response

@@ -14,6 +14,7 @@ from exactly.protocol.messages import (
     alter_configs,
     alter_partition_reassignments,
     alter_replica_log_dirs,
+    alter_share_group_offsets,
     alter_user_scram_credentials,
     api_versions,
     commit_batch,
@@ -25,6 +26,7 @@ from exactly.protocol.messages import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_offsets,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -34,6 +36,7 @@ from exactly.protocol.messages import (
     describe_log_dirs,
     describe_producers,
     describe_quorum,
+    describe_share_group_offsets,
     describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
@@ -61,6 +64,10 @@ from exactly.protocol.messages import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -121,6 +128,13 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
     PREPARE_TXN = 10000
     COMMIT_BATCH = 10001
     ABORT_BATCH = 10002
@@ -181,6 +195,13 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
     ApiKey.LIST_CONFIG_RESOURCES: list_config_resources,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions,
+    ApiKey.SHARE_GROUP_HEARTBEAT: share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: share_group_describe,
+    ApiKey.SHARE_FETCH: share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: delete_share_group_offsets,
     ApiKey.PREPARE_TXN: prepare_txn,
     ApiKey.COMMIT_BATCH: commit_batch,
     ApiKey.ABORT_BATCH: abort_batch,

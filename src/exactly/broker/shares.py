@@ -1,0 +1,340 @@
+"""The asyncio side of share groups' record delivery (KIP-932): ShareFetch, ShareAcknowledge, share
+sessions, acquisition-lock expiry and `__share_group_state`.
+
+A share partition (`exactly.group.share.partition.SharePartition`) lives on the leader of its topic
+partition, made on the first ShareFetch of its group: from the state stored in `__share_group_state`,
+or with no state from `share.auto.offset.reset` (latest: the high watermark; earliest: the log start).
+This service
+
+* keeps the share sessions (`exactly.group.share.session`) and the share partitions of this broker;
+* reads the log for a ShareFetch from the share partition's `fetch_offset()` (to the high watermark, or
+  the last stable offset under `share.isolation.level=read_committed`), lets the share partition
+  acquire, and returns the batches that hold acquired records; with nothing acquired it waits up to
+  MaxWaitMs for an append or a release (`FetchWakeups`);
+* applies acknowledgements (ShareAcknowledge, or carried by a ShareFetch) and persists the changed
+  partitions before answering; a closed or replaced session releases what its member held;
+* runs a timer over the acquisition locks: expired ones release their records (AVAILABLE, or ARCHIVED
+  at the delivery limit), persisted in the background, and wake parked fetches.
+
+Persistence (`exactly.group.share.records`): every change writes a full ShareSnapshot record of the
+share partition to its partition of `__share_group_state` (`abs(javaHash("group:topicId:partition")) %
+partitions`, Kafka's key), through a `CoordinatorRuntime`; at start-up the topic is replayed into a
+`ShareStateStore`. The share coordinator is this broker's own: in a cluster, a share partition whose
+state partition another broker leads cannot persist (its write fails and is logged; exactly has no
+Read/WriteShareGroupState RPCs yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from exactly.broker.config import BrokerConfig
+from exactly.broker.context import RequestContext
+from exactly.broker.coordinator_runtime import CoordinatorRuntime, DeadlineTimer
+from exactly.broker.guard import allowed
+from exactly.broker.replica_manager import ReplicaManager
+from exactly.broker.scheduler import Scheduler
+from exactly.broker.topic_manager import TopicManager
+from exactly.clock import Clock
+from exactly.errors import ErrorCode, KafkaError
+from exactly.group.partitioning import partition_for
+from exactly.group.share.partition import AckBatch, AcquiredRange, BatchKind, SharePartition, ShareState
+from exactly.group.share.reading import classify, delivered_bytes
+from exactly.group.share.records import (
+    SHARE_STATE_TOPIC,
+    SharePartitionKey,
+    ShareStateStore,
+    StoredShareState,
+    encode_key,
+    encode_value,
+)
+from exactly.group.share.session import ShareSession, ShareSessionCache
+from exactly.protocol.messages import ApiKey
+from exactly.records.batch import RecordBatch
+from exactly.records.builder import BatchBuilder
+from exactly.storage.log import Isolation
+
+__all__ = ["Acquired", "ShareService", "acknowledge_partitions", "resolve"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    """What one share partition gave a ShareFetch."""
+
+    records: bytes
+    ranges: list[AcquiredRange]
+
+
+def coordinator_key(key: SharePartitionKey) -> str:
+    """Kafka's `SharePartitionKey.asCoordinatorKey`: group:topicId:partition (the id as Kafka prints it)."""
+    printed = base64.urlsafe_b64encode(key.topic_id.bytes).rstrip(b"=").decode()
+    return f"{key.group_id}:{printed}:{key.partition}"
+
+
+class ShareService:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        topics: TopicManager,
+        clock: Clock,
+        scheduler: Scheduler,
+    ) -> None:
+        self._config = config
+        self._replicas = replicas
+        self._topics = topics
+        self._clock = clock
+        self._scheduler = scheduler
+        self.partitions: dict[SharePartitionKey, SharePartition] = {}
+        self.sessions = ShareSessionCache()
+        self.store = ShareStateStore()
+        self._stored: dict[SharePartitionKey, StoredShareState] = {}
+        self._topic_names: dict[SharePartitionKey, str] = {}
+        existing = topics.partitions(SHARE_STATE_TOPIC)
+        self.num_partitions = existing or config.share_coordinator_state_topic_num_partitions
+        self.runtime = CoordinatorRuntime(
+            SHARE_STATE_TOPIC,
+            self.num_partitions,
+            config.offsets_topic_segment_bytes,
+            replicas,
+            topics,
+            self._load,
+            self._unload,
+            replication_factor=config.offsets_topic_replication_factor,
+            min_isr=config.log.min_insync_replicas,
+        )
+        replicas.leadership_listeners.append(self.runtime.leadership_changed)
+        self._timer = DeadlineTimer("share partitions", self.next_deadline, self._tick, clock.monotonic_ms)
+        self._writes: set[asyncio.Task[None]] = set()
+
+    @property
+    def enabled(self) -> bool:
+        return self._config.group_share_enable
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if not self.enabled:
+            return
+        records, seconds = self.runtime.load_all()
+        log.info("loaded %d share partition states from %s in %.3f s", records, SHARE_STATE_TOPIC, seconds)
+        self._scheduler.spawn(self._timer.run())
+
+    async def stop(self) -> None:
+        for task in list(self._writes):
+            task.cancel()
+        await asyncio.gather(*self._writes, return_exceptions=True)
+
+    def _load(self, partition: int, batches: Iterator[RecordBatch]) -> int:
+        count = 0
+        for batch in batches:
+            if batch.is_control:
+                continue
+            for record in batch.records():
+                if record.key is None:
+                    continue
+                self.store.replay(bytes(record.key), None if record.value is None else bytes(record.value))
+                count += 1
+        return count
+
+    def _unload(self, partition: int) -> None:
+        self.store.forget(lambda key: self.state_partition(key) == partition)
+
+    def state_partition(self, key: SharePartitionKey) -> int:
+        return partition_for(coordinator_key(key), self.num_partitions)
+
+    # --- share partitions --------------------------------------------------------------------------------
+
+    def share_partition(self, key: SharePartitionKey, topic: str) -> SharePartition:
+        """The share partition, made from its stored state or `share.auto.offset.reset` on first use.
+        KafkaError NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION when this broker cannot serve it."""
+        found = self._replicas.partition(topic, key.partition)
+        if found is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{key.partition} is not here")
+        if not found.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{key.partition} is led elsewhere")
+        share = self.partitions.get(key)
+        if share is None:
+            stored = self.store.get(key)
+            if stored is not None:
+                state = stored.state
+                self._stored[key] = stored
+            elif self._config.share_auto_offset_reset == "earliest":
+                state = ShareState(found.log_start_offset)
+            else:
+                state = ShareState(found.high_watermark)
+            share = SharePartition(
+                state,
+                delivery_limit=self._config.group_share_delivery_count_limit,
+                lock_duration_ms=self._config.group_share_record_lock_duration_ms,
+                max_in_flight=self._config.group_share_partition_max_record_locks,
+            )
+            self.partitions[key] = share
+            self._topic_names[key] = topic
+            log.info("%s: share partition from offset %d", key, share.start_offset)
+        if share.start_offset < found.log_start_offset:
+            share.advance_start_to(found.log_start_offset)
+        return share
+
+    def acquire(
+        self, key: SharePartitionKey, topic: str, member_id: str, max_records: int, max_bytes: int
+    ) -> Acquired:
+        share = self.share_partition(key, topic)
+        if not share.can_acquire():
+            return Acquired(b"", [])
+        found = self._replicas.online_partition(topic, key.partition)
+        committed = self._config.share_isolation_level == "read_committed"
+        isolation = Isolation.READ_COMMITTED if committed else Isolation.READ_UNCOMMITTED
+        data = found.read(share.fetch_offset(), max_bytes, isolation, min_one_message=True)
+        if not data.records:
+            return Acquired(b"", [])
+        batches = classify(data.records, data.aborted_transactions if committed else None)
+        ranges = share.acquire(member_id, batches, max_records, self._clock.monotonic_ms())
+        self._timer.kick()
+        if any(b.kind is not BatchKind.DATA for b in batches):
+            self._persist_later(key)  # archived markers / aborted records moved SPSO
+        return Acquired(delivered_bytes(data.records, ranges), ranges)
+
+    async def acknowledge(
+        self, key: SharePartitionKey, topic: str, member_id: str, acks: list[AckBatch]
+    ) -> ErrorCode:
+        try:
+            share = self.share_partition(key, topic)
+        except KafkaError as e:
+            return e.code
+        code = share.acknowledge(member_id, acks)
+        if code == ErrorCode.NONE:
+            self._replicas.wakeups.appended()  # released records may be fetched again
+            try:
+                await self.persist(key)
+            except KafkaError as e:
+                log.warning("%s: share state not persisted: %s", key, e)
+        return code
+
+    # --- sessions ----------------------------------------------------------------------------------------
+
+    def release_session(self, session: ShareSession) -> None:
+        """A closed, replaced or evicted session: its member's acquired records go back."""
+        for topic_id, index in session.partitions:
+            key = SharePartitionKey(session.group_id, topic_id, index)
+            share = self.partitions.get(key)
+            if share is not None and share.release_member(session.member_id):
+                self._persist_later(key)
+        self._replicas.wakeups.appended()
+
+    # --- persistence -------------------------------------------------------------------------------------
+
+    async def persist(self, key: SharePartitionKey) -> None:
+        """Write the share partition's state to `__share_group_state` and wait until it is durable."""
+        share = self.partitions.get(key)
+        if share is None:
+            return
+        await self.runtime.ensure_topic()
+        now = self._clock.milliseconds()
+        previous = self._stored.get(key)
+        stored = StoredShareState(
+            share.snapshot(),
+            snapshot_epoch=(previous.snapshot_epoch + 1) & 0xFFFF if previous else 0,
+            state_epoch=previous.state_epoch if previous else 0,
+            leader_epoch=max(0, self._leader_epoch(key)),
+            create_timestamp=previous.create_timestamp if previous else now,
+            write_timestamp=now,
+        )
+        builder = BatchBuilder()
+        builder.append(now, encode_key(key), encode_value(stored))
+        partition = self.state_partition(key)
+        self._stored[key] = stored
+        self.store.states[key] = stored
+        await self.runtime.write(partition, builder.build(), f"share state of {key}")
+
+    def _leader_epoch(self, key: SharePartitionKey) -> int:
+        topic = self._topic_names.get(key)
+        found = self._replicas.partition(topic, key.partition) if topic is not None else None
+        return found.leader_epoch if found is not None else 0
+
+    def _persist_later(self, key: SharePartitionKey) -> None:
+        async def write() -> None:
+            try:
+                await self.persist(key)
+            except KafkaError as e:
+                log.warning("%s: share state not persisted: %s", key, e)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    # --- acquisition locks -------------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        deadlines = [d for s in self.partitions.values() if (d := s.next_lock_deadline()) is not None]
+        return min(deadlines) if deadlines else None
+
+    def _tick(self, now: int) -> None:
+        released = False
+        for key, share in self.partitions.items():
+            if share.expire_locks(now):
+                released = True
+                self._persist_later(key)
+        if released:
+            self._replicas.wakeups.appended()
+
+    def reset(self, key: SharePartitionKey, start_offset: int) -> None:
+        """AlterShareGroupOffsets on this broker's share partition (the group has no members)."""
+        share = self.partitions.get(key)
+        if share is not None:
+            share.reset(start_offset)
+        else:
+            self.store.states[key] = StoredShareState(ShareState(start_offset))
+
+    def forget(self, key: SharePartitionKey) -> None:
+        self.partitions.pop(key, None)
+        self.store.states.pop(key, None)
+        self._stored.pop(key, None)
+
+    def start_offset(self, key: SharePartitionKey) -> int:
+        share = self.partitions.get(key)
+        if share is not None:
+            return share.start_offset
+        stored = self.store.get(key)
+        return stored.state.start_offset if stored is not None else -1
+
+    @staticmethod
+    def topic_key(group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartitionKey:
+        return SharePartitionKey(group_id, topic_id, partition)
+
+
+def resolve(ctx: RequestContext, api: ApiKey, topic_id: uuid.UUID) -> tuple[str | None, ErrorCode]:
+    """A topic id's name, or why it cannot be served: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED."""
+    info = ctx.broker.metadata.by_id(topic_id)
+    if info is None:
+        return None, ErrorCode.UNKNOWN_TOPIC_ID
+    if not allowed(ctx, api, "topic", info.name):
+        return None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return info.name, ErrorCode.NONE
+
+
+async def acknowledge_partitions(
+    ctx: RequestContext,
+    api: ApiKey,
+    group_id: str,
+    member_id: str,
+    acks: dict[tuple[uuid.UUID, int], list[tuple[int, int, list[int]]]],
+) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    """Apply each partition's acknowledgement batches (first, last, types): its error code."""
+    out: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    for (topic_id, index), batches in acks.items():
+        name, error = resolve(ctx, api, topic_id)
+        if name is None:
+            out[(topic_id, index)] = error
+            continue
+        key = SharePartitionKey(group_id, topic_id, index)
+        wanted = [AckBatch(first, last, tuple(types)) for first, last, types in batches]
+        out[(topic_id, index)] = await ctx.broker.shares.acknowledge(key, name, member_id, wanted)
+    return out

@@ -1,0 +1,391 @@
+"""A share partition: what one share group (KIP-932) knows about one topic partition it consumes.
+
+Members of a share group do not own partitions; they *acquire* records. The share partition is the
+bookkeeping that makes this safe, kept by the partition's leader (Kafka's `SharePartition`): a window of
+in-flight offsets from the share-partition start offset (SPSO, the first offset not yet in a terminal
+state) to the share-partition end offset (SPEO, the last offset fetched into the window), one state per
+offset. Everything below SPSO is done; everything above SPEO has never been delivered.
+
+Record states (Kafka's `RecordState` codes, which are also what `__share_group_state` stores):
+
+    AVAILABLE 0     may be acquired by any member
+    ACQUIRED 1      delivered to one member, locked until it acknowledges or its lock expires
+    ACKNOWLEDGED 2  terminal: consumed (ACCEPT)
+    ARCHIVED 4      terminal: rejected, out of deliveries, or no deliverable record at that offset
+
+Transition table (`TRANSITIONS`; `limit` is the delivery count limit, `count` the offset's deliveries):
+
+    state       event         next state                        why
+    AVAILABLE   ACQUIRE       ACQUIRED (count + 1, locked)      a ShareFetch delivers it to one member
+    ACQUIRED    ACCEPT        ACKNOWLEDGED                      the member processed it
+    ACQUIRED    RELEASE       AVAILABLE, ARCHIVED at limit      the member gives it back
+    ACQUIRED    REJECT        ARCHIVED                          the member cannot process it: never again
+    ACQUIRED    GAP           ARCHIVED                          the member found no record at that offset
+    ACQUIRED    LOCK_EXPIRED  AVAILABLE, ARCHIVED at limit      the member did not answer within the lock
+    ACQUIRED    MEMBER_GONE   AVAILABLE, ARCHIVED at limit      its share session closed or was evicted
+
+Anything else is refused: an acknowledgement of an offset that is not ACQUIRED by the member sending it
+is INVALID_RECORD_STATE, and nothing leaves a terminal state (except `reset`: AlterShareGroupOffsets).
+
+Offsets enter the window when a fetch reads past SPEO (`acquire`): data records as ACQUIRED, offsets
+that hold no deliverable record — control batches (transaction markers), batches of aborted
+transactions under read_committed, holes left by compaction — straight as ARCHIVED. SPSO then moves
+forward over every terminal offset at the front of the window, so the window only holds what still
+needs work; its size (SPEO - SPSO + 1) never exceeds `max_in_flight`
+(`group.share.partition.max.record.locks`), and acquisition stops there.
+
+The persistent form (`ShareState`) is SPSO plus the window as ranges of (state, delivery count), with
+ACQUIRED written as AVAILABLE: after a restart an acquired record is delivered again, its delivery
+counted (Kafka's share coordinator stores only states 0, 2 and 4 the same way).
+
+Pure and synchronous: time comes in as `now` (monotonic ms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+
+from exactly.errors import ErrorCode
+
+__all__ = [
+    "TRANSITIONS",
+    "AckBatch",
+    "AckType",
+    "AcquiredRange",
+    "BatchKind",
+    "Event",
+    "FetchedBatch",
+    "RecordState",
+    "SharePartition",
+    "ShareState",
+    "StateBatch",
+]
+
+
+class RecordState(IntEnum):
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+class AckType(IntEnum):
+    """The acknowledge types of ShareFetch / ShareAcknowledge (v1)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+
+class Event(Enum):
+    ACQUIRE = "acquire"
+    ACCEPT = "accept"
+    RELEASE = "release"
+    REJECT = "reject"
+    GAP = "gap"
+    LOCK_EXPIRED = "lock expired"
+    MEMBER_GONE = "member gone"
+
+
+_RETURN = RecordState.AVAILABLE  # back for redelivery, or ARCHIVED once the delivery limit is reached
+
+TRANSITIONS: dict[tuple[RecordState, Event], RecordState] = {
+    (RecordState.AVAILABLE, Event.ACQUIRE): RecordState.ACQUIRED,
+    (RecordState.ACQUIRED, Event.ACCEPT): RecordState.ACKNOWLEDGED,
+    (RecordState.ACQUIRED, Event.RELEASE): _RETURN,
+    (RecordState.ACQUIRED, Event.REJECT): RecordState.ARCHIVED,
+    (RecordState.ACQUIRED, Event.GAP): RecordState.ARCHIVED,
+    (RecordState.ACQUIRED, Event.LOCK_EXPIRED): _RETURN,
+    (RecordState.ACQUIRED, Event.MEMBER_GONE): _RETURN,
+}
+
+_ACK_EVENTS = {
+    AckType.GAP: Event.GAP,
+    AckType.ACCEPT: Event.ACCEPT,
+    AckType.RELEASE: Event.RELEASE,
+    AckType.REJECT: Event.REJECT,
+}
+
+
+class BatchKind(Enum):
+    DATA = "data"  # records a member may consume
+    CONTROL = "control"  # transaction markers
+    ABORTED = "aborted"  # a batch of an aborted transaction, read under read_committed
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedBatch:
+    """One batch a fetch read from the log, as the share partition needs to see it."""
+
+    base_offset: int
+    last_offset: int
+    kind: BatchKind
+
+
+@dataclass(frozen=True, slots=True)
+class AcquiredRange:
+    """ShareFetch's AcquiredRecords entry: offsets first..last, acquired at this delivery count."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AckBatch:
+    """An AcknowledgementBatch: one type for the whole range, or one per offset."""
+
+    first_offset: int
+    last_offset: int
+    types: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StateBatch:
+    """A persisted range of the window (ShareSnapshotValue's StateBatches)."""
+
+    first_offset: int
+    last_offset: int
+    state: RecordState
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareState:
+    """What survives a restart: SPSO and the window (never ACQUIRED: written as AVAILABLE)."""
+
+    start_offset: int
+    batches: tuple[StateBatch, ...] = ()
+
+
+@dataclass(slots=True)
+class _InFlight:
+    state: RecordState
+    delivery_count: int
+    member_id: str | None = None  # the holder while ACQUIRED
+    lock_deadline: int = 0  # while ACQUIRED
+
+
+class SharePartition:
+    def __init__(
+        self,
+        state: ShareState,
+        *,
+        delivery_limit: int = 5,
+        lock_duration_ms: int = 30_000,
+        max_in_flight: int = 2000,
+    ) -> None:
+        self.delivery_limit = delivery_limit
+        self.lock_duration_ms = lock_duration_ms
+        self.max_in_flight = max_in_flight
+        self._records: dict[int, _InFlight] = {}
+        self.start_offset = state.start_offset
+        self.end_offset = state.start_offset - 1
+        for batch in state.batches:
+            persisted = RecordState.AVAILABLE if batch.state == RecordState.ACQUIRED else batch.state
+            for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
+                self._fill_to(offset - 1)
+                self._records[offset] = _InFlight(persisted, batch.delivery_count)
+                self.end_offset = offset
+        self._advance()
+
+    # --- reading -----------------------------------------------------------------------------------------
+
+    def state_of(self, offset: int) -> RecordState | None:
+        """The offset's state; None above SPEO (never fetched). Below SPSO it is terminal."""
+        if offset < self.start_offset:
+            return RecordState.ACKNOWLEDGED
+        record = self._records.get(offset)
+        return record.state if record is not None else None
+
+    def delivery_count(self, offset: int) -> int:
+        record = self._records.get(offset)
+        return record.delivery_count if record is not None else 0
+
+    def holder(self, offset: int) -> str | None:
+        record = self._records.get(offset)
+        return record.member_id if record is not None and record.state == RecordState.ACQUIRED else None
+
+    @property
+    def in_flight(self) -> int:
+        """Offsets in the window (SPEO - SPSO + 1)."""
+        return self.end_offset - self.start_offset + 1
+
+    def fetch_offset(self) -> int:
+        """Where the next fetch should read from: the first AVAILABLE offset, else past SPEO."""
+        for offset in range(self.start_offset, self.end_offset + 1):
+            if self._records[offset].state == RecordState.AVAILABLE:
+                return offset
+        return self.end_offset + 1
+
+    def can_acquire(self) -> bool:
+        """Something could be acquired now: an AVAILABLE offset, or room in the window for new ones."""
+        return self.fetch_offset() <= self.end_offset or self.in_flight < self.max_in_flight
+
+    def next_lock_deadline(self) -> int | None:
+        deadlines = [r.lock_deadline for r in self._records.values() if r.state == RecordState.ACQUIRED]
+        return min(deadlines) if deadlines else None
+
+    def acquired_by(self, member_id: str) -> list[int]:
+        return sorted(
+            o
+            for o, r in self._records.items()
+            if r.state == RecordState.ACQUIRED and r.member_id == member_id
+        )
+
+    # --- transitions -------------------------------------------------------------------------------------
+
+    def acquire(
+        self, member_id: str, batches: Iterable[FetchedBatch], max_records: int, now: int
+    ) -> list[AcquiredRange]:
+        """Acquire for `member_id` what `batches` (read from `fetch_offset()`, in log order) hold:
+        AVAILABLE offsets in the window and new offsets past SPEO, whole batches until `max_records`
+        are acquired, never growing the window past `max_in_flight`."""
+        acquired: list[tuple[int, int]] = []  # (offset, delivery count)
+        deadline = now + self.lock_duration_ms
+        for batch in batches:
+            if len(acquired) >= max(max_records, 1):
+                break
+            first = max(batch.base_offset, self.start_offset)
+            for offset in range(first, batch.last_offset + 1):
+                if offset > self.end_offset:
+                    if offset - self.start_offset + 1 > self.max_in_flight:
+                        break
+                    self._fill_to(offset - 1)
+                    if batch.kind is not BatchKind.DATA:
+                        self._records[offset] = _InFlight(RecordState.ARCHIVED, 0)
+                        self.end_offset = offset
+                        continue
+                    self._records[offset] = _InFlight(RecordState.AVAILABLE, 0)
+                    self.end_offset = offset
+                record = self._records[offset]
+                if batch.kind is not BatchKind.DATA or record.state != RecordState.AVAILABLE:
+                    continue
+                if record.delivery_count >= self.delivery_limit:
+                    record.state = RecordState.ARCHIVED
+                    continue
+                record.state = TRANSITIONS[(RecordState.AVAILABLE, Event.ACQUIRE)]
+                record.delivery_count += 1
+                record.member_id = member_id
+                record.lock_deadline = deadline
+                acquired.append((offset, record.delivery_count))
+        self._advance()
+        return _ranges(acquired)
+
+    def acknowledge(self, member_id: str, acks: Sequence[AckBatch]) -> ErrorCode:
+        """Apply a member's acknowledgements, all or nothing: INVALID_REQUEST for a malformed batch,
+        INVALID_RECORD_STATE when an offset is not ACQUIRED by this member (a GAP for an offset that is
+        already ARCHIVED is accepted: the window archived it as holding no record)."""
+        planned: list[tuple[int, Event]] = []
+        for ack in acks:
+            count = ack.last_offset - ack.first_offset + 1
+            if count < 1 or len(ack.types) not in (1, count):
+                return ErrorCode.INVALID_REQUEST
+            if any(t not in _ACK_EVENTS for t in ack.types):
+                return ErrorCode.INVALID_REQUEST
+            for i, offset in enumerate(range(ack.first_offset, ack.last_offset + 1)):
+                kind = AckType(ack.types[0] if len(ack.types) == 1 else ack.types[i])
+                record = self._records.get(offset)
+                if kind == AckType.GAP and (record is None or record.state == RecordState.ARCHIVED):
+                    if offset > self.end_offset:
+                        return ErrorCode.INVALID_RECORD_STATE
+                    continue
+                if record is None or record.state != RecordState.ACQUIRED or record.member_id != member_id:
+                    return ErrorCode.INVALID_RECORD_STATE
+                planned.append((offset, _ACK_EVENTS[kind]))
+        for offset, event in planned:
+            self._transition(self._records[offset], event)
+        self._advance()
+        return ErrorCode.NONE
+
+    def expire_locks(self, now: int) -> int:
+        """Acquisition locks that ended by `now` give their records back; returns how many."""
+        expired = [
+            r for r in self._records.values() if r.state == RecordState.ACQUIRED and r.lock_deadline <= now
+        ]
+        for record in expired:
+            self._transition(record, Event.LOCK_EXPIRED)
+        self._advance()
+        return len(expired)
+
+    def release_member(self, member_id: str) -> int:
+        """The member's share session ended: what it holds goes back; returns how many."""
+        held = [
+            r for r in self._records.values() if r.state == RecordState.ACQUIRED and r.member_id == member_id
+        ]
+        for record in held:
+            self._transition(record, Event.MEMBER_GONE)
+        self._advance()
+        return len(held)
+
+    def advance_start_to(self, offset: int) -> None:
+        """The log no longer has anything below `offset` (retention, DeleteRecords): SPSO moves there."""
+        if offset <= self.start_offset:
+            return
+        for o in range(self.start_offset, min(offset, self.end_offset + 1)):
+            del self._records[o]
+        self.start_offset = offset
+        self.end_offset = max(self.end_offset, offset - 1)
+
+    def reset(self, start_offset: int) -> None:
+        """AlterShareGroupOffsets: start again from `start_offset` with an empty window."""
+        self._records.clear()
+        self.start_offset = start_offset
+        self.end_offset = start_offset - 1
+
+    def snapshot(self) -> ShareState:
+        """The persistent form: SPSO and the window in ranges, ACQUIRED written as AVAILABLE."""
+        batches: list[StateBatch] = []
+        for offset in range(self.start_offset, self.end_offset + 1):
+            record = self._records[offset]
+            state = RecordState.AVAILABLE if record.state == RecordState.ACQUIRED else record.state
+            last = batches[-1] if batches else None
+            if (
+                last is not None
+                and last.last_offset == offset - 1
+                and last.state == state
+                and last.delivery_count == record.delivery_count
+            ):
+                batches[-1] = StateBatch(last.first_offset, offset, state, last.delivery_count)
+            else:
+                batches.append(StateBatch(offset, offset, state, record.delivery_count))
+        return ShareState(self.start_offset, tuple(batches))
+
+    # --- internals ---------------------------------------------------------------------------------------
+
+    def _transition(self, record: _InFlight, event: Event) -> None:
+        next_state = TRANSITIONS[(record.state, event)]
+        if next_state == _RETURN and record.delivery_count >= self.delivery_limit:
+            next_state = RecordState.ARCHIVED
+        record.state = next_state
+        record.member_id = None
+        record.lock_deadline = 0
+
+    def _fill_to(self, offset: int) -> None:
+        """Offsets between SPEO and `offset` hold no record (compaction, a transaction marker's slot)."""
+        for o in range(self.end_offset + 1, offset + 1):
+            self._records[o] = _InFlight(RecordState.ARCHIVED, 0)
+        self.end_offset = max(self.end_offset, offset)
+
+    def _advance(self) -> None:
+        while self.start_offset <= self.end_offset and self._records[self.start_offset].state.terminal:
+            del self._records[self.start_offset]
+            self.start_offset += 1
+
+
+def _ranges(acquired: list[tuple[int, int]]) -> list[AcquiredRange]:
+    out: list[AcquiredRange] = []
+    for offset, count in acquired:
+        last = out[-1] if out else None
+        if last is not None and last.last_offset == offset - 1 and last.delivery_count == count:
+            out[-1] = AcquiredRange(last.first_offset, offset, count)
+        else:
+            out.append(AcquiredRange(offset, offset, count))
+    return out
