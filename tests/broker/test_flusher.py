@@ -6,6 +6,8 @@ import asyncio
 import threading
 from pathlib import Path
 
+import pytest
+
 from exactly.broker.flusher import GROUP_SYNC_MIN_LOGS, Flusher
 from exactly.storage import files
 from exactly.storage.log import PartitionLog
@@ -82,3 +84,32 @@ def test_synced_together_defers_only_its_own_threads_fsyncs(tmp_path: Path) -> N
         files.close_fsync_ledger()
     assert seen == [False]
     assert not files.deferring()
+
+
+def test_worker_threads_hand_back_results_and_errors_and_close_joins_them() -> None:
+    """The flusher's own threads (`_Workers`): a result and an exception reach the awaiting coroutine, a
+    waiter that gave up is skipped, and close() lets submitted work finish before joining."""
+    from exactly.broker.flusher import _Workers
+
+    workers = _Workers(2)
+    finished: list[int] = []
+
+    def fail() -> None:
+        raise ValueError("disk on fire")
+
+    def slow(n: int) -> int:
+        finished.append(n)
+        return n * 2
+
+    async def run() -> None:
+        assert await workers.submit(slow, 21) == 42
+        with pytest.raises(ValueError, match="disk on fire"):
+            await workers.submit(fail)
+        abandoned = workers.submit(slow, 1)
+        abandoned.cancel()
+        assert await asyncio.gather(*(workers.submit(slow, n) for n in range(5))) == [0, 2, 4, 6, 8]
+
+    asyncio.run(run())
+    workers.close()
+    assert sorted(finished) == [0, 1, 1, 2, 3, 4, 21]
+    assert not any(t.is_alive() for t in workers._threads)

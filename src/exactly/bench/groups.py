@@ -11,7 +11,8 @@
    * confluent-kafka: N `Consumer`s subscribed in one process (range assignor), timed from the new
      consumer's `subscribe()` to the last `on_assign` callback.
 2. OffsetCommit requests/s — `--committers` connections commit one partition each of one group, one
-   request in flight per connection, every commit fsynced before it is acknowledged (group commit).
+   request in flight per connection, every commit fsynced before it is acknowledged (group commit);
+   with the broker's CPU time (/proc/PID/stat utime + stime) per request.
 3. Coordinator load time — `--load-records` OffsetCommit records (100 per batch) written to a
    `__consumer_offsets` partition, then replayed by a fresh `GroupCoordinator` as at broker start-up:
    once with every key distinct, once with each key committed 100 times.
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exactly.bench.broker import cpu_seconds
 from exactly.client.connection import ConnectionClosedError, KafkaConnection, RequestPipeline
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.heartbeat import HeartbeatRequest
@@ -298,7 +300,8 @@ def _client_rebalances(bootstrap: str, members: int, rounds: int, heartbeat_ms: 
 # --- OffsetCommit throughput --------------------------------------------------------------------------
 
 
-def _commit_throughput(port: int, committers: int, seconds: float) -> tuple[float, list[float]]:
+def _commit_throughput(port: int, committers: int, seconds: float) -> tuple[float, list[float], int]:
+    """(requests/s, the latency of every 10th request of each committer, requests)"""
     counts = [0] * committers
     latencies: list[float] = []
     stop_at = time.perf_counter() + seconds
@@ -335,7 +338,7 @@ def _commit_throughput(port: int, committers: int, seconds: float) -> tuple[floa
         t.start()
     for t in threads:
         t.join()
-    return sum(counts) / (time.perf_counter() - start), latencies
+    return sum(counts) / (time.perf_counter() - start), latencies, sum(counts)
 
 
 # --- load time ----------------------------------------------------------------------------------------
@@ -403,6 +406,7 @@ class GroupsResult:
     committers: int
     commit_requests_s: float
     commit_latencies: tuple[float, ...]  # every 10th request of each committer
+    commit_broker_cpu_ms: float  # the broker's CPU time (utime + stime) per OffsetCommit request
     loads: tuple[LoadRun, ...]
 
 
@@ -434,7 +438,9 @@ def measure(
             if not skip_clients:
                 for n in members:
                     clients.append((n, tuple(_client_rebalances(broker.bootstrap, n, rounds, heartbeat_ms))))
-            rate, commit_latencies = _commit_throughput(broker.port, committers, commit_seconds)
+            cpu = cpu_seconds(broker.pid)
+            rate, commit_latencies, commits = _commit_throughput(broker.port, committers, commit_seconds)
+            commit_cpu_ms = (cpu_seconds(broker.pid) - cpu) / max(1, commits) * 1e3
         finally:
             broker.stop()
         for label, distinct in (
@@ -453,6 +459,7 @@ def measure(
         committers=committers,
         commit_requests_s=rate,
         commit_latencies=tuple(commit_latencies),
+        commit_broker_cpu_ms=commit_cpu_ms,
         loads=tuple(loads),
     )
 
@@ -489,7 +496,7 @@ def main(argv: list[str] | None = None) -> GroupsResult:
     ms = sorted(v * 1000 for v in result.commit_latencies)
     print(
         f"   {result.commit_requests_s:,.0f} requests/s; latency p50 {statistics.median(ms):.2f} ms, "
-        f"p99 {ms[int(len(ms) * 0.99)]:.2f} ms"
+        f"p99 {ms[int(len(ms) * 0.99)]:.2f} ms; broker CPU {result.commit_broker_cpu_ms:.3f} ms per request"
     )
     print(f"\n3. coordinator load time ({args.load_records:,} OffsetCommit records, 100 per batch)")
     for load in result.loads:

@@ -117,6 +117,8 @@ class MarkerChannel:
                 if destination is None:
                     destination = self._destinations[broker] = _Destination(self, broker)
                 waits.append(destination.enqueue(markers, group))
+        if len(waits) == 1 and not codes:  # one destination (always, on one broker): no task for it
+            return await waits[0]
         for answer in await asyncio.gather(*waits):
             codes.update(answer)
         return codes

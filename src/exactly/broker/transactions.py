@@ -47,7 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -107,6 +107,40 @@ _ADD_ERRORS = {
 class _Turn:
     lock: asyncio.Lock
     users: int = 0
+
+
+class _TurnOf:
+    """`async with` the turn of one key: waits for the key's earlier requests (FIFO), and forgets the key
+    when its last user leaves. A plain class: every coordinator request enters one, and a generator-based
+    context manager cost more than the uncontended lock."""
+
+    __slots__ = ("_key", "_turn", "_turns")
+
+    def __init__(self, key: str, turns: dict[str, _Turn]) -> None:
+        turn = turns.get(key)
+        if turn is None:
+            turn = turns[key] = _Turn(asyncio.Lock())
+        turn.users += 1
+        self._key = key
+        self._turn = turn
+        self._turns = turns
+
+    async def __aenter__(self) -> None:
+        try:
+            await self._turn.lock.acquire()
+        except BaseException:
+            self._leave()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._turn.lock.release()
+        self._leave()
+
+    def _leave(self) -> None:
+        turn = self._turn
+        turn.users -= 1
+        if not turn.users:
+            del self._turns[self._key]
 
 
 class TransactionService:
@@ -325,22 +359,10 @@ class TransactionService:
                     async with asyncio.timeout_at(deadline):
                         await self._next_transition(result.transactional_id)
 
-    @contextlib.asynccontextmanager
-    async def _turn(self, key: str, turns: dict[str, _Turn] | None = None) -> AsyncIterator[None]:
+    def _turn(self, key: str, turns: dict[str, _Turn] | None = None) -> _TurnOf:
         """Wait for the key's (an id's, or in `turns` a query's) earlier requests to finish (FIFO; no
         wait, so no reordering, when idle)."""
-        turns = self._turns if turns is None else turns
-        turn = turns.get(key)
-        if turn is None:
-            turn = turns[key] = _Turn(asyncio.Lock())
-        turn.users += 1
-        try:
-            async with turn.lock:
-                yield
-        finally:
-            turn.users -= 1
-            if not turn.users:
-                del turns[key]
+        return _TurnOf(key, self._turns if turns is None else turns)
 
     def _trace(self, what: str, result: TxnResult) -> None:
         txn = self.coordinator.transactions.get(result.transactional_id)

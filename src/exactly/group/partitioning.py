@@ -5,11 +5,16 @@ Kafka's `GroupCoordinatorShard`/`TransactionStateManager.partitionFor`: Java's `
 Integer.MIN_VALUE to 0 instead of overflowing), modulo the partition count. The same formula places
 group ids in `__consumer_offsets` and transactional ids in `__transaction_state`, so a pipeline moved
 between exactly and Kafka keeps its keys in the same partitions.
+
+Every request of a coordinator asks for its key's partition, several times (ownership, append, apply),
+and the hash is a Python loop over the key's UTF-16 units: `partition_for` remembers its answers for
+the keys in use (a bounded cache; the function is pure).
 """
 
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 
 __all__ = ["java_string_hash", "partition_for"]
 
@@ -25,6 +30,7 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= (1 << 31) else h
 
 
+@lru_cache(maxsize=1 << 16)
 def partition_for(key: str, partitions: int) -> int:
     h = java_string_hash(key)
     return (0 if h == _INT_MIN else abs(h)) % partitions
