@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from exactly.bench.figures import Figure, Sheet
+from exactly.bench.figures import NO_SPREAD, Figure, Sheet, Stat
 
 MB = 1e6
 
@@ -132,9 +132,10 @@ class BoundFigures:
 
 
 def figure(
-    key: str, label: str, stat: tuple[float, str], unit: str, sheet: Sheet, versus: str = ""
+    key: str, label: str, stat: Stat | tuple[float, str], unit: str, sheet: Sheet, versus: str = ""
 ) -> Figure:
-    return Figure(key, label, stat[0], unit, stat[1], sheet.file, versus)
+    spread = stat.spread if isinstance(stat, Stat) else NO_SPREAD
+    return Figure(key, label, stat[0], unit, stat[1], sheet.file, versus, spread)
 
 
 def times(value: float, bound: float, name: str) -> str:

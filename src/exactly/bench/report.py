@@ -33,7 +33,7 @@ from pathlib import Path
 
 from exactly.bench import plan as plans
 from exactly.bench import suite
-from exactly.bench.figures import Figure, Section, SectionStatus, Sheet, fmt, percentile
+from exactly.bench.figures import Figure, Section, SectionStatus, Sheet, figure_table, fmt, percentile
 from exactly.bench.machine import Machine, describe_machine, git_commit
 from exactly.bench.peers import KafkaPeer, find_peers
 
@@ -264,15 +264,7 @@ def _plot_inputs(run: Run) -> dict[str, str]:
 
 
 def _figure_table(figures: tuple[Figure, ...] | list[Figure]) -> list[str]:
-    lines = [
-        "| id | figure | value | unit | vs bound / peer | computed from |",
-        "|---|---|---:|---|---|---|",
-    ]
-    for f in figures:
-        lines.append(
-            f"| `{f.key}` | {f.label} | {fmt(f.value)} | {f.unit} | {f.versus} | `{f.sheet}`: {f.how} |"
-        )
-    return lines
+    return figure_table(figures)
 
 
 def render(
