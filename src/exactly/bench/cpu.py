@@ -20,6 +20,7 @@ tested without a process; `per_second` turns its samples into a time series of c
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -99,7 +100,7 @@ def per_commit_ms(cpu_seconds: float, commits: int) -> float:
 def per_second(samples: Sequence[CpuSample]) -> list[tuple[float, float]]:
     """(time of the later sample, cores used since the one before) for each consecutive pair."""
     out = []
-    for before, after in zip(samples, samples[1:], strict=False):
+    for before, after in itertools.pairwise(samples):
         span = after.at - before.at
         if span > 0:
             out.append((after.at, (after.cpu_seconds - before.cpu_seconds) / span))

@@ -12,7 +12,7 @@ statistic it is (`p50`, `median of runs' p50`, `median`, ...), so it can be reco
 `percentile` / `statistics.median` below.
 
 Every figure also carries its noise: the `Spread` of the per-round values it is the median of (min, max,
-quartiles, count), printed beside the median as `min–max (n=3, ±7%)` where ±% is half the range over the
+quartiles, count), printed beside the median as `min to max (n=3, ±7%)` where ±% is half the range over the
 median. A figure computed from one sample has no spread (`n=1`).
 """
 
@@ -67,14 +67,14 @@ class Spread:
         return (self.high - self.low) / 2 / abs(self.median)
 
     def text(self) -> str:
-        """`min–max (n=3, ±7%)`; `n=1` alone for one sample; blank for none."""
+        """`min to max (n=3, ±7%)`; `n=1` alone for one sample; blank for none."""
         if self.n == 0:
             return ""
         if self.n == 1:
             return "n=1"
         rel = self.relative
         plus = f", ±{rel * 100:.0f}%" if not math.isnan(rel) else ""
-        return f"{fmt(self.low)}–{fmt(self.high)} (n={self.n}{plus})"
+        return f"{fmt(self.low)} to {fmt(self.high)} (n={self.n}{plus})"
 
 
 NO_SPREAD = Spread(0, math.nan, math.nan, math.nan, math.nan, math.nan)
@@ -242,7 +242,7 @@ def section_markdown(title: str, command: str, seconds: float, notes: list[str],
 def figure_table(figs: Sequence[Figure], versus: str = "vs bound / peer") -> list[str]:
     """The markdown table of figures: each median with its spread across rounds beside it."""
     lines = [
-        f"| id | figure | value | spread: min–max (rounds, ±) | unit | {versus} | computed from |",
+        f"| id | figure | value | spread: min to max (rounds, ±) | unit | {versus} | computed from |",
         "|---|---|---:|---|---|---|---|",
     ]
     lines += [

@@ -172,8 +172,9 @@ def _consumer(
                         continue
                     windows[int(time.time())] += len(m.value() or b"")
                     records += 1
-                    if m.offset() >= highs[m.partition()] - 1:
-                        left.discard(m.partition())
+                    partition, offset = m.partition(), m.offset()
+                    if partition is not None and offset is not None and offset >= highs[partition] - 1:
+                        left.discard(partition)
         consumer.close()
         queue.put((index, records, dict(windows), []))
     except Exception as e:
@@ -224,9 +225,7 @@ def _run(
             if p.is_alive():
                 p.kill()
     timeline = Timeline.of(start, warmup, seconds, (r[2] for r in results))
-    measured = [
-        ms for r in results for at, ms in r[3] if timeline.measured_from <= at < timeline.measured_to
-    ]
+    measured = [ms for r in results for at, ms in r[3] if timeline.measured_from <= at < timeline.measured_to]
     return TimedRound(timeline, tuple(samples), tuple(measured), sum(int(r[1]) for r in results))
 
 
