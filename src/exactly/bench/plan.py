@@ -25,8 +25,11 @@ class Plan:
     storage_total_mib: int
     storage_recovery_mib: int
     storage_runs: int
-    broker_records: int  # per round
     broker_rounds: int
+    broker_warmup_s: int  # unmeasured seconds at the start of each produce round
+    broker_seconds: int  # measured seconds of each produce round
+    consume_warmup_s: int
+    consume_seconds: int
     broker_producers: int
     broker_consumers: int
     paced_mb_s: float
@@ -46,7 +49,7 @@ class Plan:
 
 
 FULL_TXN_ARGV = (
-    "--seconds", "5", "--rounds", "3", "--producers", "1", "--warmup-seconds", "3",
+    "--seconds", "10", "--rounds", "3", "--producers", "1", "--warmup-seconds", "3",
     "--commits", "300", "--visibility-commits", "150", "--runs", "3", "--ids", "1000",
     "--ids-processes", "4", "--ids-seconds", "5",
 )  # fmt: skip
@@ -70,8 +73,11 @@ FULL = Plan(
     storage_total_mib=64,
     storage_recovery_mib=512,
     storage_runs=3,
-    broker_records=300_000,
     broker_rounds=3,
+    broker_warmup_s=3,
+    broker_seconds=10,
+    consume_warmup_s=2,
+    consume_seconds=10,
     broker_producers=2,
     broker_consumers=3,
     paced_mb_s=20.0,
@@ -100,8 +106,11 @@ QUICK = Plan(
     storage_total_mib=8,
     storage_recovery_mib=16,
     storage_runs=1,
-    broker_records=20_000,
     broker_rounds=2,
+    broker_warmup_s=1,
+    broker_seconds=2,
+    consume_warmup_s=1,
+    consume_seconds=2,
     broker_producers=1,
     broker_consumers=1,
     paced_mb_s=5.0,

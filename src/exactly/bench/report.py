@@ -35,7 +35,7 @@ from exactly.bench import plan as plans
 from exactly.bench import suite
 from exactly.bench.figures import Figure, Section, SectionStatus, Sheet, figure_table, fmt, percentile
 from exactly.bench.machine import Machine, describe_machine, git_commit
-from exactly.bench.peers import KafkaPeer, find_peers
+from exactly.bench.peers import PeerProcess, find_peers
 
 SECTIONS = ("bounds", "codec", "storage", "broker", "txn", "groups", "cluster", "spark", "peers")
 TITLES = {
@@ -85,6 +85,7 @@ class Run:
         self.sheets: dict[str, Sheet] = {}
         self.sections: list[Section] = []
         self.bounds = plans.BoundFigures()
+        self.peer_names: dict[str, str] = {}  # sheet name -> product
 
     def sheet(self, name: str) -> Sheet:
         return self.sheets.setdefault(name, Sheet(name))
@@ -140,8 +141,9 @@ def run_all(run: Run) -> None:
     run.section(
         "broker",
         f"exactly.bench.broker paced_latency({plan.paced_mb_s:g} MB/s, {plan.paced_seconds:g} s) + "
-        f"{plan.broker_rounds} x produce({plan.broker_records}, producers={plan.broker_producers}) "
-        f"+ consume(consumers={plan.broker_consumers})",
+        f"{plan.broker_rounds} x (produce_round(producers={plan.broker_producers}, "
+        f"warmup={plan.broker_warmup_s} s, {plan.broker_seconds} s) + consume_round(consumers="
+        f"{plan.broker_consumers}, warmup={plan.consume_warmup_s} s, {plan.consume_seconds} s))",
         lambda sheet: suite.run_broker(plan, work, sheet, run.bounds),
     )
     run.section(
@@ -179,21 +181,31 @@ def run_all(run: Run) -> None:
 
 
 def peers(run: Run, sheet: Sheet) -> tuple[list[Figure], list[str]]:
-    """Run the broker section's client benchmark against every peer that can be reached."""
-    from exactly.bench.peers import PEER_BINARIES
+    """Run the broker section's client benchmark against every peer that can be reached, Tansu's memory
+    broker included when its binary is found (else the note says why it is missing)."""
+    from exactly.bench.peers import PEER_BINARIES, TANSU_HOW, find_tansu, start_peer
 
     found = find_peers()
     notes: list[str] = []
     figures: list[Figure] = []
-    targets: list[tuple[str, str, KafkaPeer | None]] = []
+    if not any(Path(p.binary).name == "tansu" for p in found):
+        tansu = find_tansu()
+        if tansu is not None:
+            found.append(tansu)
+        else:
+            reason = f"Tansu skipped: no binary found ({TANSU_HOW})."
+            print(reason, flush=True)
+            notes.append(reason)
+    targets: list[tuple[str, str, PeerProcess | None]] = []
     if not found and run.options.peer_bootstrap is None:
         looked = ", ".join(f"`{b}`" for b, _ in PEER_BINARIES)
-        return [], [f"no peer broker found on PATH (looked for {looked}); no --peer-bootstrap given."]
+        notes.append(f"no peer broker found on PATH (looked for {looked}); no --peer-bootstrap given.")
+        return [], notes
     for peer in found:
         if peer.can_start:
             directory = run.work / f"peer-{len(targets)}"
             directory.mkdir(parents=True)
-            targets.append((peer.product, "", KafkaPeer(peer, directory)))
+            targets.append((peer.product, "", start_peer(peer, directory)))
         else:
             notes.append(
                 f"found {peer.product} at `{peer.binary}`: the report cannot start it; run it and pass "
@@ -204,10 +216,12 @@ def peers(run: Run, sheet: Sheet) -> tuple[list[Figure], list[str]]:
     ours = {f.key.removeprefix("broker."): f for s in run.sections if s.key == "broker" for f in s.figures}
     for number, (product, bootstrap, process) in enumerate(targets):
         peer_sheet = run.sheet(f"peer{number}")
+        pid = None
         try:
             if process is not None:
-                bootstrap = process.start().bootstrap
-            theirs = suite.client_benchmark(run.plan, bootstrap, peer_sheet, run.bounds, f"peer{number}")
+                started = process.start()
+                bootstrap, pid = started.bootstrap, started.pid
+            theirs = suite.client_benchmark(run.plan, bootstrap, peer_sheet, run.bounds, f"peer{number}", pid)
         finally:
             if process is not None:
                 process.stop()
@@ -215,7 +229,18 @@ def peers(run: Run, sheet: Sheet) -> tuple[list[Figure], list[str]]:
             mine = ours.get(figure.key.split(".", 1)[1])
             versus = plans.times(mine.value, figure.value, f"{product} (exactly / peer)") if mine else ""
             figures.append(replace(figure, label=f"{product}: {figure.label}", versus=versus))
-        notes.append(f"{product}: the broker section's client benchmark, same parameters, same run.")
+        run.peer_names[f"peer{number}"] = product
+        cpu = "its CPU from /proc" if pid is not None else "no CPU figures (its process is not ours)"
+        notes.append(
+            f"{product} (`raw/peer{number}.csv`): the broker section's client benchmark, same parameters, "
+            f"same run; {cpu}."
+        )
+    if any("Tansu" in product for product, _, _ in targets):
+        notes.append(
+            "Tansu runs with its memory storage engine: it keeps the bytes in RAM and never fsyncs, while "
+            "exactly writes every batch to its log and fsyncs before acks=all is answered. The ratio "
+            "column is exactly / peer (above 1: exactly is faster or, for CPU per GB, costs more)."
+        )
     return figures, notes
 
 
