@@ -51,8 +51,17 @@ TITLES = {
 }
 PLOTS = {
     "throughput": "throughput.png",
+    "peers": "peers.png",
     "latency": "latency.png",
     "commit_cdf": "commit_cdf.png",
+    **{f"section_{key}": f"section_{key}.png" for key in SECTIONS if key not in ("broker", "peers")},
+}
+# The plots shown under each section (all of them are also listed under "Plots").
+SECTION_PLOTS = {
+    "broker": ("throughput",),
+    "peers": ("peers",),
+    "txn": ("commit_cdf", "section_txn"),
+    **{key: (f"section_{key}",) for key in SECTIONS if key not in ("broker", "peers", "txn")},
 }
 
 
@@ -254,12 +263,53 @@ def _plot_inputs(run: Run) -> dict[str, str]:
     out = run.options.out
     made: dict[str, str] = {}
     broker = run.sheets.get("broker")
-    windows = broker.runs("produce_window_mb_s") if broker else []
-    if broker is not None and windows:
-        rows = [r for r in broker.rows if r[0] == "produce_window_mb_s"]
-        rounds = [[(i, v) for s, r, i, v, _ in rows if r == n] for n in sorted({r[1] for r in rows})]
-        plots.throughput_plot(out / PLOTS["throughput"], rounds, "exactly: produce MB/s per 1-s window")
-        made["throughput"] = "`raw/broker.csv` series `produce_window_mb_s` (run = round, index = second)"
+    if broker is not None and broker.runs("produce_window_mb_s"):
+        plan = run.plan
+        panels = [
+            ("produce MB/s", _per_round(broker, "produce_window_mb_s")),
+            ("consume MB/s", _per_round(broker, "consume_window_mb_s")),
+            ("broker CPU, produce (cores)", _per_round(broker, "produce_broker_cores")),
+            ("broker CPU, consume (cores)", _per_round(broker, "consume_broker_cores")),
+        ]
+        warmups = [plan.broker_warmup_s, plan.consume_warmup_s, plan.broker_warmup_s, plan.consume_warmup_s]
+        plots.timeline_plot(
+            out / PLOTS["throughput"],
+            panels,
+            warmups,
+            f"exactly: {plan.broker_rounds} timed rounds, MB/s and broker CPU in each second",
+        )
+        made["throughput"] = (
+            "`raw/broker.csv` series `produce_window_mb_s`, `consume_window_mb_s`, `produce_broker_cores`, "
+            "`consume_broker_cores` (run = round, index = second since the round began)"
+        )
+    sections = {s.key: s for s in run.sections}
+    peer_section = sections.get("peers")
+    if peer_section is not None and peer_section.figures and "broker" in sections:
+        ours = {f.key.split(".", 1)[1]: f for f in sections["broker"].figures}
+        metrics = []
+        for name, title in (
+            ("produce_mb_s", "produce MB/s"),
+            ("consume_mb_s", "consume MB/s"),
+            ("produce_cpu_s_per_gb", "broker CPU s per GB produced"),
+            ("consume_cpu_s_per_gb", "broker CPU s per GB read"),
+        ):
+            entries = [("exactly", ours[name])] if name in ours else []
+            for peer_sheet, product in run.peer_names.items():
+                entries += [
+                    (product.split(" (")[0], f)
+                    for f in peer_section.figures
+                    if f.key == f"{peer_sheet}.{name}" and not math.isnan(f.value)
+                ]
+            if len(entries) > 1:
+                metrics.append((title, entries))
+        if metrics:
+            plots.comparison_plot(out / PLOTS["peers"], metrics, "exactly beside its peers (median, min-max)")
+            made["peers"] = "the Broker and Peer brokers tables (medians; whiskers: min to max over rounds)"
+    for key, section in sections.items():
+        name = f"section_{key}"
+        if name in PLOTS and section.figures:
+            plots.section_plot(out / PLOTS[name], section.figures, f"{section.title} (median, min-max)")
+            made[name] = f"the {section.title} table (medians; whiskers: min to max over rounds)"
     latencies = []
     for label, name, series in suite.latency_series():
         sheet = run.sheets.get(name)
@@ -286,6 +336,11 @@ def _plot_inputs(run: Run) -> dict[str, str]:
             "`raw/txn.csv` series `commit_ms`, `end_txn_ms`; lines: `raw/bounds.csv` `fsync_4k_ms` p50/p99"
         )
     return made
+
+
+def _per_round(sheet: Sheet, series: str) -> list[list[tuple[float, float]]]:
+    rows = [r for r in sheet.rows if r[0] == series]
+    return [[(float(i), v) for _, r, i, v, _ in rows if r == n] for n in sorted({r[1] for r in rows})]
 
 
 def _figure_table(figures: tuple[Figure, ...] | list[Figure]) -> list[str]:
@@ -340,6 +395,9 @@ def render(
             lines.append("")
         if section.figures:
             lines += _figure_table(section.figures)
+        for name in SECTION_PLOTS.get(section.key, ()):
+            if name in plots_made:
+                lines += ["", f"![{name}]({PLOTS[name]})"]
     lines += ["", "## Latency percentiles", ""]
     lines += [
         "| benchmark | samples | p50 ms | p90 ms | p99 ms | p99.9 ms | computed from |",
