@@ -334,6 +334,18 @@ def run_txn(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
         for r, values in enumerate(runs):
             sheet.add(name, (s * 1e3 for s in values), "ms", run=r)
     sheet.add("ids_commits_s", samples.ids_commits_s, "1/s")
+    for name, values in (
+        ("idempotent_cpu_s_per_gb", samples.idempotent_cpu_s_per_gb),
+        ("transactional_cpu_s_per_gb", samples.transactional_cpu_s_per_gb),
+    ):
+        sheet.add(name, values, "s/GB")
+    for name, values in (
+        ("transactional_cpu_ms_per_commit", samples.transactional_cpu_ms_per_commit),
+        ("latency_cpu_ms_per_commit", samples.latency_cpu_ms_per_commit),
+        ("visibility_cpu_ms_per_commit", samples.visibility_cpu_ms_per_commit),
+        ("ids_cpu_ms_per_commit", samples.ids_cpu_ms_per_commit),
+    ):
+        sheet.add(name, values, "ms")
     idem, tx = sheet.median("idempotent_mb_s"), sheet.median("transactional_mb_s")
     commit50 = sheet.median_of_runs("commit_ms", 0.5)
     end50 = sheet.median_of_runs("end_txn_ms", 0.5)
@@ -342,7 +354,52 @@ def run_txn(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
     ids = sheet.median("ids_commits_s")
     fsyncs_s = 1e3 / bounds.fsync_p50_ms
     n_ids = plan.txn_argv[plan.txn_argv.index("--ids") + 1]
-    return [
+    cpu = [
+        figure(
+            "txn.idempotent_cpu_s_per_gb",
+            "broker CPU per GB, idempotent produce",
+            sheet.median("idempotent_cpu_s_per_gb"),
+            "s/GB",
+            sheet,
+        ),
+        figure(
+            "txn.transactional_cpu_s_per_gb",
+            "broker CPU per GB, transactional produce",
+            sheet.median("transactional_cpu_s_per_gb"),
+            "s/GB",
+            sheet,
+        ),
+        figure(
+            "txn.transactional_cpu_ms_per_commit",
+            "broker CPU per commit, transactional produce (commit every 100 ms)",
+            sheet.median("transactional_cpu_ms_per_commit"),
+            "ms",
+            sheet,
+        ),
+        figure(
+            "txn.latency_cpu_ms_per_commit",
+            "broker CPU per one-record, one-partition transaction",
+            sheet.median("latency_cpu_ms_per_commit"),
+            "ms",
+            sheet,
+            "target <= 0.3",
+        ),
+        figure(
+            "txn.visibility_cpu_ms_per_commit",
+            "broker CPU per commit, visibility runs (with a read_committed consumer)",
+            sheet.median("visibility_cpu_ms_per_commit"),
+            "ms",
+            sheet,
+        ),
+        figure(
+            "txn.ids_cpu_ms_per_commit",
+            f"broker CPU per commit, {n_ids} ids",
+            sheet.median("ids_cpu_ms_per_commit"),
+            "ms",
+            sheet,
+        ),
+    ]
+    main = [
         figure("txn.idempotent_mb_s", "idempotent produce (1 producer)", idem, "MB/s", sheet),
         figure(
             "txn.transactional_mb_s",
@@ -427,6 +484,7 @@ def run_txn(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
             sheet,
         ),
     ]
+    return [*main, *cpu]
 
 
 def run_groups(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
