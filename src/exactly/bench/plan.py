@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from exactly.bench import spark as spark_defaults
 from exactly.bench.figures import NO_SPREAD, Figure, Sheet, Stat
 
 MB = 1e6
@@ -45,6 +46,7 @@ class Plan:
     spark_size_mib: float
     spark_rounds: int
     spark_seconds: float
+    spark_warmup_seconds: float
     cluster_argv: tuple[str, ...]  # `exactly bench cluster` options ("--out" is the report's)
 
 
@@ -90,9 +92,11 @@ FULL = Plan(
     group_load_records=200_000,
     group_skip_clients=False,
     spark=True,
-    spark_size_mib=256.0,
-    spark_rounds=2,
-    spark_seconds=10.0,
+    # `exactly bench spark`'s own defaults: the report and the command measure the same thing.
+    spark_size_mib=spark_defaults.DEFAULT_SIZE_MIB,
+    spark_rounds=spark_defaults.DEFAULT_ROUNDS,
+    spark_seconds=spark_defaults.DEFAULT_SECONDS,
+    spark_warmup_seconds=spark_defaults.DEFAULT_WARMUP_SECONDS,
     cluster_argv=FULL_CLUSTER_ARGV,
 )
 
@@ -126,6 +130,7 @@ QUICK = Plan(
     spark_size_mib=0.0,
     spark_rounds=0,
     spark_seconds=0.0,
+    spark_warmup_seconds=0.0,
     cluster_argv=QUICK_CLUSTER_ARGV,
 )
 

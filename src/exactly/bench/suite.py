@@ -578,7 +578,14 @@ def run_spark(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
     from exactly.bench import spark
 
     with tempfile.TemporaryDirectory(prefix="exactly-bench-spark-") as tmp:
-        result = spark.run_samples(plan.spark_size_mib, plan.spark_rounds, plan.spark_seconds, 1, Path(tmp))
+        result = spark.run_samples(
+            plan.spark_size_mib,
+            plan.spark_rounds,
+            plan.spark_seconds,
+            1,
+            Path(tmp),
+            plan.spark_warmup_seconds,
+        )
     for guarantee in (spark.EXACTLY_ONCE, spark.AT_LEAST_ONCE):
         rounds = [r for r in result.streams if r.guarantee == guarantee]
         name = guarantee.replace("-", "_")
