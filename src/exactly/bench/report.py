@@ -183,7 +183,7 @@ def run_all(run: Run) -> None:
     elif missing is not None and "spark" in run.options.only:
         run.skip("spark", spark_command, f"skipped: {missing}")
     else:
-        run.section("spark", spark_command, lambda sheet: (suite.run_spark(plan, sheet, run.bounds), []))
+        run.section("spark", spark_command, lambda sheet: suite.spark_section(plan, sheet, run.bounds))
     run.section(
         "peers", "find_peers() on PATH; the broker section's client benchmark", lambda s: peers(run, s)
     )
