@@ -19,7 +19,8 @@ finite = st.floats(-1e9, 1e9, allow_nan=False)
 def test_spread_orders_and_counts(values: list[float]) -> None:
     s = spread_of(values)
     assert s.n == len(values)
-    assert s.low == min(values) and s.high == max(values)
+    assert s.low == min(values)
+    assert s.high == max(values)
     assert s.low <= s.q1 <= s.q3 <= s.high
     assert s.low <= s.median <= s.high
     assert s.median == statistics.median(values)
@@ -50,7 +51,8 @@ def test_sheet_statistics_carry_the_spread_of_rounds() -> None:
     assert pooled.value == percentile([1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0], 0.5)
     assert (pooled.spread.low, pooled.spread.high) == (3.0, 30.0)  # each run's own p50
     of_runs = sheet.median_of_runs("ms", 0.5)
-    assert of_runs.value == 16.5 and of_runs.spread.n == 2
+    assert of_runs.value == 16.5
+    assert of_runs.spread.n == 2
 
 
 def test_every_table_row_prints_the_spread_beside_the_value() -> None:

