@@ -130,9 +130,24 @@ def test_quick_report(tmp_path: Path) -> None:
         float(ratio.group(1)), statistics.median(per_run_p50) / nearest_rank(fsync, 0.5), rel_tol=5e-3
     )
 
-    # The 1-s windows hold every delivered byte of their round: 20,000 records x 1 KiB.
+    # Timed rounds: a point per second (1 s of warm-up, 2 measured); a round's MB/s is the mean of its
+    # measured seconds; the broker's CPU per GB was read from /proc beside it.
+    assert sorted(broker["produce_window_mb_s"]) == [0, 1]
     for run, windows in broker["produce_window_mb_s"].items():
-        assert math.isclose(sum(windows) * 1e6, 20_000 * 1024, rel_tol=1e-9), run
+        assert len(windows) == 3, run
+        (mb_s,) = broker["produce_mb_s"][run]
+        assert math.isclose(sum(windows[1:]) / 2, mb_s, rel_tol=1e-9), run
+        assert mb_s > 0
+        (cpu,) = broker["produce_cpu_s_per_gb"][run]
+        assert cpu > 0, run
+        assert len(broker["consume_window_mb_s"][run]) == 3
+        assert broker["consume_mb_s"][run][0] > 0
+    cpu_median = statistics.median(v for run in broker["produce_cpu_s_per_gb"].values() for v in run)
+    assert close(figure(report, "broker.produce_cpu_s_per_gb"), cpu_median)
+    assert re.search(r"^\| `broker\.produce_mb_s` \|[^|]+\|[^|]+\| [\d.,]+ to [\d.,]+ \(n=2", report, re.M)
+    txn_cpu = [v for run in txn["latency_cpu_ms_per_commit"].values() for v in run]
+    assert len(txn_cpu) == 2
+    assert all(v > 0 for v in txn_cpu)
     # The latency table's p99 of the paced produce is the CSV's.
     paced = broker["paced_latency_ms"][0]
     row = re.search(
@@ -142,6 +157,6 @@ def test_quick_report(tmp_path: Path) -> None:
     assert int(row.group(1)) == len(paced)
     assert close(float(row.group(2).replace(",", "")), nearest_rank(paced, 0.99))
 
-    for png in ("throughput.png", "latency.png", "commit_cdf.png"):
+    for png in ("throughput.png", "latency.png", "commit_cdf.png", "section_bounds.png", "section_txn.png"):
         assert f"![{png.removesuffix('.png')}]({png})" in report
         check_png(out / png)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from exactly.bench import plan as plans
 from exactly.bench import report
-from exactly.bench.figures import Section, SectionStatus, Sheet
+from exactly.bench.figures import Figure, Section, SectionStatus, Sheet
 from exactly.bench.machine import Machine
 from exactly.bench.suite import spark_notes
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def client_sheet(name: str, scale: float) -> tuple[Sheet, list[plans.Figure]]:
+def client_sheet(name: str, scale: float) -> tuple[Sheet, list[Figure]]:
     sheet = Sheet(name)
     for r in range(3):
         for kind in ("produce", "consume"):
