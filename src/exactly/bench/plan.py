@@ -1,6 +1,6 @@
 """The sizes of `exactly bench report`'s two runs, and the helpers its figures are made with.
 
-`FULL` is `make bench` (about 17 minutes on 2 shared cores); `QUICK` is `--quick` (about 3 minutes:
+`FULL` is `make bench` (about 25 minutes on 2 shared cores); `QUICK` is `--quick` (about 4 minutes:
 Spark skipped, every other benchmark tiny), which the test runs.
 """
 

@@ -4,17 +4,25 @@
 
 Writes, under --out:
 
-    REPORT.md          the figures, the machine's bounds measured in the same run, ratios, peers, plots
+    REPORT.md          the figures, each median with its spread over the rounds (min to max, n, ±), the
+                       machine's bounds measured in the same run, ratios, peers, plots
     raw/<name>.csv     the raw samples of each benchmark (format: exactly.bench.figures)
-    throughput.png     produce MB/s per 1-s window, one line per round
+    throughput.png     the broker section's timed rounds: produce and consume MB/s and the broker's CPU
+                       (cores) in each second, one line per round, the warm-up shaded
+    peers.png          exactly beside each peer broker (Tansu's memory broker when its binary is found):
+                       MB/s and broker CPU s/GB, median bars with min-max whiskers
+    section_<key>.png  every other section's figures as median bars with min-max whiskers
     latency.png        p50/p90/p99/p99.9 of each latency benchmark
     commit_cdf.png     transaction commit latency CDF against the fsync p50/p99
 
 Sections, in order (each timed; a failing benchmark is reported as FAILED and the command exits 1
-after writing the report): bounds, codec, storage, broker, txn, groups, cluster, spark, peers. The full
-run takes about 17 minutes on 2 shared cores (the cluster section about 5: ten kill -9 failovers wait out a
-6 s ZooKeeper session each), --quick about 3 (Spark skipped, every other benchmark tiny, one failover of
-each kind).
+after writing the report): bounds, codec, storage, broker, txn, groups, cluster, spark, peers. Produce
+and consume are timed rounds (`exactly.bench.rounds`: 3 s / 2 s of warm-up, then 10 s measured,
+sampled per second, 3 rounds) with the broker process's CPU seconds per GB beside the MB/s; the
+transaction workloads report the broker's CPU per commit. The full run takes about 25 minutes on 2
+shared cores (cluster about 5: ten kill -9 failovers wait out a 6 s ZooKeeper session each; Spark
+about 5; broker and peers about 2 each), --quick about 4 (Spark skipped, every other benchmark tiny,
+one failover of each kind).
 """
 
 from __future__ import annotations
