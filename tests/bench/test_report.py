@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.bench.peers import find_peers
+from exactly.bench.peers import find_peers, find_tansu
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -99,8 +99,15 @@ def test_quick_report(tmp_path: Path) -> None:
     )
     assert "librdkafka 2." in report
     assert "skipped: --quick" in report.split("## Spark")[1].split("## ")[0]
-    if not find_peers():
-        assert "no peer broker found on PATH" in report
+    peers = report.split("## Peer brokers")[1].split("\n## ")[0]
+    if find_tansu() is not None:  # started, benchmarked, drawn beside exactly
+        assert "`peer0.produce_mb_s` | Tansu" in peers
+        assert "![peers](peers.png)" in peers
+        check_png(out / "peers.png")
+    else:
+        assert "Tansu skipped: no binary found" in peers
+        if not find_peers():
+            assert "no peer broker found on PATH" in peers
 
     # Every CSV the report names exists and parses; no CSV is left unnamed.
     named = set(re.findall(r"`(raw/[a-z0-9_]+\.csv)`", report))

@@ -46,3 +46,18 @@ def test_the_rate_is_the_mean_of_the_measured_seconds(
     everything = sum(b for c in clients for b in c.values())
     assert t.measured_bytes <= everything
     assert sum(b for _, b in t.counts) == everything
+
+
+def test_a_rounds_broker_cores_line_up_with_its_seconds() -> None:
+    from exactly.bench.cpu import CpuSample
+    from exactly.bench.rounds import TimedRound
+
+    timeline = Timeline.of(100, 1, 2, [{100: 10**9, 101: 2 * 10**9, 102: 2 * 10**9}])
+    # sampled just after each epoch second; the broker uses 0.5 core, then 1 core once measured
+    cpu = [CpuSample(100.01, 0.0), CpuSample(101.01, 0.5), CpuSample(102.01, 1.5), CpuSample(103.01, 2.5),
+           CpuSample(104.01, 2.6)]  # fmt: skip
+    done = TimedRound(timeline, tuple(cpu), (), 5_000_000)
+    assert done.cores_per_second() == [(0, 0.5), (1, 1.0), (2, 1.0)]  # the tail after the round dropped
+    assert done.broker_cpu_s == 2.0
+    assert done.cpu_s_per_gb == 0.5
+    assert done.mb_s == 2000.0

@@ -59,8 +59,15 @@ class TimedRound:
         return per_gb(self.broker_cpu_s, self.timeline.measured_bytes)
 
     def cores_per_second(self) -> list[tuple[int, float]]:
-        """(second since start, broker cores used in the second ending then)."""
-        return [(round(at) - self.timeline.start, cores) for at, cores in per_second(self.cpu)]
+        """(second since start, broker cores used in that second) for the round's warm-up and measured
+        seconds: a sample taken just after epoch second t closes second t - 1."""
+        length = self.timeline.warmup + self.timeline.seconds
+        out = []
+        for at, cores in per_second(self.cpu):
+            second = round(at) - 1 - self.timeline.start
+            if 0 <= second < length:
+                out.append((second, cores))
+        return out
 
 
 def _wait_until(epoch: float) -> None:
