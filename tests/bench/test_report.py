@@ -84,7 +84,7 @@ def test_quick_report(tmp_path: Path) -> None:
         [sys.executable, "-m", "exactly", "bench", "report", "--quick", "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=260,
+        timeout=420,
     )
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     report = (out / "REPORT.md").read_text()
