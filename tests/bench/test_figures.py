@@ -9,7 +9,15 @@ import statistics
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exactly.bench.figures import NO_SPREAD, Figure, Sheet, figure_table, percentile, spread_of
+from exactly.bench.figures import (
+    NO_SPREAD,
+    Figure,
+    Sheet,
+    figure_table,
+    percentile,
+    spread_of,
+    with_spread,
+)
 from exactly.bench.plan import figure
 
 finite = st.floats(-1e9, 1e9, allow_nan=False)
@@ -70,3 +78,19 @@ def test_every_table_row_prints_the_spread_beside_the_value() -> None:
     assert "| 3.000 | — | s |" in lines[3]
     # A plain (value, how) statistic still makes a figure, without a spread.
     assert figure("k", "l", (1.0, "how"), "u", sheet).noise == "—"
+
+
+def test_a_figure_built_by_hand_gets_the_spread_of_the_rows_it_names() -> None:
+    sheet = Sheet("cluster")
+    sheet.add("rf1_mb_s", [10.0, 14.0, 12.0], "MB/s")
+    sheet.add("lat_ms", [1.0, 2.0], "ms", run=0)
+    sheet.add("lat_ms", [5.0, 6.0], "ms", run=1)
+    by_hand = Figure("cluster.rf1_mb_s", "rf 1", 12.0, "MB/s", "median of `rf1_mb_s`", sheet.file)
+    filled = with_spread(by_hand, sheet)
+    assert (filled.spread.low, filled.spread.high, filled.spread.n) == (10.0, 14.0, 3)
+    p99 = with_spread(Figure("c.p", "p", 6.0, "ms", "p99 of all `lat_ms`", sheet.file), sheet)
+    assert (p99.spread.low, p99.spread.high) == (2.0, 6.0)
+    ratio = Figure("c.r", "r", 1.0, "ratio", "median of `a` / median of `b`", sheet.file)
+    assert with_spread(ratio, sheet) is ratio  # not one series: left alone
+    other = Figure("c.o", "o", 1.0, "MB/s", "median of `rf1_mb_s`", "raw/other.csv")
+    assert with_spread(other, sheet) is other

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import NamedTuple
@@ -43,6 +44,7 @@ __all__ = [
     "percentile",
     "read_sheet",
     "spread_of",
+    "with_spread",
 ]
 
 CSV_HEADER = ("series", "run", "index", "value", "unit")
@@ -212,6 +214,25 @@ class Section:
     figures: tuple[Figure, ...] = ()
     notes: tuple[str, ...] = ()
     sheets: tuple[str, ...] = field(default=())
+
+
+_MEDIAN_OF = re.compile(r"^median of `([^`]+)`$")
+_PERCENTILE_OF = re.compile(r"^p([\d.]+) of (?:all )?`([^`]+)`")
+
+
+def with_spread(figure: Figure, sheet: Sheet) -> Figure:
+    """`figure` with the spread of the rows it names, when it was built without one: `median of `s``
+    takes the spread of the series' values, `pNN of `s`` that of each run's own percentile."""
+    if figure.spread.n or figure.sheet != sheet.file:
+        return figure
+    if (m := _MEDIAN_OF.match(figure.how)) is not None:
+        spread = spread_of(sheet.values(m.group(1)))
+    elif (m := _PERCENTILE_OF.match(figure.how)) is not None:
+        q = float(m.group(1)) / 100
+        spread = spread_of([percentile(v, q) for v in sheet.runs(m.group(2))])
+    else:
+        return figure
+    return replace(figure, spread=spread) if spread.n else figure
 
 
 def fmt(value: float) -> str:

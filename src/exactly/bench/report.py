@@ -41,7 +41,16 @@ from pathlib import Path
 
 from exactly.bench import plan as plans
 from exactly.bench import suite
-from exactly.bench.figures import Figure, Section, SectionStatus, Sheet, figure_table, fmt, percentile
+from exactly.bench.figures import (
+    Figure,
+    Section,
+    SectionStatus,
+    Sheet,
+    figure_table,
+    fmt,
+    percentile,
+    with_spread,
+)
 from exactly.bench.machine import Machine, describe_machine, git_commit
 from exactly.bench.peers import PeerProcess, find_peers
 
@@ -126,6 +135,7 @@ class Run:
             figures, notes = [], [f"FAILED: {type(e).__name__}: {e}"]
             status = SectionStatus.FAILED
         seconds = time.monotonic() - started
+        figures = [with_spread(f, sheet) for f in figures]  # benchmarks that build figures by hand
         print(f"=== {TITLES[key]}: {status.value} in {seconds:.0f} s", flush=True)
         sheets = (sheet.file,) if sheet.rows else ()
         self.sections.append(
