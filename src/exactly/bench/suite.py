@@ -371,7 +371,7 @@ def run_txn(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
         ),
         figure(
             "txn.transactional_cpu_ms_per_commit",
-            "broker CPU per commit, transactional produce (commit every 100 ms)",
+            "broker CPU per commit, transactional produce (each commit: 100 ms of records)",
             sheet.median("transactional_cpu_ms_per_commit"),
             "ms",
             sheet,
