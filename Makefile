@@ -51,7 +51,7 @@ gen: $(STAMP)
 gen-check: $(STAMP)
 	$(BIN)/python -m tools.gen_protocol --check
 
-# every benchmark in one run (about 12 minutes on 2 cores): bench/REPORT.md, bench/raw/*.csv, bench/*.png
+# every benchmark in one run (about 20-25 minutes on 2 cores): bench/REPORT.md, bench/raw/*.csv, bench/*.png
 bench: $(STAMP)
 	$(BIN)/exactly bench report --out bench
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from exactly.bench.peers import find_peers
+from exactly.bench.peers import find_peers, find_tansu
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -84,7 +84,7 @@ def test_quick_report(tmp_path: Path) -> None:
         [sys.executable, "-m", "exactly", "bench", "report", "--quick", "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=260,
+        timeout=420,
     )
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     report = (out / "REPORT.md").read_text()
@@ -99,8 +99,15 @@ def test_quick_report(tmp_path: Path) -> None:
     )
     assert "librdkafka 2." in report
     assert "skipped: --quick" in report.split("## Spark")[1].split("## ")[0]
-    if not find_peers():
-        assert "no peer broker found on PATH" in report
+    peers = report.split("## Peer brokers")[1].split("\n## ")[0]
+    if find_tansu() is not None:  # started, benchmarked, drawn beside exactly
+        assert "`peer0.produce_mb_s` | Tansu" in peers
+        assert "![peers](peers.png)" in peers
+        check_png(out / "peers.png")
+    else:
+        assert "Tansu skipped: no binary found" in peers
+        if not find_peers():
+            assert "no peer broker found on PATH" in peers
 
     # Every CSV the report names exists and parses; no CSV is left unnamed.
     named = set(re.findall(r"`(raw/[a-z0-9_]+\.csv)`", report))
@@ -130,9 +137,24 @@ def test_quick_report(tmp_path: Path) -> None:
         float(ratio.group(1)), statistics.median(per_run_p50) / nearest_rank(fsync, 0.5), rel_tol=5e-3
     )
 
-    # The 1-s windows hold every delivered byte of their round: 20,000 records x 1 KiB.
+    # Timed rounds: a point per second (1 s of warm-up, 2 measured); a round's MB/s is the mean of its
+    # measured seconds; the broker's CPU per GB was read from /proc beside it.
+    assert sorted(broker["produce_window_mb_s"]) == [0, 1]
     for run, windows in broker["produce_window_mb_s"].items():
-        assert math.isclose(sum(windows) * 1e6, 20_000 * 1024, rel_tol=1e-9), run
+        assert len(windows) == 3, run
+        (mb_s,) = broker["produce_mb_s"][run]
+        assert math.isclose(sum(windows[1:]) / 2, mb_s, rel_tol=1e-9), run
+        assert mb_s > 0
+        (cpu,) = broker["produce_cpu_s_per_gb"][run]
+        assert cpu > 0, run
+        assert len(broker["consume_window_mb_s"][run]) == 3
+        assert broker["consume_mb_s"][run][0] > 0
+    cpu_median = statistics.median(v for run in broker["produce_cpu_s_per_gb"].values() for v in run)
+    assert close(figure(report, "broker.produce_cpu_s_per_gb"), cpu_median)
+    assert re.search(r"^\| `broker\.produce_mb_s` \|[^|]+\|[^|]+\| [\d.,]+ to [\d.,]+ \(n=2", report, re.M)
+    txn_cpu = [v for run in txn["latency_cpu_ms_per_commit"].values() for v in run]
+    assert len(txn_cpu) == 2
+    assert all(v > 0 for v in txn_cpu)
     # The latency table's p99 of the paced produce is the CSV's.
     paced = broker["paced_latency_ms"][0]
     row = re.search(
@@ -142,6 +164,6 @@ def test_quick_report(tmp_path: Path) -> None:
     assert int(row.group(1)) == len(paced)
     assert close(float(row.group(2).replace(",", "")), nearest_rank(paced, 0.99))
 
-    for png in ("throughput.png", "latency.png", "commit_cdf.png"):
+    for png in ("throughput.png", "latency.png", "commit_cdf.png", "section_bounds.png", "section_txn.png"):
         assert f"![{png.removesuffix('.png')}]({png})" in report
         check_png(out / png)

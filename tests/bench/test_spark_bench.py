@@ -30,6 +30,8 @@ def test_spark_bench_prints_the_three_figures() -> None:
             "1",
             "--seconds",
             "4",
+            "--warmup-seconds",
+            "2",
         ],
         capture_output=True,
         text=True,

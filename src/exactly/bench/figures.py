@@ -10,24 +10,99 @@ there is one), `index` the sample's position in that run (for a time series, the
 began), `value` the sample in `unit`. Every `Figure` of the report names its sheet, its series and the
 statistic it is (`p50`, `median of runs' p50`, `median`, ...), so it can be recomputed from the CSV with
 `percentile` / `statistics.median` below.
+
+Every figure also carries its noise: the `Spread` of the per-round values it is the median of (min, max,
+quartiles, count), printed beside the median as `min to max (n=3, ±7%)` where ±% is half the range over the
+median. A figure computed from one sample has no spread (`n=1`).
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
+from typing import NamedTuple
 
 from exactly.bench.broker import percentile
 
-__all__ = ["Figure", "Section", "SectionStatus", "Sheet", "fmt", "percentile", "read_sheet"]
+__all__ = [
+    "NO_SPREAD",
+    "Figure",
+    "Section",
+    "SectionStatus",
+    "Sheet",
+    "Spread",
+    "Stat",
+    "figure_table",
+    "fmt",
+    "percentile",
+    "read_sheet",
+    "spread_of",
+    "with_spread",
+]
 
 CSV_HEADER = ("series", "run", "index", "value", "unit")
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """The noise of a figure: how far apart the per-round values it summarises are."""
+
+    n: int
+    low: float  # min
+    high: float  # max
+    q1: float  # nearest-rank quartiles
+    q3: float
+    median: float
+
+    @property
+    def relative(self) -> float:
+        """Half the range over the median (the ± of the text); NaN when undefined."""
+        if self.n < 2 or math.isnan(self.median) or self.median == 0:
+            return math.nan
+        return (self.high - self.low) / 2 / abs(self.median)
+
+    def text(self) -> str:
+        """`min to max (n=3, ±7%)`; `n=1` alone for one sample; blank for none."""
+        if self.n == 0:
+            return ""
+        if self.n == 1:
+            return "n=1"
+        rel = self.relative
+        plus = f", ±{rel * 100:.0f}%" if not math.isnan(rel) else ""
+        return f"{fmt(self.low)} to {fmt(self.high)} (n={self.n}{plus})"
+
+
+NO_SPREAD = Spread(0, math.nan, math.nan, math.nan, math.nan, math.nan)
+
+
+def spread_of(values: Sequence[float]) -> Spread:
+    """The spread of `values` (NaN ignored); `NO_SPREAD` when none is left."""
+    clean = sorted(v for v in values if not math.isnan(v))
+    if not clean:
+        return NO_SPREAD
+    return Spread(
+        len(clean),
+        clean[0],
+        clean[-1],
+        percentile(clean, 0.25),
+        percentile(clean, 0.75),
+        float(statistics.median(clean)),
+    )
+
+
+class Stat(NamedTuple):
+    """A figure's value, how it was computed, and the spread of the per-round values behind it."""
+
+    value: float
+    how: str
+    spread: Spread = NO_SPREAD
 
 
 class Sheet:
@@ -72,15 +147,20 @@ class Sheet:
 
     # --- statistics that figures are made of (each says how it was computed) ---
 
-    def median(self, series: str) -> tuple[float, str]:
-        return _median(self.values(series)), f"median of `{series}`"
+    def median(self, series: str) -> Stat:
+        """The median of every sample of `series` (one per round); its spread is theirs."""
+        values = self.values(series)
+        return Stat(_median(values), f"median of `{series}`", spread_of(values))
 
-    def pct(self, series: str, q: float) -> tuple[float, str]:
-        return percentile(self.values(series), q), f"{_qname(q)} of all `{series}`"
-
-    def median_of_runs(self, series: str, q: float) -> tuple[float, str]:
+    def pct(self, series: str, q: float) -> Stat:
+        """A percentile of all runs pooled; its spread is that of each run's own percentile."""
         per_run = [percentile(v, q) for v in self.runs(series)]
-        return _median(per_run), f"median over runs of each run's {_qname(q)} of `{series}`"
+        return Stat(percentile(self.values(series), q), f"{_qname(q)} of all `{series}`", spread_of(per_run))
+
+    def median_of_runs(self, series: str, q: float) -> Stat:
+        per_run = [percentile(v, q) for v in self.runs(series)]
+        how = f"median over runs of each run's {_qname(q)} of `{series}`"
+        return Stat(_median(per_run), how, spread_of(per_run))
 
 
 def read_sheet(path: Path) -> dict[str, list[tuple[int, int, float]]]:
@@ -110,6 +190,12 @@ class Figure:
     how: str  # the statistic and the series it was computed from
     sheet: str  # the CSV, relative to the report
     versus: str = ""  # ratio against a bound or a peer, already formatted
+    spread: Spread = NO_SPREAD  # of the per-round values the figure summarises
+
+    @property
+    def noise(self) -> str:
+        """The spread as the report prints it beside the value (`—` when unknown)."""
+        return self.spread.text() or "—"
 
 
 class SectionStatus(Enum):
@@ -128,6 +214,25 @@ class Section:
     figures: tuple[Figure, ...] = ()
     notes: tuple[str, ...] = ()
     sheets: tuple[str, ...] = field(default=())
+
+
+_MEDIAN_OF = re.compile(r"^median of `([^`]+)`$")
+_PERCENTILE_OF = re.compile(r"^p([\d.]+) of (?:all )?`([^`]+)`")
+
+
+def with_spread(figure: Figure, sheet: Sheet) -> Figure:
+    """`figure` with the spread of the rows it names, when it was built without one: `median of `s``
+    takes the spread of the series' values, `pNN of `s`` that of each run's own percentile."""
+    if figure.spread.n or figure.sheet != sheet.file:
+        return figure
+    if (m := _MEDIAN_OF.match(figure.how)) is not None:
+        spread = spread_of(sheet.values(m.group(1)))
+    elif (m := _PERCENTILE_OF.match(figure.how)) is not None:
+        q = float(m.group(1)) / 100
+        spread = spread_of([percentile(v, q) for v in sheet.runs(m.group(2))])
+    else:
+        return figure
+    return replace(figure, spread=spread) if spread.n else figure
 
 
 def fmt(value: float) -> str:
@@ -151,15 +256,22 @@ def fmt(value: float) -> str:
 def section_markdown(title: str, command: str, seconds: float, notes: list[str], figs: list[Figure]) -> str:
     """One benchmark's report section on its own: the command, its notes, then its figures' table."""
     lines = [f"## {title}", "", f"`{command}` in {seconds:.0f} s", "", *notes, ""]
-    lines += [
-        "| id | figure | value | unit | vs bound / target | computed from |",
-        "|---|---|---:|---|---|---|",
+    lines += figure_table(figs, "vs bound / target")
+    return "\n".join(lines) + "\n"
+
+
+def figure_table(figs: Sequence[Figure], versus: str = "vs bound / peer") -> list[str]:
+    """The markdown table of figures: each median with its spread across rounds beside it."""
+    lines = [
+        f"| id | figure | value | spread: min to max (rounds, ±) | unit | {versus} | computed from |",
+        "|---|---|---:|---|---|---|---|",
     ]
     lines += [
-        f"| `{f.key}` | {f.label} | {fmt(f.value)} | {f.unit} | {f.versus} | `{f.sheet}`: {f.how} |"
+        f"| `{f.key}` | {f.label} | {fmt(f.value)} | {f.noise} | {f.unit} | {f.versus} | "
+        f"`{f.sheet}`: {f.how} |"
         for f in figs
     ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def nan_median(values: Sequence[float]) -> float:

@@ -1,6 +1,6 @@
 """The sizes of `exactly bench report`'s two runs, and the helpers its figures are made with.
 
-`FULL` is `make bench` (about 17 minutes on 2 shared cores); `QUICK` is `--quick` (about 3 minutes:
+`FULL` is `make bench` (about 25 minutes on 2 shared cores); `QUICK` is `--quick` (about 4 minutes:
 Spark skipped, every other benchmark tiny), which the test runs.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from exactly.bench.figures import Figure, Sheet
+from exactly.bench import spark as spark_defaults
+from exactly.bench.figures import NO_SPREAD, Figure, Sheet, Stat
 
 MB = 1e6
 
@@ -25,8 +26,11 @@ class Plan:
     storage_total_mib: int
     storage_recovery_mib: int
     storage_runs: int
-    broker_records: int  # per round
     broker_rounds: int
+    broker_warmup_s: int  # unmeasured seconds at the start of each produce round
+    broker_seconds: int  # measured seconds of each produce round
+    consume_warmup_s: int
+    consume_seconds: int
     broker_producers: int
     broker_consumers: int
     paced_mb_s: float
@@ -42,11 +46,12 @@ class Plan:
     spark_size_mib: float
     spark_rounds: int
     spark_seconds: float
+    spark_warmup_seconds: float
     cluster_argv: tuple[str, ...]  # `exactly bench cluster` options ("--out" is the report's)
 
 
 FULL_TXN_ARGV = (
-    "--seconds", "5", "--rounds", "3", "--producers", "1", "--warmup-seconds", "3",
+    "--seconds", "10", "--rounds", "3", "--producers", "1", "--warmup-seconds", "3",
     "--commits", "300", "--visibility-commits", "150", "--runs", "3", "--ids", "1000",
     "--ids-processes", "4", "--ids-seconds", "5",
 )  # fmt: skip
@@ -70,8 +75,11 @@ FULL = Plan(
     storage_total_mib=64,
     storage_recovery_mib=512,
     storage_runs=3,
-    broker_records=300_000,
     broker_rounds=3,
+    broker_warmup_s=3,
+    broker_seconds=10,
+    consume_warmup_s=2,
+    consume_seconds=10,
     broker_producers=2,
     broker_consumers=3,
     paced_mb_s=20.0,
@@ -84,9 +92,11 @@ FULL = Plan(
     group_load_records=200_000,
     group_skip_clients=False,
     spark=True,
-    spark_size_mib=256.0,
-    spark_rounds=2,
-    spark_seconds=10.0,
+    # `exactly bench spark`'s own defaults: the report and the command measure the same thing.
+    spark_size_mib=spark_defaults.DEFAULT_SIZE_MIB,
+    spark_rounds=spark_defaults.DEFAULT_ROUNDS,
+    spark_seconds=spark_defaults.DEFAULT_SECONDS,
+    spark_warmup_seconds=spark_defaults.DEFAULT_WARMUP_SECONDS,
     cluster_argv=FULL_CLUSTER_ARGV,
 )
 
@@ -100,8 +110,11 @@ QUICK = Plan(
     storage_total_mib=8,
     storage_recovery_mib=16,
     storage_runs=1,
-    broker_records=20_000,
     broker_rounds=2,
+    broker_warmup_s=1,
+    broker_seconds=2,
+    consume_warmup_s=1,
+    consume_seconds=2,
     broker_producers=1,
     broker_consumers=1,
     paced_mb_s=5.0,
@@ -117,6 +130,7 @@ QUICK = Plan(
     spark_size_mib=0.0,
     spark_rounds=0,
     spark_seconds=0.0,
+    spark_warmup_seconds=0.0,
     cluster_argv=QUICK_CLUSTER_ARGV,
 )
 
@@ -132,9 +146,10 @@ class BoundFigures:
 
 
 def figure(
-    key: str, label: str, stat: tuple[float, str], unit: str, sheet: Sheet, versus: str = ""
+    key: str, label: str, stat: Stat | tuple[float, str], unit: str, sheet: Sheet, versus: str = ""
 ) -> Figure:
-    return Figure(key, label, stat[0], unit, stat[1], sheet.file, versus)
+    spread = stat.spread if isinstance(stat, Stat) else NO_SPREAD
+    return Figure(key, label, stat[0], unit, stat[1], sheet.file, versus, spread)
 
 
 def times(value: float, bound: float, name: str) -> str:

@@ -4,17 +4,25 @@
 
 Writes, under --out:
 
-    REPORT.md          the figures, the machine's bounds measured in the same run, ratios, peers, plots
+    REPORT.md          the figures, each median with its spread over the rounds (min to max, n, ±), the
+                       machine's bounds measured in the same run, ratios, peers, plots
     raw/<name>.csv     the raw samples of each benchmark (format: exactly.bench.figures)
-    throughput.png     produce MB/s per 1-s window, one line per round
+    throughput.png     the broker section's timed rounds: produce and consume MB/s and the broker's CPU
+                       (cores) in each second, one line per round, the warm-up shaded
+    peers.png          exactly beside each peer broker (Tansu's memory broker when its binary is found):
+                       MB/s and broker CPU s/GB, median bars with min-max whiskers
+    section_<key>.png  every other section's figures as median bars with min-max whiskers
     latency.png        p50/p90/p99/p99.9 of each latency benchmark
     commit_cdf.png     transaction commit latency CDF against the fsync p50/p99
 
 Sections, in order (each timed; a failing benchmark is reported as FAILED and the command exits 1
-after writing the report): bounds, codec, storage, broker, txn, groups, cluster, spark, peers. The full
-run takes about 17 minutes on 2 shared cores (the cluster section about 5: ten kill -9 failovers wait out a
-6 s ZooKeeper session each), --quick about 3 (Spark skipped, every other benchmark tiny, one failover of
-each kind).
+after writing the report): bounds, codec, storage, broker, txn, groups, cluster, spark, peers. Produce
+and consume are timed rounds (`exactly.bench.rounds`: 3 s / 2 s of warm-up, then 10 s measured,
+sampled per second, 3 rounds) with the broker process's CPU seconds per GB beside the MB/s; the
+transaction workloads report the broker's CPU per commit. The full run takes about 25 minutes on 2
+shared cores (cluster about 5: ten kill -9 failovers wait out a 6 s ZooKeeper session each; Spark
+about 5; broker and peers about 2 each), --quick about 4 (Spark skipped, every other benchmark tiny,
+one failover of each kind).
 """
 
 from __future__ import annotations
@@ -33,9 +41,18 @@ from pathlib import Path
 
 from exactly.bench import plan as plans
 from exactly.bench import suite
-from exactly.bench.figures import Figure, Section, SectionStatus, Sheet, fmt, percentile
+from exactly.bench.figures import (
+    Figure,
+    Section,
+    SectionStatus,
+    Sheet,
+    figure_table,
+    fmt,
+    percentile,
+    with_spread,
+)
 from exactly.bench.machine import Machine, describe_machine, git_commit
-from exactly.bench.peers import KafkaPeer, find_peers
+from exactly.bench.peers import PeerProcess, find_peers
 
 SECTIONS = ("bounds", "codec", "storage", "broker", "txn", "groups", "cluster", "spark", "peers")
 TITLES = {
@@ -51,8 +68,17 @@ TITLES = {
 }
 PLOTS = {
     "throughput": "throughput.png",
+    "peers": "peers.png",
     "latency": "latency.png",
     "commit_cdf": "commit_cdf.png",
+    **{f"section_{key}": f"section_{key}.png" for key in SECTIONS if key not in ("broker", "peers")},
+}
+# The plots shown under each section (all of them are also listed under "Plots").
+SECTION_PLOTS = {
+    "broker": ("throughput",),
+    "peers": ("peers",),
+    "txn": ("commit_cdf", "section_txn"),
+    **{key: (f"section_{key}",) for key in SECTIONS if key not in ("broker", "peers", "txn")},
 }
 
 
@@ -85,6 +111,7 @@ class Run:
         self.sheets: dict[str, Sheet] = {}
         self.sections: list[Section] = []
         self.bounds = plans.BoundFigures()
+        self.peer_names: dict[str, str] = {}  # sheet name -> product
 
     def sheet(self, name: str) -> Sheet:
         return self.sheets.setdefault(name, Sheet(name))
@@ -108,6 +135,7 @@ class Run:
             figures, notes = [], [f"FAILED: {type(e).__name__}: {e}"]
             status = SectionStatus.FAILED
         seconds = time.monotonic() - started
+        figures = [with_spread(f, sheet) for f in figures]  # benchmarks that build figures by hand
         print(f"=== {TITLES[key]}: {status.value} in {seconds:.0f} s", flush=True)
         sheets = (sheet.file,) if sheet.rows else ()
         self.sections.append(
@@ -140,8 +168,9 @@ def run_all(run: Run) -> None:
     run.section(
         "broker",
         f"exactly.bench.broker paced_latency({plan.paced_mb_s:g} MB/s, {plan.paced_seconds:g} s) + "
-        f"{plan.broker_rounds} x produce({plan.broker_records}, producers={plan.broker_producers}) "
-        f"+ consume(consumers={plan.broker_consumers})",
+        f"{plan.broker_rounds} x (produce_round(producers={plan.broker_producers}, "
+        f"warmup={plan.broker_warmup_s} s, {plan.broker_seconds} s) + consume_round(consumers="
+        f"{plan.broker_consumers}, warmup={plan.consume_warmup_s} s, {plan.consume_seconds} s))",
         lambda sheet: suite.run_broker(plan, work, sheet, run.bounds),
     )
     run.section(
@@ -164,7 +193,7 @@ def run_all(run: Run) -> None:
         run.section("cluster", cluster_command, lambda sheet: suite.run_cluster(plan, sheet))
     spark_command = (
         f"exactly bench spark --size-mib {plan.spark_size_mib:g} --rounds {plan.spark_rounds} "
-        f"--seconds {plan.spark_seconds:g} --read-runs 1"
+        f"--seconds {plan.spark_seconds:g} --warmup-seconds {plan.spark_warmup_seconds:g} --read-runs 1"
     )
     missing = suite.spark_available()
     if not plan.spark:
@@ -172,28 +201,38 @@ def run_all(run: Run) -> None:
     elif missing is not None and "spark" in run.options.only:
         run.skip("spark", spark_command, f"skipped: {missing}")
     else:
-        run.section("spark", spark_command, lambda sheet: (suite.run_spark(plan, sheet, run.bounds), []))
+        run.section("spark", spark_command, lambda sheet: suite.spark_section(plan, sheet, run.bounds))
     run.section(
         "peers", "find_peers() on PATH; the broker section's client benchmark", lambda s: peers(run, s)
     )
 
 
 def peers(run: Run, sheet: Sheet) -> tuple[list[Figure], list[str]]:
-    """Run the broker section's client benchmark against every peer that can be reached."""
-    from exactly.bench.peers import PEER_BINARIES
+    """Run the broker section's client benchmark against every peer that can be reached, Tansu's memory
+    broker included when its binary is found (else the note says why it is missing)."""
+    from exactly.bench.peers import PEER_BINARIES, TANSU_HOW, find_tansu, start_peer
 
     found = find_peers()
     notes: list[str] = []
     figures: list[Figure] = []
-    targets: list[tuple[str, str, KafkaPeer | None]] = []
+    if not any(Path(p.binary).name == "tansu" for p in found):
+        tansu = find_tansu()
+        if tansu is not None:
+            found.append(tansu)
+        else:
+            reason = f"Tansu skipped: no binary found ({TANSU_HOW})."
+            print(reason, flush=True)
+            notes.append(reason)
+    targets: list[tuple[str, str, PeerProcess | None]] = []
     if not found and run.options.peer_bootstrap is None:
         looked = ", ".join(f"`{b}`" for b, _ in PEER_BINARIES)
-        return [], [f"no peer broker found on PATH (looked for {looked}); no --peer-bootstrap given."]
+        notes.append(f"no peer broker found on PATH (looked for {looked}); no --peer-bootstrap given.")
+        return [], notes
     for peer in found:
         if peer.can_start:
             directory = run.work / f"peer-{len(targets)}"
             directory.mkdir(parents=True)
-            targets.append((peer.product, "", KafkaPeer(peer, directory)))
+            targets.append((peer.product, "", start_peer(peer, directory)))
         else:
             notes.append(
                 f"found {peer.product} at `{peer.binary}`: the report cannot start it; run it and pass "
@@ -204,10 +243,12 @@ def peers(run: Run, sheet: Sheet) -> tuple[list[Figure], list[str]]:
     ours = {f.key.removeprefix("broker."): f for s in run.sections if s.key == "broker" for f in s.figures}
     for number, (product, bootstrap, process) in enumerate(targets):
         peer_sheet = run.sheet(f"peer{number}")
+        pid = None
         try:
             if process is not None:
-                bootstrap = process.start().bootstrap
-            theirs = suite.client_benchmark(run.plan, bootstrap, peer_sheet, run.bounds, f"peer{number}")
+                started = process.start()
+                bootstrap, pid = started.bootstrap, started.pid
+            theirs = suite.client_benchmark(run.plan, bootstrap, peer_sheet, run.bounds, f"peer{number}", pid)
         finally:
             if process is not None:
                 process.stop()
@@ -215,7 +256,18 @@ def peers(run: Run, sheet: Sheet) -> tuple[list[Figure], list[str]]:
             mine = ours.get(figure.key.split(".", 1)[1])
             versus = plans.times(mine.value, figure.value, f"{product} (exactly / peer)") if mine else ""
             figures.append(replace(figure, label=f"{product}: {figure.label}", versus=versus))
-        notes.append(f"{product}: the broker section's client benchmark, same parameters, same run.")
+        run.peer_names[f"peer{number}"] = product
+        cpu = "its CPU from /proc" if pid is not None else "no CPU figures (its process is not ours)"
+        notes.append(
+            f"{product} (`raw/peer{number}.csv`): the broker section's client benchmark, same parameters, "
+            f"same run; {cpu}."
+        )
+    if any("Tansu" in product for product, _, _ in targets):
+        notes.append(
+            "Tansu runs with its memory storage engine: it keeps the bytes in RAM and never fsyncs, while "
+            "exactly writes every batch to its log and fsyncs before acks=all is answered. The ratio "
+            "column is exactly / peer (above 1: exactly is faster or, for CPU per GB, costs more)."
+        )
     return figures, notes
 
 
@@ -229,12 +281,53 @@ def _plot_inputs(run: Run) -> dict[str, str]:
     out = run.options.out
     made: dict[str, str] = {}
     broker = run.sheets.get("broker")
-    windows = broker.runs("produce_window_mb_s") if broker else []
-    if broker is not None and windows:
-        rows = [r for r in broker.rows if r[0] == "produce_window_mb_s"]
-        rounds = [[(i, v) for s, r, i, v, _ in rows if r == n] for n in sorted({r[1] for r in rows})]
-        plots.throughput_plot(out / PLOTS["throughput"], rounds, "exactly: produce MB/s per 1-s window")
-        made["throughput"] = "`raw/broker.csv` series `produce_window_mb_s` (run = round, index = second)"
+    if broker is not None and broker.runs("produce_window_mb_s"):
+        plan = run.plan
+        panels = [
+            ("produce MB/s", _per_round(broker, "produce_window_mb_s")),
+            ("consume MB/s", _per_round(broker, "consume_window_mb_s")),
+            ("broker CPU, produce (cores)", _per_round(broker, "produce_broker_cores")),
+            ("broker CPU, consume (cores)", _per_round(broker, "consume_broker_cores")),
+        ]
+        warmups = [plan.broker_warmup_s, plan.consume_warmup_s, plan.broker_warmup_s, plan.consume_warmup_s]
+        plots.timeline_plot(
+            out / PLOTS["throughput"],
+            panels,
+            warmups,
+            f"exactly: {plan.broker_rounds} timed rounds, MB/s and broker CPU in each second",
+        )
+        made["throughput"] = (
+            "`raw/broker.csv` series `produce_window_mb_s`, `consume_window_mb_s`, `produce_broker_cores`, "
+            "`consume_broker_cores` (run = round, index = second since the round began)"
+        )
+    sections = {s.key: s for s in run.sections}
+    peer_section = sections.get("peers")
+    if peer_section is not None and peer_section.figures and "broker" in sections:
+        ours = {f.key.split(".", 1)[1]: f for f in sections["broker"].figures}
+        metrics = []
+        for name, title in (
+            ("produce_mb_s", "produce MB/s"),
+            ("consume_mb_s", "consume MB/s"),
+            ("produce_cpu_s_per_gb", "broker CPU s per GB produced"),
+            ("consume_cpu_s_per_gb", "broker CPU s per GB read"),
+        ):
+            entries = [("exactly", ours[name])] if name in ours else []
+            for peer_sheet, product in run.peer_names.items():
+                entries += [
+                    (product.split(" (")[0], f)
+                    for f in peer_section.figures
+                    if f.key == f"{peer_sheet}.{name}" and not math.isnan(f.value)
+                ]
+            if len(entries) > 1:
+                metrics.append((title, entries))
+        if metrics:
+            plots.comparison_plot(out / PLOTS["peers"], metrics, "exactly beside its peers (median, min-max)")
+            made["peers"] = "the Broker and Peer brokers tables (medians; whiskers: min to max over rounds)"
+    for key, section in sections.items():
+        name = f"section_{key}"
+        if name in PLOTS and section.figures:
+            plots.section_plot(out / PLOTS[name], section.figures, f"{section.title} (median, min-max)")
+            made[name] = f"the {section.title} table (medians; whiskers: min to max over rounds)"
     latencies = []
     for label, name, series in suite.latency_series():
         sheet = run.sheets.get(name)
@@ -263,16 +356,13 @@ def _plot_inputs(run: Run) -> dict[str, str]:
     return made
 
 
+def _per_round(sheet: Sheet, series: str) -> list[list[tuple[float, float]]]:
+    rows = [r for r in sheet.rows if r[0] == series]
+    return [[(float(i), v) for _, r, i, v, _ in rows if r == n] for n in sorted({r[1] for r in rows})]
+
+
 def _figure_table(figures: tuple[Figure, ...] | list[Figure]) -> list[str]:
-    lines = [
-        "| id | figure | value | unit | vs bound / peer | computed from |",
-        "|---|---|---:|---|---|---|",
-    ]
-    for f in figures:
-        lines.append(
-            f"| `{f.key}` | {f.label} | {fmt(f.value)} | {f.unit} | {f.versus} | `{f.sheet}`: {f.how} |"
-        )
-    return lines
+    return figure_table(figures)
 
 
 def render(
@@ -323,6 +413,9 @@ def render(
             lines.append("")
         if section.figures:
             lines += _figure_table(section.figures)
+        for name in SECTION_PLOTS.get(section.key, ()):
+            if name in plots_made:
+                lines += ["", f"![{name}]({PLOTS[name]})"]
     lines += ["", "## Latency percentiles", ""]
     lines += [
         "| benchmark | samples | p50 ms | p90 ms | p99 ms | p99.9 ms | computed from |",

@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import multiprocessing as mp
 import os
 import statistics
@@ -279,6 +280,16 @@ class Round:
     commit_share: float  # share of the producers' time in commit_transaction() after that flush
     drain_mean: float  # seconds per transaction
     commit_mean: float
+    broker_cpu_s: float = math.nan  # the broker's utime+stime over the round
+    records: int = 0  # delivered in the round
+
+    @property
+    def cpu_s_per_gb(self) -> float:
+        return self.broker_cpu_s / (self.records * RECORD_SIZE / 1e9) if self.records else math.nan
+
+    @property
+    def cpu_ms_per_commit(self) -> float:
+        return self.broker_cpu_s * 1e3 / self.transactions if self.transactions else math.nan
 
 
 def throughput_round(
@@ -308,7 +319,8 @@ def throughput_round(
     cpu, wall = cpu_seconds(broker.pid), time.monotonic()
     start.set()
     results = _collect(queue, procs)
-    cores = (cpu_seconds(broker.pid) - cpu) / (time.monotonic() - wall)
+    used = cpu_seconds(broker.pid) - cpu
+    cores = used / (time.monotonic() - wall)
     delivered: int = sum(r[0] for r in results)
     elapsed: float = max(r[2] for r in results) - min(r[1] for r in results)
     draining: float = sum(r[3] for r in results)
@@ -322,6 +334,8 @@ def throughput_round(
         commit_share=committing / (elapsed * producers),
         drain_mean=draining / transactions if transactions else 0.0,
         commit_mean=committing / transactions if transactions else 0.0,
+        broker_cpu_s=used,
+        records=delivered,
     )
 
 
@@ -664,6 +678,13 @@ class TxnSamples:
     ids_commits_s: tuple[float, ...]  # per ids run
     ids_end_txn: tuple[tuple[float, ...], ...]  # per ids run
     ids_transaction: tuple[tuple[float, ...], ...]  # per ids run
+    # The broker's CPU (utime+stime of its process) per workload, one value per round or run:
+    idempotent_cpu_s_per_gb: tuple[float, ...] = ()
+    transactional_cpu_s_per_gb: tuple[float, ...] = ()
+    transactional_cpu_ms_per_commit: tuple[float, ...] = ()
+    latency_cpu_ms_per_commit: tuple[float, ...] = ()  # every transaction of a latency run (warm-up too)
+    visibility_cpu_ms_per_commit: tuple[float, ...] = ()
+    ids_cpu_ms_per_commit: tuple[float, ...] = ()
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -718,6 +739,7 @@ def _bench(broker: BrokerProcess, args: argparse.Namespace) -> tuple[dict[str, A
     idem_cores: list[float] = []
     txn_cores: list[float] = []
     txn_details: list[Round] = []
+    idem_details: list[Round] = []
     warmup = float("nan")
     if args.warmup_seconds > 0:  # the first round on a fresh broker runs fast; do not let it count
         warmup = throughput_round(broker, False, args.producers, args.warmup_seconds, "warmup").records_s
@@ -726,8 +748,7 @@ def _bench(broker: BrokerProcess, args: argparse.Namespace) -> tuple[dict[str, A
             result = throughput_round(broker, transactional, args.producers, args.seconds, str(r))
             (txn_rounds if transactional else idem_rounds).append(result.records_s)
             (txn_cores if transactional else idem_cores).append(result.broker_cores)
-            if transactional:
-                txn_details.append(result)
+            (txn_details if transactional else idem_details).append(result)
     commit_share = _median([d.commit_share for d in txn_details])
     commit_mean = _median([d.commit_mean for d in txn_details])
     drain_share = _median([d.drain_share for d in txn_details])
@@ -792,8 +813,11 @@ def _bench(broker: BrokerProcess, args: argparse.Namespace) -> tuple[dict[str, A
     vis_p99: list[float] = []
     vis_runs: list[tuple[float, ...]] = []
     missing = 0
+    vis_cpu: list[float] = []
     for k in range(args.runs):
+        cpu = cpu_seconds(broker.pid)
         delays, lost = visibility(bootstrap, args.visibility_commits, args.fetch_wait_ms, str(k))
+        vis_cpu.append((cpu_seconds(broker.pid) - cpu) * 1e3 / args.visibility_commits)
         vis_runs.append(tuple(delays))
         vis_p50.append(_ms(delays, 0.5))
         vis_p99.append(_ms(delays, 0.99))
@@ -864,6 +888,12 @@ def _bench(broker: BrokerProcess, args: argparse.Namespace) -> tuple[dict[str, A
         ids_commits_s=tuple(ids_rates),
         ids_end_txn=tuple(tuple(f["end_txn"]) for f in ids_runs),
         ids_transaction=tuple(tuple(f["transaction"]) for f in ids_runs),
+        idempotent_cpu_s_per_gb=tuple(d.cpu_s_per_gb for d in idem_details),
+        transactional_cpu_s_per_gb=tuple(d.cpu_s_per_gb for d in txn_details),
+        transactional_cpu_ms_per_commit=tuple(d.cpu_ms_per_commit for d in txn_details),
+        latency_cpu_ms_per_commit=tuple(lat_cpu_ms),
+        visibility_cpu_ms_per_commit=tuple(vis_cpu),
+        ids_cpu_ms_per_commit=tuple(cpu_ms),
     )
     report = {
         "producers": args.producers,
