@@ -4,7 +4,8 @@
 `exactly.protocol.framing.FrameAssembler`'s buffers, so a produce request's bytes are copied once, from
 the socket into the frame the handler appends from (through asyncio's StreamReader they were copied four
 more times: into its buffer, out of it, into a frame decoder, out of that). TLS listeners use it too:
-decrypted records are written into the same buffers.
+decrypted records are written into the same buffers. The listener's connections share one `FramePool`:
+a large frame's buffer is lent again once the request read into it is done with.
 
 The connection reads with `await frames.read()`: the frames complete so far (an empty list at EOF),
 raising the connection's error (OSError) or a ProtocolError for a bad frame size. While more than twice
@@ -21,7 +22,7 @@ import asyncio
 from typing import Any
 
 from exactly.errors import ProtocolError
-from exactly.protocol.framing import DEFAULT_MAX_FRAME_SIZE, Frame, FrameAssembler
+from exactly.protocol.framing import DEFAULT_MAX_FRAME_SIZE, Frame, FrameAssembler, FramePool
 
 __all__ = ["FrameStream"]
 
@@ -34,10 +35,11 @@ class FrameStream(asyncio.BufferedProtocol):
         stream: asyncio.StreamReaderProtocol,
         limit: int,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        pool: FramePool | None = None,
     ) -> None:
         self._stream = stream
         self._limit = limit
-        self._assembler = FrameAssembler(max_frame_size)
+        self._assembler = FrameAssembler(max_frame_size, pool=pool)
         self._ready: list[Frame] = []
         self._ready_bytes = 0
         self._transport: Any = None  # a ReadTransport (uvloop's are not registered as one)
