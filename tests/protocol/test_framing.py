@@ -162,14 +162,16 @@ def test_a_pooled_buffer_is_lent_again_once_its_last_view_is_gone() -> None:
     del frame
     assert pool.free() == 0
     (second,) = _assemble_held(assembler, _framed([payload[::-1]]), [])
-    assert pool.allocated == 2 and pool.reused == 0
+    assert pool.allocated == 2
+    assert pool.reused == 0
     assert bytes(records) == payload[50:]
     del records
     assert pool.free() == 1
     del second
     assert pool.free() == 2
     (third,) = _assemble_held(assembler, _framed([payload]), [])
-    assert pool.reused == 1 and bytes(third) == payload
+    assert pool.reused == 1
+    assert bytes(third) == payload
 
 
 def test_a_pool_keeps_at_most_its_budget() -> None:
@@ -177,7 +179,8 @@ def test_a_pool_keeps_at_most_its_budget() -> None:
     held = [pool.frame(100_000) for _ in range(4)]  # 128 KiB buffers: two are kept
     assert pool.kept == 1 << 18
     big = pool.frame(200_000)  # above max_buffer: a bytearray of its own, never kept
-    assert isinstance(big, bytearray) and len(big) == 200_000
+    assert isinstance(big, bytearray)
+    assert len(big) == 200_000
     assert all(len(h) == 100_000 for h in held)
     del held
     assert pool.free() == 2
