@@ -8,9 +8,10 @@ decrypted records are written into the same buffers. The listener's connections 
 a large frame's buffer is lent again once the request read into it is done with.
 
 The connection reads with `await frames.read()`: the frames complete so far (an empty list at EOF),
-raising the connection's error (OSError) or a ProtocolError for a bad frame size. While more than twice
-`limit` bytes of frames wait to be read (as asyncio's StreamReader), the transport stops reading (TCP
-flow control then holds the client).
+raising the connection's error (OSError) or a ProtocolError for a bad frame size, or TimeoutError once
+after `interrupt()` (the connection's idle timer: one timer per connection, not one per read). While
+more than twice `limit` bytes of frames wait to be read (as asyncio's StreamReader), the transport stops
+reading (TCP flow control then holds the client).
 
 Writing stays with asyncio's `StreamWriter`, whose drain needs a `StreamReaderProtocol`: the transport's
 events (connection made and lost, EOF, write flow control) are passed on to one, which holds no data.
@@ -47,6 +48,7 @@ class FrameStream(asyncio.BufferedProtocol):
         self._eof = False
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._interrupted = False
 
     # --- the transport's side -------------------------------------------------------------------------
 
@@ -109,6 +111,9 @@ class FrameStream(asyncio.BufferedProtocol):
                 raise self._error
             if self._eof:
                 return []
+            if self._interrupted:
+                self._interrupted = False
+                raise TimeoutError
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter
@@ -120,6 +125,11 @@ class FrameStream(asyncio.BufferedProtocol):
             if self._transport is not None and not self._transport.is_closing():
                 self._transport.resume_reading()
         return frames
+
+    def interrupt(self) -> None:
+        """The `read()` waiting now, or the next one that would wait, raises TimeoutError."""
+        self._interrupted = True
+        self._wake()
 
     def _pause(self) -> None:
         transport = self._transport
