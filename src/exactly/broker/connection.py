@@ -629,12 +629,14 @@ class Connection:
                 ready.set_result(None)
 
         self._loop.add_writer(fd, writable)
+        self._draining = True  # waiting for the peer to read, as in `_drain` (idle: NOT_READING)
         try:
             async with asyncio.timeout(_PROBE_S):
                 await ready
         except TimeoutError:
             pass  # look again (a peer that reads nothing is noticed by the idle check)
         finally:
+            self._draining = False
             self._loop.remove_writer(fd)
 
     async def _drain(self) -> Ending | None:
