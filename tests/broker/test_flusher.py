@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from exactly.broker.flusher import GROUP_SYNC_MIN_LOGS, Flusher
+from exactly.errors import ErrorCode, KafkaError
 from exactly.storage import files
 from exactly.storage.log import PartitionLog
 from exactly.verify.disk import read_ledger
@@ -86,30 +89,109 @@ def test_synced_together_defers_only_its_own_threads_fsyncs(tmp_path: Path) -> N
     assert not files.deferring()
 
 
-def test_worker_threads_hand_back_results_and_errors_and_close_joins_them() -> None:
-    """The flusher's own threads (`_Workers`): a result and an exception reach the awaiting coroutine, a
-    waiter that gave up is skipped, and close() lets submitted work finish before joining."""
-    from exactly.broker.flusher import _Workers
+def _count_fsyncs(monkeypatch: pytest.MonkeyPatch, delay: float = 0.0) -> list[str]:
+    """Record every data-file fsync (each taking `delay` seconds)."""
+    calls: list[str] = []
+    real = files.fsync
 
-    workers = _Workers(2)
-    finished: list[int] = []
+    def counting(fd: int, path: Path | str) -> None:
+        calls.append(str(path))
+        time.sleep(delay)  # a slow disk: the waiters that come meanwhile must share the next flush
+        real(fd, path)
 
-    def fail() -> None:
-        raise ValueError("disk on fire")
+    monkeypatch.setattr(files, "fsync", counting)
+    return calls
 
-    def slow(n: int) -> int:
-        finished.append(n)
-        return n * 2
 
-    async def run() -> None:
-        assert await workers.submit(slow, 21) == 42
-        with pytest.raises(ValueError, match="disk on fire"):
-            await workers.submit(fail)
-        abandoned = workers.submit(slow, 1)
-        abandoned.cancel()
-        assert await asyncio.gather(*(workers.submit(slow, n) for n in range(5))) == [0, 2, 4, 6, 8]
+def test_concurrent_waiters_on_one_log_share_its_flushes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (log,) = _logs(tmp_path / "data", 1)
+    calls = _count_fsyncs(monkeypatch, delay=0.05)
+    flusher = Flusher(tmp_path / "data")
 
-    asyncio.run(run())
-    workers.close()
-    assert sorted(finished) == [0, 1, 1, 2, 3, 4, 21]
-    assert not any(t.is_alive() for t in workers._threads)
+    async def run() -> list[list[KafkaError | None]]:
+        first = asyncio.ensure_future(flusher.wait_durable_each([(log, log.log_end_offset)]))
+        await asyncio.sleep(0.01)  # the first flush is running: the next appends wait for one more
+        later = []
+        for _ in range(5):
+            leader_append(log, data_batch(2))
+            later.append(asyncio.ensure_future(flusher.wait_durable_each([(log, log.log_end_offset)])))
+        return list(await asyncio.gather(first, *later))
+
+    try:
+        assert asyncio.run(run()) == [[None]] * 6
+    finally:
+        flusher.close()
+    assert log.recovery_point == log.log_end_offset == 13
+    assert len([c for c in calls if c.endswith(".log")]) == 2  # the running flush, then one for the five
+    log.close()
+
+
+def test_a_cancelled_waiter_does_not_cancel_the_flush_others_wait_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (log,) = _logs(tmp_path / "data", 1)
+    _count_fsyncs(monkeypatch, delay=0.05)
+    flusher = Flusher(tmp_path / "data")
+
+    async def run() -> list[KafkaError | None]:
+        target = [(log, log.log_end_offset)]
+        impatient = asyncio.ensure_future(flusher.wait_durable_each(target))
+        patient = asyncio.ensure_future(flusher.wait_durable_each(target))
+        await asyncio.sleep(0.01)
+        impatient.cancel()
+        result = await patient
+        assert impatient.cancelled()
+        return result
+
+    try:
+        assert asyncio.run(run()) == [None]
+    finally:
+        flusher.close()
+    assert log.recovery_point == 3
+    log.close()
+
+
+def test_a_failed_flush_is_its_targets_storage_error_and_the_others_are_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = _logs(tmp_path / "data", 3)
+    real = files.fsync
+
+    def failing(fd: int, path: Path | str) -> None:
+        if Path(path).parent.name == "t-1":
+            raise OSError(errno.EIO, "I/O error")
+        real(fd, path)
+
+    monkeypatch.setattr(files, "fsync", failing)
+    flusher = Flusher(tmp_path / "data")
+    try:
+        outcome = _wait(flusher, logs)
+        single = _wait(flusher, [logs[1]])
+    finally:
+        flusher.close()
+    assert outcome[0] is None
+    assert outcome[2] is None
+    for failed in (outcome[1], single[0]):
+        assert isinstance(failed, KafkaError)
+        assert failed.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert [log.recovery_point for log in logs] == [3, 0, 3]
+    monkeypatch.undo()
+    for log in logs:
+        log.close()
+
+
+def test_close_finishes_the_flushes_queued_and_stops_its_threads(tmp_path: Path) -> None:
+    logs = _logs(tmp_path / "data", 2)
+    flusher = Flusher(tmp_path / "data", threads=2)
+    assert _wait(flusher, logs) == [None, None]
+    workers = [t for t in threading.enumerate() if t.name.startswith("exactly-flush_")]
+    assert len(workers) >= 2
+    flusher.close()
+    assert not any(t.is_alive() for t in workers)
+    leader_append(logs[0], data_batch(1))
+    with pytest.raises(RuntimeError, match="closed"):
+        _wait(flusher, logs[:1])
+    for log in logs:
+        log.close()

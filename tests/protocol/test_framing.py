@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exactly.errors import ProtocolError
-from exactly.protocol.framing import FrameAssembler, FrameDecoder
+from exactly.protocol.framing import Frame, FrameAssembler, FrameDecoder, FramePool
 
 
 def _framed(payloads: list[bytes]) -> bytes:
@@ -109,3 +109,78 @@ def test_assembler_rejects_a_bad_frame_size() -> None:
     assembler.get_buffer()[:4] = struct.pack(">i", 101)
     with pytest.raises(ProtocolError, match="frame size 101"):
         assembler.buffer_updated(4)
+
+
+def _assemble_held(assembler: FrameAssembler, stream: bytes, cuts: list[int]) -> list[Frame]:
+    """As `_assemble`, but the frames themselves are kept (a pooled frame is a view of a pool buffer)."""
+    points = sorted({c for c in cuts if 0 < c < len(stream)} | {len(stream)})
+    got: list[Frame] = []
+    pos = 0
+    for point in points:
+        while pos < point:
+            target = assembler.get_buffer()
+            n = min(len(target), point - pos)
+            target[:n] = stream[pos : pos + n]
+            pos += n
+            got.extend(assembler.buffer_updated(n))
+    return got
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 70_000), max_size=8),
+    cuts=st.lists(st.integers(0, 300_000), max_size=12),
+    release=st.lists(st.booleans(), min_size=8, max_size=8),
+)
+def test_a_pooled_frame_is_never_lent_again_while_referenced(
+    sizes: list[int], cuts: list[int], release: list[bool]
+) -> None:
+    """Frames read through a pool are the bytes sent, whichever earlier frames were let go of meanwhile:
+    a buffer still referenced (by its frame or a record view of it) is never written into again."""
+    pool = FramePool()
+    assembler = FrameAssembler(max_frame_size=100_000, buffer_size=4096, pool=pool)
+    payloads = [bytes([i + 1]) * n for i, n in enumerate(sizes)]
+    kept: list[tuple[bytes, memoryview]] = []
+    for i, payload in enumerate(payloads):
+        (frame,) = _assemble_held(assembler, _framed([payload]), cuts)
+        assert bytes(frame) == payload
+        if not release[i]:  # hold a record-like slice of it, not the frame itself
+            kept.append((payload[1:], memoryview(frame)[1:]))
+        del frame
+    for payload, view in kept:
+        assert bytes(view) == payload
+    assert pool.kept <= pool.max_bytes
+
+
+def test_a_pooled_buffer_is_lent_again_once_its_last_view_is_gone() -> None:
+    pool = FramePool()
+    assembler = FrameAssembler(buffer_size=4096, pool=pool)
+    payload = bytes(range(256)) * 400  # 102,400 bytes: a pooled frame
+    (frame,) = _assemble_held(assembler, _framed([payload]), [])
+    assert isinstance(frame, memoryview)
+    records = frame[50:]  # what decoding keeps: a slice of the frame
+    del frame
+    assert pool.free() == 0
+    (second,) = _assemble_held(assembler, _framed([payload[::-1]]), [])
+    assert pool.allocated == 2
+    assert pool.reused == 0
+    assert bytes(records) == payload[50:]
+    del records
+    assert pool.free() == 1
+    del second
+    assert pool.free() == 2
+    (third,) = _assemble_held(assembler, _framed([payload]), [])
+    assert pool.reused == 1
+    assert bytes(third) == payload
+
+
+def test_a_pool_keeps_at_most_its_budget() -> None:
+    pool = FramePool(max_bytes=1 << 18, max_buffer=1 << 17)
+    held = [pool.frame(100_000) for _ in range(4)]  # 128 KiB buffers: two are kept
+    assert pool.kept == 1 << 18
+    big = pool.frame(200_000)  # above max_buffer: a bytearray of its own, never kept
+    assert isinstance(big, bytearray)
+    assert len(big) == 200_000
+    assert all(len(h) == 100_000 for h in held)
+    del held
+    assert pool.free() == 2

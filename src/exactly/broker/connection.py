@@ -29,7 +29,9 @@ SaslHandshake / SaslAuthenticate itself and closes the connection on any other r
 a failed authentication is answered after `connection.failed.authentication.delay.ms`, then closed.
 
 Idle (`connections.max.idle.ms`, Kafka's default 10 min): nothing read, no write progress and no request
-being handled for that long. A peer that stopped reading its responses is idle too, and is closed.
+being handled for that long. A peer that stopped reading its responses is idle too, and is closed. One
+timer per connection looks at that when the time could be up (and sets itself again otherwise); it
+interrupts the reader's wait (`FrameStream.interrupt`), so reads carry no timeout of their own.
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ class Connection:
         self._muted_until = 0.0  # loop time before which nothing more is read (quota throttling)
         idle_ms = broker.config.connections_max_idle_ms
         self._idle_s = idle_ms / 1000 if idle_ms > 0 else None
+        self._idle_timer: asyncio.TimerHandle | None = None
         peer = writer.get_extra_info("peername")
         # No peer name when the client reset the connection before it was accepted.
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "unknown"
@@ -207,6 +210,9 @@ class Connection:
         return Ending(CloseReason.INTERNAL_ERROR, repr(error))
 
     async def _teardown(self, reader: asyncio.Task[Ending], writer: asyncio.Task[Ending]) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         reader.cancel()
         writer.cancel()
         requests = list(self._requests)
@@ -238,18 +244,30 @@ class Connection:
             return None
         return Ending(CloseReason.NOT_READING if self._draining else CloseReason.IDLE)
 
+    def _arm_idle_timer(self) -> None:
+        if self._idle_s is not None and self._idle_timer is None:
+            self._idle_timer = self._loop.call_at(self._last_activity + self._idle_s, self._idle_check)
+
+    def _idle_check(self) -> None:
+        """The idle timer: interrupt the reader if the connection idled out, else look again later."""
+        self._idle_timer = None
+        if self._idle_ending() is not None:
+            self.reader.interrupt()  # the reader sees it idle and ends (or, active again, re-arms)
+        else:
+            self._arm_idle_timer()
+
     # --- reading ----------------------------------------------------------------------------------------
 
     async def _read_requests(self) -> Ending:
         pending = self._pending
+        self._arm_idle_timer()
         while True:
-            timeout = None if self._idle_s is None else self._last_activity + self._idle_s - self._loop.time()
             try:
-                async with asyncio.timeout(None if timeout is None else max(timeout, 0.0)):
-                    frames = await self.reader.read()
+                frames = await self.reader.read()
             except TimeoutError:
                 if (idle := self._idle_ending()) is not None:
                     return idle
+                self._arm_idle_timer()
                 continue
             except OSError as e:
                 return Ending(CloseReason.PEER_LOST, str(e) or type(e).__name__)
@@ -613,12 +631,14 @@ class Connection:
                 ready.set_result(None)
 
         self._loop.add_writer(fd, writable)
+        self._draining = True  # waiting for the peer to read, as in `_drain` (idle: NOT_READING)
         try:
             async with asyncio.timeout(_PROBE_S):
                 await ready
         except TimeoutError:
             pass  # look again (a peer that reads nothing is noticed by the idle check)
         finally:
+            self._draining = False
             self._loop.remove_writer(fd)
 
     async def _drain(self) -> Ending | None:

@@ -10,11 +10,12 @@ syncfs(2) of each log dir's file system (`files.synced_together`), then moves th
 that sync fail, the logs are still behind their targets and take the one-by-one path, which reports each
 log's own error.
 
-The flushes run on the flusher's own worker threads, handed over through one queue: a finished flush
-completes its asyncio future with one `call_soon_threadsafe` (no `concurrent.futures.Future`, no
-condition variable, no future chaining: a one-record transaction waits for four fsyncs, an OffsetCommit
-for one, and the handover was a tenth of the broker's CPU per commit). One target, the common case,
-waits for its log directly (no task per target).
+The threads are the flusher's own (`threads` of them, started with the first flush), fed through a
+`queue.SimpleQueue`; a finished job settles its asyncio future with one `call_soon_threadsafe`. That is
+all a flush costs the event loop: no `concurrent.futures.Future` (a Condition each) chained to an asyncio
+one, and one Task less per request (a request of one partition awaits its flush directly, with no
+`gather`). A waiter that is cancelled does not cancel the flush others wait for (each waits through
+`asyncio.shield`).
 """
 
 from __future__ import annotations
@@ -33,35 +34,37 @@ from exactly.storage.log import PartitionLog
 
 GROUP_SYNC_MIN_LOGS = 32  # from this many logs to flush at once, one syncfs beats one fsync each
 
+Job = Callable[[], None]
+
 
 class Flusher:
     def __init__(self, data_dir: Path | Sequence[Path] | None = None, threads: int = 4) -> None:
         self._data_dir = data_dir
-        self._workers = _Workers(threads)
-        self._running: dict[int, asyncio.Future[Any]] = {}
+        self._threads = threads
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
+        self._start_lock = threading.Lock()
+        self._closed = False
+        self._running: dict[int, asyncio.Future[Any]] = {}  # per log (by id): the flush in progress
         self.group_syncs = 0  # syncfs calls that made many logs durable at once
 
     async def wait_durable(self, targets: list[tuple[PartitionLog, int]]) -> None:
         """Raises the first KafkaError (KAFKA_STORAGE_ERROR when a flush failed)."""
-        if len(targets) == 1:
-            log, offset = targets[0]
-            if log.needs_flush(offset):
-                await self._durable(log, offset)
-            return
         await self._flush_together(targets)
+        if len(targets) == 1:
+            await self._durable(*targets[0])
+            return
         await asyncio.gather(*(self._durable(log, offset) for log, offset in targets))
 
     async def wait_durable_each(self, targets: list[tuple[PartitionLog, int]]) -> list[KafkaError | None]:
         """Like `wait_durable`, but every target's own outcome: None, or the KafkaError its flush raised."""
+        await self._flush_together(targets)
         if len(targets) == 1:
-            log, offset = targets[0]
             try:
-                if log.needs_flush(offset):
-                    await self._durable(log, offset)
+                await self._durable(*targets[0])
             except KafkaError as e:
                 return [e]
             return [None]
-        await self._flush_together(targets)
         results = await asyncio.gather(
             *(self._durable(log, offset) for log, offset in targets), return_exceptions=True
         )
@@ -75,10 +78,13 @@ class Flusher:
 
     async def _flush_together(self, targets: list[tuple[PartitionLog, int]]) -> None:
         """One syncfs for every log of `targets` that needs a flush, when there are enough of them."""
+        if len(targets) < GROUP_SYNC_MIN_LOGS:
+            return
         logs = {id(log): log for log, offset in targets if log.needs_flush(offset) and not log.closed}
         if len(logs) < GROUP_SYNC_MIN_LOGS:
             return
-        running = self._workers.submit(self._write_out_and_sync, list(logs.values()))
+        chosen = list(logs.values())
+        running = self._submit(lambda: self._write_out_and_sync(chosen))
         for key in logs:
             if key not in self._running:  # a one-log flush in progress stays the one to wait for
                 self._running[key] = running
@@ -105,7 +111,7 @@ class Flusher:
             key = id(log)
             running = self._running.get(key)
             if running is None or running.done():  # a finished flush is forgotten only on the next loop turn
-                running = self._workers.submit(log.flush)
+                running = self._submit(log.flush)
                 self._running[key] = running
                 running.add_done_callback(self._forget(key, running))
             await asyncio.shield(running)
@@ -117,71 +123,53 @@ class Flusher:
 
         return done
 
-    def close(self) -> None:
-        self._workers.close()
+    def _submit(self, work: Callable[[], object]) -> asyncio.Future[Any]:
+        """Run `work` on a flush thread; the future (of this event loop) gets its result or exception."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
 
+        def job() -> None:
+            try:
+                result, error = work(), None
+            except BaseException as e:  # noqa: BLE001 (handed to the waiter, whatever it is)
+                result, error = None, e
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+                loop.call_soon_threadsafe(_settle, future, result, error)
 
-class _Workers:
-    """Threads that run blocking calls for the event loop: `submit(fn, *args)` returns an asyncio future
-    of the loop that submitted it, completed with one `call_soon_threadsafe` when `fn` returns or raises.
-    The threads start at the first submit; `close()` lets them finish what was submitted and joins them."""
-
-    def __init__(self, threads: int) -> None:
-        self._count = threads
-        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future[Any]] | None]
-        self._queue = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if not self._threads or self._closed:
+        if not self._workers:
             self._start()
-        self._queue.put((fn, args, future))
+        self._jobs.put(job)
         return future
 
     def _start(self) -> None:
-        with self._lock:
+        with self._start_lock:
+            if self._workers:
+                return
             if self._closed:
                 raise RuntimeError("the flusher is closed")
-            while len(self._threads) < self._count:
-                thread = threading.Thread(
-                    target=self._work, name=f"exactly-flush-{len(self._threads)}", daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
+            for i in range(self._threads):
+                worker = threading.Thread(target=self._work, name=f"exactly-flush_{i}", daemon=True)
+                worker.start()
+                self._workers.append(worker)
 
     def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            fn, args, future = item
-            try:
-                result = fn(*args)
-            except BaseException as e:  # noqa: BLE001 - handed to the waiter, as an executor would
-                self._deliver(future, None, e)
-            else:
-                self._deliver(future, result, None)
-
-    @staticmethod
-    def _deliver(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            future.get_loop().call_soon_threadsafe(_complete, future, result, error)
+        jobs = self._jobs
+        while (job := jobs.get()) is not None:
+            job()
 
     def close(self) -> None:
-        with self._lock:
+        """Finish the flushes queued so far, then stop the threads."""
+        with self._start_lock:
             self._closed = True
-            threads = list(self._threads)
-        for _ in threads:
-            self._queue.put(None)
-        for thread in threads:
-            thread.join()
+            workers, self._workers = self._workers, []
+        for _ in workers:
+            self._jobs.put(None)
+        for worker in workers:
+            worker.join()
 
 
-def _complete(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
+def _settle(future: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
+    if future.done():
         return
     if error is not None:
         future.set_exception(error)

@@ -4,12 +4,14 @@
 `exactly.protocol.framing.FrameAssembler`'s buffers, so a produce request's bytes are copied once, from
 the socket into the frame the handler appends from (through asyncio's StreamReader they were copied four
 more times: into its buffer, out of it, into a frame decoder, out of that). TLS listeners use it too:
-decrypted records are written into the same buffers.
+decrypted records are written into the same buffers. The listener's connections share one `FramePool`:
+a large frame's buffer is lent again once the request read into it is done with.
 
 The connection reads with `await frames.read()`: the frames complete so far (an empty list at EOF),
-raising the connection's error (OSError) or a ProtocolError for a bad frame size. While more than twice
-`limit` bytes of frames wait to be read (as asyncio's StreamReader), the transport stops reading (TCP
-flow control then holds the client).
+raising the connection's error (OSError) or a ProtocolError for a bad frame size, or TimeoutError once
+after `interrupt()` (the connection's idle timer: one timer per connection, not one per read). While
+more than twice `limit` bytes of frames wait to be read (as asyncio's StreamReader), the transport stops
+reading (TCP flow control then holds the client).
 
 Writing stays with asyncio's `StreamWriter`, whose drain needs a `StreamReaderProtocol`: the transport's
 events (connection made and lost, EOF, write flow control) are passed on to one, which holds no data.
@@ -21,7 +23,7 @@ import asyncio
 from typing import Any
 
 from exactly.errors import ProtocolError
-from exactly.protocol.framing import DEFAULT_MAX_FRAME_SIZE, Frame, FrameAssembler
+from exactly.protocol.framing import DEFAULT_MAX_FRAME_SIZE, Frame, FrameAssembler, FramePool
 
 __all__ = ["FrameStream"]
 
@@ -34,10 +36,11 @@ class FrameStream(asyncio.BufferedProtocol):
         stream: asyncio.StreamReaderProtocol,
         limit: int,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        pool: FramePool | None = None,
     ) -> None:
         self._stream = stream
         self._limit = limit
-        self._assembler = FrameAssembler(max_frame_size)
+        self._assembler = FrameAssembler(max_frame_size, pool=pool)
         self._ready: list[Frame] = []
         self._ready_bytes = 0
         self._transport: Any = None  # a ReadTransport (uvloop's are not registered as one)
@@ -45,6 +48,7 @@ class FrameStream(asyncio.BufferedProtocol):
         self._eof = False
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._interrupted = False
 
     # --- the transport's side -------------------------------------------------------------------------
 
@@ -107,6 +111,9 @@ class FrameStream(asyncio.BufferedProtocol):
                 raise self._error
             if self._eof:
                 return []
+            if self._interrupted:
+                self._interrupted = False
+                raise TimeoutError
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter
@@ -118,6 +125,11 @@ class FrameStream(asyncio.BufferedProtocol):
             if self._transport is not None and not self._transport.is_closing():
                 self._transport.resume_reading()
         return frames
+
+    def interrupt(self) -> None:
+        """The `read()` waiting now, or the next one that would wait, raises TimeoutError."""
+        self._interrupted = True
+        self._wake()
 
     def _pause(self) -> None:
         transport = self._transport

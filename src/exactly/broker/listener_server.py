@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 
 from exactly.broker.connection_slots import ConnectionSlots
 from exactly.broker.frame_stream import FrameStream
+from exactly.protocol.framing import FramePool
 from exactly.security.principal import ANONYMOUS, KafkaPrincipal
 from exactly.security.tls import HANDSHAKE_TIMEOUT_S, TlsListener
 
@@ -63,6 +64,7 @@ class ListenerServer:
         most this size instead of a byte stream."""
         self._name = name
         self._max_frame_size = max_frame_size
+        self._frame_pool = FramePool()  # large request frames' buffers, shared by the connections
         self._socks = socks
         self._tls = tls
         self._slots = slots
@@ -167,7 +169,7 @@ class ListenerServer:
         protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
         frames = None
         if self._max_frame_size is not None:
-            frames = FrameStream(protocol, self._limit, self._max_frame_size)
+            frames = FrameStream(protocol, self._limit, self._max_frame_size, self._frame_pool)
         try:
             if self._tls is None:
                 transport, _ = await loop.connect_accepted_socket(lambda: frames or protocol, client)

@@ -9,11 +9,21 @@ violation: the caller should close the connection.
 `buffer_updated`, as asyncio's `BufferedProtocol`): a large frame (a produce request's batches) is read
 straight into a bytearray of its own, which is the frame handed out, so its bytes are copied once, from
 the socket into place, and never again; smaller frames are read into one reused buffer and copied out.
+
+`FramePool` lends those large frames' buffers again once nothing references them any more, so a busy
+producer's requests are not each a fresh allocation that the kernel must zero and fault in page by page
+(`bytearray(size)` zero-fills it too, before the socket overwrites every byte). A pooled frame is a
+memoryview of the first `size` bytes of a buffer whose length is a power of two. Whether a buffer is free
+is CPython's reference count: every memoryview of it (the frame, the record fields decoded from it, a
+slice of those) holds a reference to the bytearray, so a buffer that only the pool refers to has no
+reader left; a buffer still referenced anywhere (a request being handled, a frame waiting to be read, a
+reference cycle not yet collected) is simply not lent again.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 
 from exactly.errors import ProtocolError
 
@@ -67,7 +77,7 @@ class FrameDecoder:
         return out
 
 
-Frame = bytes | bytearray
+Frame = bytes | bytearray | memoryview
 
 _OWN_BUFFER_MIN = 1 << 15  # frames from this size on are read into a bytearray of their own
 _BUFFER_SIZE = 1 << 18  # the reused buffer of the smaller frames
@@ -75,18 +85,72 @@ _COMPACT_BELOW = 1 << 16  # room left in the reused buffer below which its unrea
 _LEND_MAX = 1 << 16  # the most of the reused buffer lent at once: what a large frame's start costs a copy
 
 
+_POOL_MIN = 1 << 15  # the smallest pooled buffer
+_POOL_MAX_BUFFER = 1 << 24  # frames above 16 MiB get a buffer of their own, as without a pool
+_POOL_MAX_BYTES = 1 << 26  # what a pool keeps at most, lent or not
+_HELD_ONLY_BY_POOL = 3  # sys.getrefcount of a free buffer: the pool's list, the loop variable, the call
+
+
+class FramePool:
+    """Buffers for large frames, lent again once nothing refers to them (see the module docstring).
+    Not thread-safe: one event loop's connections share one. Keeps at most `max_bytes` of buffers; a
+    frame that finds no free buffer and no room gets one that is not kept."""
+
+    def __init__(self, max_bytes: int = _POOL_MAX_BYTES, max_buffer: int = _POOL_MAX_BUFFER) -> None:
+        self.max_bytes = max_bytes
+        self.max_buffer = max_buffer
+        self._classes: dict[int, list[bytearray]] = {}  # buffer length -> the buffers of that length
+        self.kept = 0  # bytes of buffers kept
+        self.reused = 0  # frames lent a buffer again
+        self.allocated = 0  # frames that needed a new buffer
+
+    def frame(self, size: int) -> memoryview | bytearray:
+        """A writable buffer of exactly `size` bytes (its content undefined) for a frame being read."""
+        length = max(_POOL_MIN, 1 << (size - 1).bit_length())
+        if length > self.max_buffer:
+            self.allocated += 1
+            return bytearray(size)
+        buffers = self._classes.setdefault(length, [])
+        for buf in buffers:
+            if sys.getrefcount(buf) == _HELD_ONLY_BY_POOL:
+                self.reused += 1
+                return memoryview(buf)[:size]
+        self.allocated += 1
+        buf = bytearray(length)
+        if self.kept + length <= self.max_bytes:
+            buffers.append(buf)
+            self.kept += length
+        return memoryview(buf)[:size]
+
+    def free(self) -> int:
+        """How many kept buffers are free to lend (for tests and metrics)."""
+        free = 0
+        for buffers in self._classes.values():
+            for buf in buffers:
+                if sys.getrefcount(buf) == _HELD_ONLY_BY_POOL:
+                    free += 1
+        return free
+
+
 class FrameAssembler:
     """Complete frames from reads into lent buffers: `get_buffer()` says where the next read goes,
-    `buffer_updated(n)` that `n` bytes arrived there and returns the frames they completed."""
+    `buffer_updated(n)` that `n` bytes arrived there and returns the frames they completed. With a
+    `pool`, large frames are memoryviews of its buffers; without one, each is a bytearray of its own."""
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, buffer_size: int = _BUFFER_SIZE) -> None:
+    def __init__(
+        self,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        buffer_size: int = _BUFFER_SIZE,
+        pool: FramePool | None = None,
+    ) -> None:
         self.max_frame_size = max_frame_size
+        self._pool = pool
         self._own_min = min(_OWN_BUFFER_MIN, buffer_size // 4)
         self._buf = bytearray(max(buffer_size, 64))
         self._view = memoryview(self._buf)
         self._start = 0  # first byte of _buf not yet part of a frame handed out
         self._end = 0  # end of the bytes read into _buf
-        self._frame: bytearray | None = None  # a large frame being read into place
+        self._frame: bytearray | memoryview | None = None  # a large frame being read into place
         self._frame_view = memoryview(b"")
         self._filled = 0  # bytes of `_frame` read so far
 
@@ -128,7 +192,7 @@ class FrameAssembler:
                 start += 4 + size
                 continue
             if size >= self._own_min:  # read the rest straight into the frame's own buffer
-                frame = bytearray(size)
+                frame = bytearray(size) if self._pool is None else self._pool.frame(size)
                 frame[:there] = view[start + 4 : end]
                 self._frame, self._frame_view, self._filled = frame, memoryview(frame), there
                 start = end

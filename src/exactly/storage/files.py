@@ -33,6 +33,15 @@ and one syncfs(2) of the data dir's file system at the end makes everything dura
 0.13 s, against 1.7 s of fdatasyncs; the ledger then records each of those files at its length at that
 moment). Nothing may claim durability inside it: recovery points move after it.
 
+A data file is made durable with fdatasync(2), not fsync(2): fdatasync writes the data and the metadata
+needed to read it back (the file's size, its block map), and skips what is not (mtime/ctime). Kafka's
+`FileChannel.force(true)` syncs the timestamps too, which recovery never reads. For a log segment, which
+only ever grows by appends (not preallocated), every flush changes its size, so the inode is written
+either way and the two cost the same (measured on ext4: ~0.42 s of system time per GB written and synced
+in 735 KB appends for both; preallocating with fallocate(KEEP_SIZE) did not beat it within the noise);
+index files written inside their preallocated length, and rewritten checkpoint files of the same size,
+are where fdatasync saves the inode write. Directories (renames, new files) keep fsync (`fsync_dir`).
+
 The harness (exactly.verify.disk.power_loss) replays the ledger to know which bytes a power loss may take.
 With the setting unset `_ledger` is None and each hook costs one global lookup.
 
@@ -259,8 +268,12 @@ def defer_fsync(path: Path | str) -> None:
     deferred.add(str(path))
 
 
+_sync_data = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+
+
 def fsync(fd: int, path: Path | str) -> None:
-    """os.fsync of the data file `path` open as `fd`; every data-file fsync in storage comes through here."""
+    """fdatasync (see the module docstring) of the data file `path` open as `fd`; every data-file sync in
+    storage comes through here."""
     deferred = _deferral.files
     if deferred is not None:
         deferred.add(str(path))
@@ -268,12 +281,12 @@ def fsync(fd: int, path: Path | str) -> None:
     ledger = _ledger
     if ledger is None:
         start = time.perf_counter()
-        os.fsync(fd)
+        _sync_data(fd)
         FSYNC_SECONDS.observe(time.perf_counter() - start)
         return
     length = os.fstat(fd).st_size
     start = time.perf_counter()
-    os.fsync(fd)
+    _sync_data(fd)
     FSYNC_SECONDS.observe(time.perf_counter() - start)
     ledger.write(ledger.name(path), str(length))
 
