@@ -59,7 +59,7 @@ def test_groups_commands(broker: BrokerProcess, tmp_path: Path) -> None:
             describe=member.describe,
         )
         listed = groups("list", bootstrap=b)
-        assert listed.out_lines == ["GROUP  STATE", "cli-g  Stable"], listed
+        assert listed.out_lines == ["GROUP  TYPE     STATE", "cli-g  classic  Stable"], listed
         described = groups("describe", GROUP, bootstrap=b)
         assert described.returncode == 0, described
         assert "State: Stable" in described.out_lines[0]
