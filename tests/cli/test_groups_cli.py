@@ -59,7 +59,7 @@ def test_groups_commands(broker: BrokerProcess, tmp_path: Path) -> None:
             describe=member.describe,
         )
         listed = groups("list", bootstrap=b)
-        assert listed.out_lines == ["GROUP  STATE", "cli-g  Stable"], listed
+        assert listed.out_lines == ["GROUP  TYPE     STATE", "cli-g  classic  Stable"], listed
         described = groups("describe", GROUP, bootstrap=b)
         assert described.returncode == 0, described
         assert "State: Stable" in described.out_lines[0]
@@ -120,7 +120,7 @@ def test_groups_commands(broker: BrokerProcess, tmp_path: Path) -> None:
         "no partition 9",
     )
     assert_one_line_error(groups("describe", "nope", bootstrap=b), "group 'nope' does not exist")
-    assert groups("list", bootstrap=b).out_lines == ["GROUP  STATE", "cli-g  Empty"]
+    assert groups("list", bootstrap=b).out_lines == ["GROUP  TYPE     STATE", "cli-g  classic  Empty"]
     deleted = groups("delete", GROUP, bootstrap=b)
     assert (deleted.returncode, deleted.out_lines) == (0, ["deleted group 'cli-g'"]), deleted
     assert committed_offsets(b, GROUP, TOPIC, PARTITIONS) == dict.fromkeys(range(PARTITIONS), -1)

@@ -34,6 +34,11 @@ from exactly.protocol.messages.alter_replica_log_dirs import (
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirTopic,
 )
+from exactly.protocol.messages.alter_share_group_offsets import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
 from exactly.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     ScramCredentialUpsertion,
@@ -51,6 +56,10 @@ from exactly.protocol.messages.delete_records import (
     DeleteRecordsRequest,
     DeleteRecordsTopic,
 )
+from exactly.protocol.messages.delete_share_group_offsets import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequestTopic,
+)
 from exactly.protocol.messages.delete_topics import DeleteTopicsRequest
 from exactly.protocol.messages.describe_acls import DescribeAclsRequest
 from exactly.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest
@@ -60,6 +69,11 @@ from exactly.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from exactly.protocol.messages.describe_producers import DescribeProducersRequest
 from exactly.protocol.messages.describe_producers import TopicRequest as ProducersTopic
 from exactly.protocol.messages.describe_quorum import DescribeQuorumRequest, PartitionData, TopicData
+from exactly.protocol.messages.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+)
 from exactly.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest
 from exactly.protocol.messages.describe_topic_partitions import TopicRequest as PartitionsTopic
 from exactly.protocol.messages.describe_transactions import DescribeTransactionsRequest
@@ -620,8 +634,68 @@ def share_acknowledge(c: RawClient, n: Names) -> int:
     return int(response.responses[0].partitions[0].error_code)
 
 
+def _make_share_group(admin: RawClient, n: Names) -> None:
+    """Setup: an empty share group (a member joins and leaves), so its offsets may be changed."""
+    assert share_group_heartbeat(admin, n) == ErrorCode.NONE
+    leave = ShareGroupHeartbeatRequest(n.group, "member-1", -1, None, None)
+    assert admin.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, leave).error_code == ErrorCode.NONE
+
+
+def describe_share_group_offsets(c: RawClient, n: Names) -> int:
+    asked = DescribeShareGroupOffsetsRequestGroup(
+        n.group, [DescribeShareGroupOffsetsRequestTopic(n.topic, [0])]
+    )
+    group = c.request(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, DescribeShareGroupOffsetsRequest([asked])
+    ).groups[0]
+    if group.error_code:
+        return int(group.error_code)
+    return int(group.topics[0].partitions[0].error_code)
+
+
+def alter_share_group_offsets(c: RawClient, n: Names) -> int:
+    topic = AlterShareGroupOffsetsRequestTopic(n.topic, [AlterShareGroupOffsetsRequestPartition(0, 0)])
+    response = c.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, AlterShareGroupOffsetsRequest(n.group, [topic]))
+    if response.error_code:
+        return int(response.error_code)
+    return int(response.responses[0].partitions[0].error_code)
+
+
+def delete_share_group_offsets(c: RawClient, n: Names) -> int:
+    topic = DeleteShareGroupOffsetsRequestTopic(n.topic)
+    response = c.request(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, DeleteShareGroupOffsetsRequest(n.group, [topic])
+    )
+    if response.error_code:
+        return int(response.error_code)
+    return int(response.responses[0].error_code)
+
+
 _A, _E = ApiKey, ErrorCode
 SCENARIOS: dict[Row, Scenario] = {
+    (_A.DESCRIBE_SHARE_GROUP_OFFSETS, "group"): Scenario(
+        describe_share_group_offsets, needs=((_A.DESCRIBE_SHARE_GROUP_OFFSETS, "topic"),)
+    ),
+    (_A.DESCRIBE_SHARE_GROUP_OFFSETS, "topic"): Scenario(
+        describe_share_group_offsets, needs=((_A.DESCRIBE_SHARE_GROUP_OFFSETS, "group"),)
+    ),
+    # an unknown group is refused after the group's ACL, for the whole request
+    (_A.ALTER_SHARE_GROUP_OFFSETS, "group"): Scenario(
+        alter_share_group_offsets, passes=_E.GROUP_ID_NOT_FOUND
+    ),
+    (_A.ALTER_SHARE_GROUP_OFFSETS, "topic"): Scenario(
+        alter_share_group_offsets, needs=((_A.ALTER_SHARE_GROUP_OFFSETS, "group"),), setup=_make_share_group
+    ),
+    (_A.DELETE_SHARE_GROUP_OFFSETS, "group"): Scenario(
+        delete_share_group_offsets, passes=_E.GROUP_ID_NOT_FOUND
+    ),
+    # granted, the group has no state for the topic: Kafka's "no offset information to delete"
+    (_A.DELETE_SHARE_GROUP_OFFSETS, "topic"): Scenario(
+        delete_share_group_offsets,
+        passes=_E.UNKNOWN_TOPIC_OR_PARTITION,
+        needs=((_A.DELETE_SHARE_GROUP_OFFSETS, "group"),),
+        setup=_make_share_group,
+    ),
     (_A.SHARE_GROUP_HEARTBEAT, "group"): Scenario(
         share_group_heartbeat, needs=((_A.SHARE_GROUP_HEARTBEAT, "topic"),)
     ),

@@ -59,9 +59,18 @@ from exactly.records.batch import RecordBatch
 from exactly.records.builder import BatchBuilder
 from exactly.storage.log import Isolation
 
-__all__ = ["Acquired", "ShareService", "acknowledge_partitions", "resolve"]
+__all__ = ["Acquired", "ShareOffsets", "ShareService", "acknowledge_partitions", "resolve"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareOffsets:
+    """What DescribeShareGroupOffsets and `exactly groups describe` show of one share partition."""
+
+    start_offset: int  # SPSO
+    leader_epoch: int  # of the last state written, -1 when none was
+    in_flight: int  # SPEO - SPSO + 1: offsets in the window
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,25 +294,69 @@ class ShareService:
         if released:
             self._replicas.wakeups.appended()
 
-    def reset(self, key: SharePartitionKey, start_offset: int) -> None:
-        """AlterShareGroupOffsets on this broker's share partition (the group has no members)."""
+    # --- administration (Describe/Alter/DeleteShareGroupOffsets) ---------------------------------------
+
+    def group_keys(self, group_id: str) -> list[SharePartitionKey]:
+        """The share partitions of `group_id` this broker knows: loaded, or stored in its state partitions."""
+        keys = {k for k in self.partitions if k.group_id == group_id}
+        keys |= {k for k in self.store.states if k.group_id == group_id}
+        return sorted(keys, key=lambda k: (str(k.topic_id), k.partition))
+
+    def knows_group(self, group_id: str) -> bool:
+        return bool(self.group_keys(group_id))
+
+    def describe(self, key: SharePartitionKey) -> ShareOffsets | None:
+        """SPSO, leader epoch and in-flight count of a share partition; None when it has no state."""
+        share = self.partitions.get(key)
+        stored = self._stored.get(key) or self.store.get(key)
+        epoch = stored.leader_epoch if stored is not None else -1
+        if share is not None:
+            return ShareOffsets(share.start_offset, epoch, share.in_flight)
+        if stored is None:
+            return None
+        return ShareOffsets(stored.state.start_offset, epoch, SharePartition(stored.state).in_flight)
+
+    async def alter(self, key: SharePartitionKey, start_offset: int) -> None:
+        """AlterShareGroupOffsets (the group has no members): the share partition starts again from
+        `start_offset` with an empty window, under a new state epoch, written to `__share_group_state`."""
         share = self.partitions.get(key)
         if share is not None:
             share.reset(start_offset)
-        else:
-            self.store.states[key] = StoredShareState(ShareState(start_offset))
+        previous = self._stored.get(key) or self.store.get(key)
+        now = self._clock.milliseconds()
+        stored = StoredShareState(
+            ShareState(start_offset),
+            snapshot_epoch=0,
+            state_epoch=(previous.state_epoch + 1) if previous else 0,
+            leader_epoch=previous.leader_epoch if previous else 0,
+            create_timestamp=now,
+            write_timestamp=now,
+        )
+        self._stored[key] = stored
+        self.store.states[key] = stored
+        builder = BatchBuilder()
+        builder.append(now, encode_key(key), encode_value(stored))
+        await self.runtime.ensure_topic()
+        await self.runtime.write(self.state_partition(key), builder.build(), f"share state of {key}")
+
+    async def delete(self, key: SharePartitionKey) -> None:
+        """DeleteShareGroupOffsets: forget the share partition and write its tombstone; the next fetch
+        of the group starts from `share.auto.offset.reset`."""
+        self.forget(key)
+        builder = BatchBuilder()
+        builder.append(self._clock.milliseconds(), encode_key(key), None)
+        await self.runtime.ensure_topic()
+        await self.runtime.write(self.state_partition(key), builder.build(), f"share state of {key} deleted")
 
     def forget(self, key: SharePartitionKey) -> None:
         self.partitions.pop(key, None)
         self.store.states.pop(key, None)
         self._stored.pop(key, None)
+        self._topic_names.pop(key, None)
 
     def start_offset(self, key: SharePartitionKey) -> int:
-        share = self.partitions.get(key)
-        if share is not None:
-            return share.start_offset
-        stored = self.store.get(key)
-        return stored.state.start_offset if stored is not None else -1
+        found = self.describe(key)
+        return found.start_offset if found is not None else -1
 
     @staticmethod
     def topic_key(group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartitionKey:
@@ -338,3 +391,15 @@ async def acknowledge_partitions(
         wanted = [AckBatch(first, last, tuple(types)) for first, last, types in batches]
         out[(topic_id, index)] = await ctx.broker.shares.acknowledge(key, name, member_id, wanted)
     return out
+
+
+async def offsets_alterable(ctx: RequestContext, group_id: str) -> ErrorCode:
+    """Alter/DeleteShareGroupOffsets' check of the group, at its coordinator: NONE for an empty share
+    group (or one known only by its stored share-partition state: membership is not persisted),
+    NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND; KafkaError NOT_COORDINATOR & co. from the coordinator."""
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID
+    found = await ctx.broker.groups.read(group_id, lambda c: c.share_group_offsets_alterable(group_id))
+    if found is not None:
+        return found
+    return ErrorCode.NONE if ctx.broker.shares.knows_group(group_id) else ErrorCode.GROUP_ID_NOT_FOUND

@@ -280,3 +280,14 @@ def rebalance(ctx: typer.Context) -> None:
     from exactly.bench import rebalance as bench
 
     bench.main(list(ctx.args))
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False
+)
+def share(ctx: typer.Context) -> None:
+    """Share-group consume throughput, 1 and 4 share consumers vs 1 and 4 consumers of a classic group
+    on the same data, with an exactly-once check of the share deliveries (--help lists the options)."""
+    from exactly.bench import share as bench
+
+    bench.main(list(ctx.args))

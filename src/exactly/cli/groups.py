@@ -2,6 +2,15 @@
 confluent-kafka's AdminClient (ListGroups, DescribeGroups, OffsetFetch, ListOffsets, OffsetCommit,
 DeleteGroups), like Kafka's `kafka-consumer-groups.sh`.
 
+Share groups (KIP-932; librdkafka's admin client has no share-group calls, so these go through
+exactly's own protocol client to the group's coordinator): `list` shows every group's type (classic,
+consumer or share); `describe` of a share group shows its members, their assignments and each share
+partition's start offset (SPSO) with what is left to deliver or acknowledge behind the high watermark
+(DescribeShareGroupOffsets); `reset-offsets` sets share partitions' start offsets
+(AlterShareGroupOffsets) and `delete-offsets` forgets a share group's state for whole topics
+(DeleteShareGroupOffsets), as `kafka-share-groups.sh --reset-offsets / --delete-offsets`: both only
+while the group has no members.
+
 `lag` compares each partition's committed offset with its high watermark (what a read_uncommitted
 consumer can still read) and with its last stable offset (what a read_committed consumer can still
 read: records of open transactions are not counted). `reset-offsets` only prints the plan unless
@@ -23,6 +32,7 @@ from exactly.cli.common import (
     print_table,
     reported_errors,
 )
+from exactly.errors import ErrorCode
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -32,7 +42,8 @@ __all__ = ["groups_app"]
 groups_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
-    help="List, describe, show the lag of, reset the offsets of and delete consumer groups.",
+    help="List, describe, show the lag of, reset or delete the offsets of and delete consumer and share "
+    "groups.",
 )
 
 # librdkafka's ConsumerGroupState names -> Kafka's state names
@@ -116,20 +127,134 @@ def state_name(state: Any) -> str:
     return _STATES.get(name, name.title())
 
 
+def coordinator_request(admin: _Admin, group: str, api: int, version: int, body: Any) -> Any:
+    """One request to `group`'s coordinator (FindCoordinator v4 at the first bootstrap broker), with
+    exactly's protocol client and the command's security settings. CliError when it cannot be sent."""
+    from exactly.client.connection import KafkaConnection
+    from exactly.client.security import ClientSecurity
+    from exactly.protocol.messages import ApiKey
+    from exactly.protocol.messages.find_coordinator import FindCoordinatorRequest
+
+    security = ClientSecurity.from_config(admin.session.settings)
+    first = admin.session.bootstrap.split(",")[0].strip()
+    host, _, port = first.rpartition(":")
+
+    def call(at_host: str, at_port: int, key: int, v: int, request: Any) -> Any:
+        try:
+            connection = KafkaConnection.open(
+                at_host, at_port, security=security, client_id="exactly-cli", timeout=admin.timeout
+            )
+        except OSError as e:
+            raise CliError(f"cannot reach the broker at {at_host}:{at_port}: {e}") from None
+        try:
+            return connection.request(key, v, request)
+        finally:
+            connection.close()
+
+    found = call(
+        host, int(port), ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(coordinator_keys=[group])
+    )
+    coordinator = found.coordinators[0]
+    if coordinator.error_code:
+        raise CliError(f"no coordinator for group {group!r}: {ErrorCode(coordinator.error_code).name}")
+    return call(coordinator.host, coordinator.port, api, version, body)
+
+
+def share_listings(admin: _Admin) -> dict[str, str]:
+    """Share groups and their states: ListGroups v5 (types filter "share") to every broker, which
+    librdkafka's listing leaves out. Empty when the broker has share groups off."""
+    from exactly.client.connection import KafkaConnection
+    from exactly.client.security import ClientSecurity
+    from exactly.protocol.messages import ApiKey
+    from exactly.protocol.messages.list_groups import ListGroupsRequest
+
+    metadata = admin.session.call(
+        lambda t: admin.client.list_topics(timeout=t), admin.client.poll, "metadata"
+    )
+    security = ClientSecurity.from_config(admin.session.settings)
+    out: dict[str, str] = {}
+    for broker in metadata.brokers.values():
+        try:
+            connection = KafkaConnection.open(
+                str(broker.host),
+                int(broker.port),
+                security=security,
+                client_id="exactly-cli",
+                timeout=admin.timeout,
+            )
+        except OSError as e:
+            raise CliError(f"cannot reach broker {broker.id} at {broker.host}:{broker.port}: {e}") from None
+        try:
+            response = connection.request(ApiKey.LIST_GROUPS, 5, ListGroupsRequest([], ["share"]))
+        finally:
+            connection.close()
+        out.update({g.group_id: g.group_state for g in response.groups if g.group_type == "share"})
+    return out
+
+
+def share_group(admin: _Admin, group: str) -> Any:
+    """ShareGroupDescribe's answer when `group` is a share group; None otherwise (another type, none, or
+    share groups off on the broker)."""
+    from exactly.protocol.messages import ApiKey
+    from exactly.protocol.messages.share_group_describe import ShareGroupDescribeRequest
+
+    try:
+        response = coordinator_request(
+            admin, group, ApiKey.SHARE_GROUP_DESCRIBE, 1, ShareGroupDescribeRequest([group])
+        )
+    except Exception:  # noqa: BLE001 (an older broker closes the connection: not a share group then)
+        return None
+    described = response.groups[0] if response.groups else None
+    return described if described is not None and described.error_code == 0 else None
+
+
+def share_offsets(admin: _Admin, group: str) -> dict[tuple[str, int], int]:
+    """DescribeShareGroupOffsets for all of the group's share partitions: (topic, partition) -> SPSO."""
+    from exactly.protocol.messages import ApiKey
+    from exactly.protocol.messages.describe_share_group_offsets import (
+        DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsRequestGroup,
+    )
+
+    request = DescribeShareGroupOffsetsRequest([DescribeShareGroupOffsetsRequestGroup(group, None)])
+    response = coordinator_request(admin, group, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, request)
+    described = response.groups[0]
+    if described.error_code:
+        fail(f"cannot describe the offsets of share group {group!r}: {ErrorCode(described.error_code).name}")
+    return {
+        (t.topic_name, p.partition_index): p.start_offset
+        for t in described.topics
+        for p in t.partitions
+        if p.error_code == 0 and p.start_offset >= 0
+    }
+
+
 # --- list ---------------------------------------------------------------------------------------------
 
 
 @groups_app.command("list")
 def list_(ctx: typer.Context, bootstrap: BootstrapOption = None) -> None:
-    """List consumer groups with their state."""
+    """List groups with their type (classic, consumer, share) and state."""
     with reported_errors():
         admin = _Admin(ctx, bootstrap)
         result = admin.wait(
             admin.client.list_consumer_groups(request_timeout=admin.timeout), "cannot list groups"
         )
-        rows = sorted([g.group_id, state_name(g.state)] for g in result.valid)
+        shares = share_listings(admin)
+        rows = [
+            [g.group_id, _listed_type(g), state_name(g.state)]
+            for g in result.valid
+            if g.group_id not in shares
+        ]
+        rows += [[group, "share", state] for group, state in shares.items()]
         if rows:
-            print_table(["GROUP", "STATE"], rows)
+            print_table(["GROUP", "TYPE", "STATE"], sorted(rows))
+
+
+def _listed_type(listing: Any) -> str:
+    kind = getattr(listing, "type", None)
+    name = str(getattr(kind, "name", kind or "")).lower()
+    return name if name in ("classic", "consumer") else "unknown"
 
 
 # --- describe -----------------------------------------------------------------------------------------
@@ -146,6 +271,10 @@ def describe(
     target assignment."""
     with reported_errors():
         admin = _Admin(ctx, bootstrap)
+        shared = share_group(admin, group)
+        if shared is not None:
+            _describe_share_group(admin, shared)
+            return
         d = admin.describe(group)
         coordinator = d.coordinator
         where = (
@@ -182,6 +311,32 @@ def describe(
             if protocol == "consumer":
                 headers += ["EPOCH", "TARGET"]
             print_table(headers, rows)
+
+
+def _describe_share_group(admin: _Admin, described: Any) -> None:
+    group = described.group_id
+    typer.echo(
+        f"Group: {group}\tProtocol: share\tState: {described.group_state}\t"
+        f"Assignor: {described.assignor_name}\tMembers: {len(described.members)}\t"
+        f"Group epoch: {described.group_epoch}\tAssignment epoch: {described.assignment_epoch}"
+    )
+    rows = []
+    for m in sorted(described.members, key=lambda m: m.member_id):
+        assigned = sorted((t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions)
+        partitions = ",".join(f"{t}-{p}" for t, p in assigned) or "-"
+        rows.append([m.member_id, m.client_id, m.client_host, str(m.member_epoch), partitions])
+    if rows:
+        print_table(["MEMBER", "CLIENT-ID", "HOST", "EPOCH", "PARTITIONS"], rows)
+    starts = share_offsets(admin, group)
+    if not starts:
+        typer.echo("no share partition state yet")
+        return
+    high = admin.offsets(sorted(starts), "latest")
+    table = []
+    for tp in sorted(starts):
+        spso, hw = starts[tp], high.get(tp, -1)
+        table.append([tp[0], str(tp[1]), str(spso), str(hw), str(max(hw - spso, 0)) if hw >= 0 else "-"])
+    print_table(["TOPIC", "PARTITION", "START-OFFSET", "HIGH-WATERMARK", "NOT-DONE"], table)
 
 
 def _group_type(description: Any) -> str:
@@ -320,14 +475,20 @@ def reset_offsets(
         missing = [p for p in wanted if p not in existing]
         if missing:
             fail(f"topic {topic!r} has no partition {missing[0]} (it has {len(existing)})")
-        futures = admin.client.describe_consumer_groups([group], request_timeout=admin.timeout)
-        state = state_name(admin.wait(futures[group], f"cannot describe group {group!r}").state)
+        shared = share_group(admin, group)
+        if shared is not None:
+            state = shared.group_state
+        else:
+            futures = admin.client.describe_consumer_groups([group], request_timeout=admin.timeout)
+            state = state_name(admin.wait(futures[group], f"cannot describe group {group!r}").state)
         if state not in ("Empty", "Dead"):
             fail(f"group {group!r} is {state}: offsets can only be reset while it has no active members")
         tps = [(topic, p) for p in wanted]
         start = admin.offsets(tps, "earliest")
         end = admin.offsets(tps, "latest")
-        committed = admin.committed(group) if shift_by is not None else {}
+        committed: dict[tuple[str, int], int] = {}
+        if shift_by is not None:
+            committed = share_offsets(admin, group) if shared is not None else admin.committed(group)
         plan: dict[tuple[str, int], int] = {}
         for tp in tps:
             if to_earliest:
@@ -348,6 +509,11 @@ def reset_offsets(
         if not execute:
             typer.echo("dry run: add --execute to apply")
             return
+        if shared is not None:
+            _alter_share_group_offsets(admin, group, plan)
+            count = len(plan)
+            typer.echo(f"reset {count} partition{'s' if count != 1 else ''} of share group {group!r}")
+            return
         request = ConsumerGroupTopicPartitions(
             group, [TopicPartition(t, p, o) for (t, p), o in sorted(plan.items())]
         )
@@ -358,6 +524,85 @@ def reset_offsets(
             fail(f"cannot reset {errors[0].topic}-{errors[0].partition}: {kafka_error_text(errors[0].error)}")
         count = len(plan)
         typer.echo(f"reset {count} partition{'s' if count != 1 else ''} of group {group!r}")
+
+
+def _alter_share_group_offsets(admin: _Admin, group: str, plan: dict[tuple[str, int], int]) -> None:
+    from exactly.protocol.messages import ApiKey
+    from exactly.protocol.messages.alter_share_group_offsets import (
+        AlterShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsRequestPartition,
+        AlterShareGroupOffsetsRequestTopic,
+    )
+
+    by_topic: dict[str, list[AlterShareGroupOffsetsRequestPartition]] = {}
+    for (t, p), offset in sorted(plan.items()):
+        by_topic.setdefault(t, []).append(AlterShareGroupOffsetsRequestPartition(p, offset))
+    request = AlterShareGroupOffsetsRequest(
+        group, [AlterShareGroupOffsetsRequestTopic(t, ps) for t, ps in by_topic.items()]
+    )
+    response = coordinator_request(admin, group, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, request)
+    if response.error_code:
+        fail(
+            f"cannot reset the offsets of share group {group!r}: "
+            + _code_text(response.error_code, response.error_message)
+        )
+    for topic in response.responses:
+        for p in topic.partitions:
+            if p.error_code:
+                fail(f"cannot reset {topic.topic_name}-{p.partition_index}: {ErrorCode(p.error_code).name}")
+
+
+def _code_text(code: int, message: str | None) -> str:
+    name = ErrorCode(code).name
+    return f"{name} ({message})" if message else name
+
+
+# --- delete-offsets -----------------------------------------------------------------------------------
+
+
+@groups_app.command("delete-offsets")
+def delete_offsets(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Argument(help="share group id")],
+    topics: Annotated[
+        list[str], typer.Option("--topic", "-t", help="topic whose state to delete; repeatable")
+    ],
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Delete a share group's state (start offsets, in-flight records) for whole topics, as
+    `kafka-share-groups.sh --delete-offsets` (the group must have no members); its next consumer starts
+    from share.auto.offset.reset."""
+    with reported_errors():
+        from exactly.protocol.messages import ApiKey
+        from exactly.protocol.messages.delete_share_group_offsets import (
+            DeleteShareGroupOffsetsRequest,
+            DeleteShareGroupOffsetsRequestTopic,
+        )
+
+        admin = _Admin(ctx, bootstrap)
+        request = DeleteShareGroupOffsetsRequest(
+            group, [DeleteShareGroupOffsetsRequestTopic(t) for t in topics]
+        )
+        response = coordinator_request(admin, group, ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, request)
+        if response.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            fail(f"share group {group!r} does not exist")
+        if response.error_code == ErrorCode.NON_EMPTY_GROUP:
+            fail(f"share group {group!r} has active members")
+        if response.error_code:
+            fail(
+                f"cannot delete the offsets of {group!r}: "
+                + _code_text(response.error_code, response.error_message)
+            )
+        failures = [
+            f"{t.topic_name}: {_code_text(t.error_code, t.error_message)}"
+            for t in response.responses
+            if t.error_code
+        ]
+        for t in response.responses:
+            if not t.error_code:
+                typer.echo(f"deleted the offsets of share group {group!r} for topic {t.topic_name!r}")
+        if failures:
+            fail("; ".join(failures))
 
 
 # --- delete -------------------------------------------------------------------------------------------

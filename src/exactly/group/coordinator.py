@@ -286,6 +286,19 @@ class GroupCoordinator:
     def share_group_describe(self, group_ids: list[str]) -> list[ShareDescribedGroup]:
         return [self.share.describe(group_id) for group_id in group_ids]
 
+    def share_group_offsets_alterable(self, group_id: str) -> ErrorCode | None:
+        """Whether Alter/DeleteShareGroupOffsets may change `group_id`'s share partitions (Kafka's
+        `ShareGroup.validateOffsetsAlterable` / `validateDeleteGroup`): NONE for an empty share group,
+        NON_EMPTY_GROUP for one with members, GROUP_ID_NOT_FOUND for a classic or consumer group; None
+        when no group has this id here (the broker then asks the share partitions' stored state, which
+        outlives the in-memory membership)."""
+        share = self.share_groups.get(group_id)
+        if share is not None:
+            return ErrorCode.NON_EMPTY_GROUP if share.members else ErrorCode.NONE
+        if self._group(group_id) is not None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        return None
+
     # --- offsets (`offset_manager.OffsetManager`) ------------------------------------------------------
 
     def commit_offsets(

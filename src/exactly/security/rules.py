@@ -13,6 +13,8 @@ Rules of more than one Need (Kafka's):
   handleFetchRequest). Brokers' principals are usually in `super.users`.
 - TxnOffsetCommit: TRANSACTIONAL_ID WRITE, GROUP READ, then TOPIC READ per partition.
 - OffsetCommit / OffsetFetch: GROUP READ, then TOPIC READ (OffsetCommit) / DESCRIBE (OffsetFetch) per topic.
+- Describe / Alter / DeleteShareGroupOffsets: GROUP DESCRIBE / READ / DELETE, then TOPIC DESCRIBE / READ /
+  READ per topic.
 - Metadata: topics not DESCRIBE-able are answered TOPIC_AUTHORIZATION_FAILED when asked by name and
   left out of "all topics"; auto-creation needs CREATE on the cluster or the topic.
 - CreateTopics: CREATE on the cluster or on the topic.
@@ -97,6 +99,18 @@ RULES: Mapping[ApiKey, Mapping[str, Need]] = MappingProxyType(
         _A.SHARE_FETCH: {"group": _n(_G, _O.READ, GROUP_FAIL), "topic": _n(_T, _O.READ, TOPIC_FAIL)},
         _A.SHARE_ACKNOWLEDGE: {"group": _n(_G, _O.READ, GROUP_FAIL), "topic": _n(_T, _O.READ, TOPIC_FAIL)},
         _A.OFFSET_DELETE: {"group": _n(_G, _O.DELETE, GROUP_FAIL), "topic": _n(_T, _O.READ, TOPIC_FAIL)},
+        _A.DESCRIBE_SHARE_GROUP_OFFSETS: {
+            "group": _n(_G, _O.DESCRIBE, GROUP_FAIL),
+            "topic": _n(_T, _O.DESCRIBE, TOPIC_FAIL),
+        },
+        _A.ALTER_SHARE_GROUP_OFFSETS: {
+            "group": _n(_G, _O.READ, GROUP_FAIL),
+            "topic": _n(_T, _O.READ, TOPIC_FAIL),
+        },
+        _A.DELETE_SHARE_GROUP_OFFSETS: {
+            "group": _n(_G, _O.DELETE, GROUP_FAIL),
+            "topic": _n(_T, _O.READ, TOPIC_FAIL),
+        },
         _A.CREATE_TOPICS: {"cluster": _n(_C, _O.CREATE, TOPIC_FAIL), "topic": _n(_T, _O.CREATE, TOPIC_FAIL)},
         _A.DELETE_TOPICS: {"topic": _n(_T, _O.DELETE, TOPIC_FAIL)},
         _A.DELETE_RECORDS: {"topic": _n(_T, _O.DELETE, TOPIC_FAIL)},
