@@ -63,6 +63,8 @@ __all__ = ["Acquired", "ShareOffsets", "ShareService", "acknowledge_partitions",
 
 log = logging.getLogger(__name__)
 
+_MIN_READ_BYTES = 16 * 1024  # the smallest log read of a ShareFetch
+
 
 @dataclass(frozen=True, slots=True)
 class ShareOffsets:
@@ -122,6 +124,7 @@ class ShareService:
         replicas.leadership_listeners.append(self.runtime.leadership_changed)
         self._timer = DeadlineTimer("share partitions", self.next_deadline, self._tick, clock.monotonic_ms)
         self._writes: set[asyncio.Task[None]] = set()
+        self._bytes_per_offset: dict[SharePartitionKey, float] = {}  # of the last read: sizes the next
 
     @property
     def enabled(self) -> bool:
@@ -195,21 +198,52 @@ class ShareService:
     def acquire(
         self, key: SharePartitionKey, topic: str, member_id: str, max_records: int, max_bytes: int
     ) -> Acquired:
+        """Read the log from the share partition's `fetch_offset()` and acquire for `member_id`.
+
+        The read is bounded by what the share partition can take, not by the client's `MaxBytes` alone
+        (librdkafka asks for 50 MiB, of which a window of `max_in_flight` offsets uses a few hundred KiB):
+        it goes in chunks sized from the bytes per offset seen so far, until `max_records` are acquired,
+        the window is full, the log (HW or LSO) ends, or `max_bytes` are read."""
         share = self.share_partition(key, topic)
         if not share.can_acquire():
             return Acquired(b"", [])
         found = self._replicas.online_partition(topic, key.partition)
         committed = self._config.share_isolation_level == "read_committed"
         isolation = Isolation.READ_COMMITTED if committed else Isolation.READ_UNCOMMITTED
-        data = found.read(share.fetch_offset(), max_bytes, isolation, min_one_message=True)
-        if not data.records:
-            return Acquired(b"", [])
-        batches = classify(data.records, data.aborted_transactions if committed else None)
-        ranges = share.acquire(member_id, batches, max_records, self._clock.monotonic_ms())
-        self._timer.kick()
-        if any(b.kind is not BatchKind.DATA for b in batches):
+        now = self._clock.monotonic_ms()
+        offset = share.fetch_offset()
+        ranges: list[AcquiredRange] = []
+        parts: list[bytes] = []
+        archived = False
+        acquired = 0
+        bytes_left = max_bytes
+        while bytes_left > 0 and acquired < max(max_records, 1):
+            window_end = share.start_offset + share.max_in_flight  # first offset the window cannot take
+            wanted = max(1, min(max_records - acquired, window_end - offset))
+            chunk = min(bytes_left, max(_MIN_READ_BYTES, int(self._bytes_per_offset.get(key, 1024) * wanted)))
+            data = found.read(offset, chunk, isolation, min_one_message=not parts)
+            if not data.records and parts and chunk < bytes_left:  # the next batch is larger than guessed
+                data = found.read(offset, bytes_left, isolation, min_one_message=False)
+            if not data.records:
+                break
+            read = len(data.records)
+            self._bytes_per_offset[key] = read / max(1, data.next_offset - offset)
+            batches = classify(data.records, data.aborted_transactions if committed else None)
+            got = share.acquire(member_id, batches, max_records - acquired, now)
+            archived = archived or any(b.kind is not BatchKind.DATA for b in batches)
+            if got:
+                ranges.extend(got)
+                parts.append(delivered_bytes(data.records, got))
+                acquired += sum(r.last_offset - r.first_offset + 1 for r in got)
+            bytes_left -= read
+            if data.next_offset >= window_end or data.next_offset <= offset or not share.can_acquire():
+                break
+            offset = max(data.next_offset, share.fetch_offset())
+        if ranges:
+            self._timer.kick()
+        if archived:
             self._persist_later(key)  # archived markers / aborted records moved SPSO
-        return Acquired(delivered_bytes(data.records, ranges), ranges)
+        return Acquired(b"".join(parts), ranges)
 
     async def acknowledge(
         self, key: SharePartitionKey, topic: str, member_id: str, acks: list[AckBatch]
@@ -350,6 +384,7 @@ class ShareService:
 
     def forget(self, key: SharePartitionKey) -> None:
         self.partitions.pop(key, None)
+        self._bytes_per_offset.pop(key, None)
         self.store.states.pop(key, None)
         self._stored.pop(key, None)
         self._topic_names.pop(key, None)
