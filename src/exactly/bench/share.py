@@ -1,11 +1,13 @@
 """Share-group consume throughput (KIP-932, issue 24): 1 and 4 share consumers against 1 and 4 consumers
 of a classic consumer group reading the same data, in the same run.
 
-    exactly bench share [--records N] [--partitions P] [--rounds R] [--out DIR]
+    exactly bench share [--records N] [--partitions P] [--rounds R] [--record-locks L] [--out DIR]
     (= python -m exactly.bench.share ...)
 
 One broker process (`exactly serve`, default durability, `group.share.enable=true`,
-`share.auto.offset.reset=earliest`, `group.initial.rebalance.delay.ms=0`) on a fresh data directory.
+`share.auto.offset.reset=earliest`, `group.initial.rebalance.delay.ms=0`, and with --record-locks L
+`group.share.partition.max.record.locks=L`: the in-flight window of a share partition, 200 by default as
+in Kafka 4.0, 2000 in later Kafka releases) on a fresh data directory.
 One topic of P partitions (default 4) is preloaded with N records (default 20,000) of 1 KiB by a
 confluent-kafka producer. Then, for R rounds (default 3), each variant reads all of it with a group of
 its own, the variants' order rotated each round, so that machine noise falls on all of them alike:
@@ -99,13 +101,22 @@ class Options:
     rounds: int = 3
     timeout_s: float = 300.0
     variants: tuple[str, ...] = tuple(v.name for v in VARIANTS)
+    record_locks: int | None = None  # group.share.partition.max.record.locks; None: the broker's default
 
     def argv(self) -> list[str]:
-        return [
+        out = [
             f"--records {self.records}",
             f"--partitions {self.partitions}",
             f"--rounds {self.rounds}",
         ]
+        if self.record_locks is not None:
+            out.append(f"--record-locks {self.record_locks}")
+        return out
+
+    def broker_settings(self) -> tuple[str, ...]:
+        if self.record_locks is None:
+            return BROKER_SETTINGS
+        return (*BROKER_SETTINGS, f"group.share.partition.max.record.locks={self.record_locks}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,9 +439,12 @@ def parse_options(argv: list[str] | None) -> tuple[Options, Path]:
     parser.add_argument(
         "--variants", nargs="+", default=list(defaults.variants), choices=[v.name for v in VARIANTS]
     )
+    parser.add_argument("--record-locks", type=int, default=None)
     parser.add_argument("--out", type=Path, default=Path("bench/share"))
     args = parser.parse_args(argv)
-    options = Options(args.records, args.partitions, args.rounds, args.timeout_s, tuple(args.variants))
+    options = Options(
+        args.records, args.partitions, args.rounds, args.timeout_s, tuple(args.variants), args.record_locks
+    )
     return options, args.out
 
 
@@ -447,7 +461,9 @@ def main(argv: list[str] | None = None) -> Sheet:
     from exactly.testing.processes import BrokerProcess
 
     with tempfile.TemporaryDirectory(prefix="exactly-bench-share-") as tmp:
-        broker = BrokerProcess(Path(tmp) / "data", *BROKER_SETTINGS, log_path=Path(tmp) / "broker.log")
+        broker = BrokerProcess(
+            Path(tmp) / "data", *options.broker_settings(), log_path=Path(tmp) / "broker.log"
+        )
         broker.start(60)
         try:
             expected = preload(broker.bootstrap, options.records, options.partitions)

@@ -30,8 +30,9 @@ import asyncio
 import base64
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from exactly.broker.config import BrokerConfig
 from exactly.broker.context import RequestContext
@@ -417,6 +418,7 @@ async def acknowledge_partitions(
 ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
     """Apply each partition's acknowledgement batches (first, last, types): its error code."""
     out: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    applying: dict[tuple[uuid.UUID, int], Coroutine[Any, Any, ErrorCode]] = {}
     for (topic_id, index), batches in acks.items():
         name, error = resolve(ctx, api, topic_id)
         if name is None:
@@ -424,7 +426,14 @@ async def acknowledge_partitions(
             continue
         key = SharePartitionKey(group_id, topic_id, index)
         wanted = [AckBatch(first, last, tuple(types)) for first, last, types in batches]
-        out[(topic_id, index)] = await ctx.broker.shares.acknowledge(key, name, member_id, wanted)
+        applying[(topic_id, index)] = ctx.broker.shares.acknowledge(key, name, member_id, wanted)
+    # the partitions' states are written at once and their fsyncs awaited together, not one after another
+    codes = (
+        await asyncio.gather(*applying.values())
+        if len(applying) > 1
+        else [await c for c in applying.values()]
+    )
+    out.update(zip(applying, codes, strict=True))
     return out
 
 
