@@ -53,6 +53,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         )
         self.now = 0
         self.held: dict[int, str] = {}  # model: offset -> member holding it
+        self.locked_until: dict[int, int] = {}  # model: offset -> its lock's deadline, while held
         self.deliveries: dict[int, int] = {}  # model: offset -> times delivered
         self.rejected: set[int] = set()
         self.accepted: set[int] = set()
@@ -72,6 +73,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 assert offset not in self.rejected
                 assert offset not in self.accepted
                 self.held[offset] = member
+                self.locked_until[offset] = self.now + LOCK_MS
                 self.deliveries[offset] = self.deliveries.get(offset, 0) + 1
                 assert r.delivery_count == self.deliveries[offset]
                 assert r.delivery_count <= LIMIT
@@ -121,6 +123,17 @@ class SharePartitionMachine(RuleBasedStateMachine):
             max_in_flight=MAX_IN_FLIGHT,
         )
         self.held.clear()
+
+    @invariant()
+    def indexes_agree_with_the_window(self) -> None:
+        """fetch_offset, can_acquire and next_lock_deadline (kept as counters) agree with a scan."""
+        p = self.partition
+        window = range(p.start_offset, p.end_offset + 1)
+        available = [o for o in window if p.state_of(o) == RecordState.AVAILABLE]
+        assert p.fetch_offset() == (available[0] if available else p.end_offset + 1)
+        assert p.can_acquire() == (bool(available) or p.in_flight < MAX_IN_FLIGHT)
+        held = [self.locked_until[o] for o in self.held]
+        assert p.next_lock_deadline() == (min(held) if held else None)
 
     @invariant()
     def window_is_bounded_and_consistent(self) -> None:

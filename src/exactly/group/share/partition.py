@@ -186,6 +186,10 @@ class SharePartition:
         self.lock_duration_ms = lock_duration_ms
         self.max_in_flight = max_in_flight
         self._records: dict[int, _InFlight] = {}
+        # indexes kept with every state change, so that a fetch does not scan the window: how many
+        # offsets are AVAILABLE, and how many ACQUIRED ones end their lock at each deadline
+        self._available = 0
+        self._deadlines: dict[int, int] = {}
         self.start_offset = state.start_offset
         self.end_offset = state.start_offset - 1
         for batch in state.batches:
@@ -193,6 +197,7 @@ class SharePartition:
             for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
                 self._fill_to(offset - 1)
                 self._records[offset] = _InFlight(persisted, batch.delivery_count)
+                self._available += persisted == RecordState.AVAILABLE
                 self.end_offset = offset
         self._advance()
 
@@ -220,6 +225,8 @@ class SharePartition:
 
     def fetch_offset(self) -> int:
         """Where the next fetch should read from: the first AVAILABLE offset, else past SPEO."""
+        if not self._available:
+            return self.end_offset + 1
         for offset in range(self.start_offset, self.end_offset + 1):
             if self._records[offset].state == RecordState.AVAILABLE:
                 return offset
@@ -227,11 +234,10 @@ class SharePartition:
 
     def can_acquire(self) -> bool:
         """Something could be acquired now: an AVAILABLE offset, or room in the window for new ones."""
-        return self.fetch_offset() <= self.end_offset or self.in_flight < self.max_in_flight
+        return self._available > 0 or self.in_flight < self.max_in_flight
 
     def next_lock_deadline(self) -> int | None:
-        deadlines = [r.lock_deadline for r in self._records.values() if r.state == RecordState.ACQUIRED]
-        return min(deadlines) if deadlines else None
+        return min(self._deadlines) if self._deadlines else None
 
     def acquired_by(self, member_id: str) -> list[int]:
         return sorted(
@@ -263,11 +269,15 @@ class SharePartition:
                         self._records[offset] = _InFlight(RecordState.ARCHIVED, 0)
                         self.end_offset = offset
                         continue
-                    self._records[offset] = _InFlight(RecordState.AVAILABLE, 0)
+                    record = _InFlight(RecordState.ACQUIRED, 1, member_id, deadline)
+                    self._records[offset] = record
                     self.end_offset = offset
+                    acquired.append((offset, 1))
+                    continue
                 record = self._records[offset]
                 if batch.kind is not BatchKind.DATA or record.state != RecordState.AVAILABLE:
                     continue
+                self._available -= 1
                 if record.delivery_count >= self.delivery_limit:
                     record.state = RecordState.ARCHIVED
                     continue
@@ -276,6 +286,8 @@ class SharePartition:
                 record.member_id = member_id
                 record.lock_deadline = deadline
                 acquired.append((offset, record.delivery_count))
+        if acquired:
+            self._deadlines[deadline] = self._deadlines.get(deadline, 0) + len(acquired)
         self._advance()
         return _ranges(acquired)
 
@@ -307,6 +319,8 @@ class SharePartition:
 
     def expire_locks(self, now: int) -> int:
         """Acquisition locks that ended by `now` give their records back; returns how many."""
+        if not self._deadlines or min(self._deadlines) > now:
+            return 0
         expired = [
             r for r in self._records.values() if r.state == RecordState.ACQUIRED and r.lock_deadline <= now
         ]
@@ -330,13 +344,15 @@ class SharePartition:
         if offset <= self.start_offset:
             return
         for o in range(self.start_offset, min(offset, self.end_offset + 1)):
-            del self._records[o]
+            self._leave(self._records.pop(o))
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset - 1)
 
     def reset(self, start_offset: int) -> None:
         """AlterShareGroupOffsets: start again from `start_offset` with an empty window."""
         self._records.clear()
+        self._available = 0
+        self._deadlines.clear()
         self.start_offset = start_offset
         self.end_offset = start_offset - 1
 
@@ -364,9 +380,22 @@ class SharePartition:
         next_state = TRANSITIONS[(record.state, event)]
         if next_state == _RETURN and record.delivery_count >= self.delivery_limit:
             next_state = RecordState.ARCHIVED
+        self._leave(record)
+        self._available += next_state == RecordState.AVAILABLE
         record.state = next_state
         record.member_id = None
         record.lock_deadline = 0
+
+    def _leave(self, record: _InFlight) -> None:
+        """`record` leaves its state (or the window): the indexes forget it."""
+        if record.state == RecordState.AVAILABLE:
+            self._available -= 1
+        elif record.state == RecordState.ACQUIRED:
+            left = self._deadlines[record.lock_deadline] - 1
+            if left:
+                self._deadlines[record.lock_deadline] = left
+            else:
+                del self._deadlines[record.lock_deadline]
 
     def _fill_to(self, offset: int) -> None:
         """Offsets between SPEO and `offset` hold no record (compaction, a transaction marker's slot)."""
