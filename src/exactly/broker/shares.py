@@ -10,9 +10,13 @@ This service
 * reads the log for a ShareFetch from the share partition's `fetch_offset()` (to the high watermark, or
   the last stable offset under `share.isolation.level=read_committed`), lets the share partition
   acquire, and returns the batches that hold acquired records; with nothing acquired it waits up to
-  MaxWaitMs for an append or a release (`FetchWakeups`);
+  MaxWaitMs for an append or a release (`FetchWakeups`). The read is sized to what the window can
+  still take (chunks of the bytes per offset seen so far times the offsets wanted), never the client's
+  whole MaxBytes: librdkafka asks for 50 MiB, and reading (and classifying) that for a window of 200
+  offsets made every fetch cost as much as the log left to read (issue 24);
 * applies acknowledgements (ShareAcknowledge, or carried by a ShareFetch) and persists the changed
-  partitions before answering; a closed or replaced session releases what its member held;
+  partitions before answering, their writes' fsyncs awaited together; a closed or replaced session
+  releases what its member held;
 * runs a timer over the acquisition locks: expired ones release their records (AVAILABLE, or ARCHIVED
   at the delivery limit), persisted in the background, and wake parked fetches.
 
@@ -233,7 +237,7 @@ class ShareService:
             got = share.acquire(member_id, batches, max_records - acquired, now)
             archived = archived or any(b.kind is not BatchKind.DATA for b in batches)
             if got:
-                ranges.extend(got)
+                ranges.extend(_joined(ranges.pop(), got) if ranges else got)
                 parts.append(delivered_bytes(data.records, got))
                 acquired += sum(r.last_offset - r.first_offset + 1 for r in got)
             bytes_left -= read
@@ -397,6 +401,14 @@ class ShareService:
     @staticmethod
     def topic_key(group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartitionKey:
         return SharePartitionKey(group_id, topic_id, partition)
+
+
+def _joined(last: AcquiredRange, more: list[AcquiredRange]) -> list[AcquiredRange]:
+    """`more` after `last`, the two joined when a chunk's first range continues the previous one's."""
+    first = more[0]
+    if first.first_offset == last.last_offset + 1 and first.delivery_count == last.delivery_count:
+        return [AcquiredRange(last.first_offset, first.last_offset, last.delivery_count), *more[1:]]
+    return [last, *more]
 
 
 def resolve(ctx: RequestContext, api: ApiKey, topic_id: uuid.UUID) -> tuple[str | None, ErrorCode]:
