@@ -37,6 +37,22 @@ TOPIC = "bench"
 BROKER_START_TIMEOUT = 20.0
 
 
+def throughput_producer_config(
+    bootstrap: str, queue_kbytes: int, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The producer settings of every throughput benchmark: idempotent, acks=all, what throughput-minded
+    users set (linger 5 ms, 1-MB batches), with a send queue of `queue_kbytes`."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.kbytes": queue_kbytes,
+        **(extra or {}),
+    }
+
+
 def raw_disk_write_mb_s(directory: Path, total: int, chunk: int) -> float:
     """Sequential write of `total` bytes in `chunk`-sized writes, fsync after each chunk."""
     path = directory / "raw-write.bin"
@@ -133,17 +149,7 @@ def _producer_process(
 ) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            **(client_config or {}),
-        }
-    )
+    producer = Producer(throughput_producer_config(bootstrap, 1_048_576, client_config))
     value = os.urandom(RECORD_SIZE)
     latencies: list[float] = []
     windows: Counter[int] = Counter()  # wall-clock second -> bytes delivered in it

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exactly.bench.broker import throughput_producer_config
 from exactly.bench.cpu import read_proc_stat
 from exactly.testing.processes import BrokerProcess
 
@@ -97,16 +98,7 @@ def _producer(bootstrap: str, topic: str, index: int, start: Any, stop: Any, que
     """Produce as fast as the broker acknowledges until `stop`; count what was delivered after `start`."""
     from confluent_kafka import Producer
 
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.kbytes": 262_144,
-        }
-    )
+    producer = Producer(throughput_producer_config(bootstrap, 262_144))
     value = os.urandom(RECORD_SIZE)
     counted = [0]
 

@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from exactly.bench.broker import throughput_producer_config
 from exactly.bench.cpu import CpuMeter, CpuSample, per_gb, per_second, window_cpu
 from exactly.bench.timeline import Timeline
 
@@ -81,16 +82,7 @@ def _producer(
     try:
         from confluent_kafka import Producer
 
-        producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "batch.size": 1_000_000,
-                "queue.buffering.max.kbytes": QUEUE_KBYTES,
-            }
-        )
+        producer = Producer(throughput_producer_config(bootstrap, QUEUE_KBYTES))
         producer.list_topics(topic, 30)
         value = os.urandom(RECORD_SIZE)
         windows: Counter[int] = Counter()
