@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exactly.storage.config import LogConfig
-from exactly.storage.file_slice import FileSlice
+from exactly.storage.file_slice import MAX_OPEN, FileSlice
 from exactly.storage.log import Isolation
 
 from .helpers import data_batch, leader_append, open_log
@@ -57,3 +57,27 @@ def test_a_file_slice_keeps_its_file_after_the_segment_closes_its_descriptor(tmp
     assert file_slice.read() == expected
     file_slice.close()
     assert file_slice.fd == -1
+
+
+def test_past_the_open_slices_cap_a_zero_copy_read_copies(tmp_path: Path) -> None:
+    """Each open slice holds a duplicated descriptor the open-file budget does not count: past MAX_OPEN
+    (a Fetch of many partitions), the read copies the bytes instead, and slices again once some close."""
+    plog = open_log(tmp_path / "t-0")
+    leader_append(plog, data_batch(2, value=b"w" * 50))
+    expected = bytes(plog.read(0, 10_000).records)
+    held = []
+    while FileSlice.open_count < MAX_OPEN:
+        got = plog.read(0, 10_000, zero_copy=True).file_slice
+        assert got is not None
+        held.append(got)
+    copied = plog.read(0, 10_000, zero_copy=True)
+    assert copied.file_slice is None
+    assert bytes(copied.records) == expected
+    held.pop().close()
+    again = plog.read(0, 10_000, zero_copy=True).file_slice
+    assert again is not None
+    assert again.read() == expected
+    for file_slice in [*held, again]:
+        file_slice.close()
+    assert FileSlice.open_count == 0
+    plog.close()
