@@ -89,14 +89,18 @@ def test_synced_together_defers_only_its_own_threads_fsyncs(tmp_path: Path) -> N
     assert not files.deferring()
 
 
-def _count_fsyncs(monkeypatch: pytest.MonkeyPatch, delay: float = 0.0) -> list[str]:
-    """Record every data-file fsync (each taking `delay` seconds)."""
+def _count_fsyncs(
+    monkeypatch: pytest.MonkeyPatch, delay: float = 0.0, gate: threading.Event | None = None
+) -> list[str]:
+    """Record every data-file fsync (each taking `delay` seconds, and held until `gate` is set)."""
     calls: list[str] = []
     real = files.fsync
 
     def counting(fd: int, path: Path | str) -> None:
         calls.append(str(path))
         time.sleep(delay)  # a slow disk: the waiters that come meanwhile must share the next flush
+        if gate is not None:
+            assert gate.wait(30), "the test never opened the gate"
         real(fd, path)
 
     monkeypatch.setattr(files, "fsync", counting)
@@ -107,16 +111,22 @@ def test_concurrent_waiters_on_one_log_share_its_flushes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (log,) = _logs(tmp_path / "data", 1)
-    calls = _count_fsyncs(monkeypatch, delay=0.05)
+    gate = threading.Event()  # holds the first fsync until the five waiters have come
+    calls = _count_fsyncs(monkeypatch, gate=gate)
     flusher = Flusher(tmp_path / "data")
 
     async def run() -> list[list[KafkaError | None]]:
         first = asyncio.ensure_future(flusher.wait_durable_each([(log, log.log_end_offset)]))
-        await asyncio.sleep(0.01)  # the first flush is running: the next appends wait for one more
+        deadline = time.monotonic() + 30
+        while not calls:  # the first flush is running: the next appends wait for one more
+            assert time.monotonic() < deadline, "the first flush never started"
+            await asyncio.sleep(0.001)
         later = []
         for _ in range(5):
             leader_append(log, data_batch(2))
             later.append(asyncio.ensure_future(flusher.wait_durable_each([(log, log.log_end_offset)])))
+        await asyncio.sleep(0)  # let the five register before the running flush ends
+        gate.set()
         return list(await asyncio.gather(first, *later))
 
     try:
