@@ -89,16 +89,14 @@ def test_synced_together_defers_only_its_own_threads_fsyncs(tmp_path: Path) -> N
     assert not files.deferring()
 
 
-def _count_fsyncs(
-    monkeypatch: pytest.MonkeyPatch, delay: float = 0.0, gate: threading.Event | None = None
-) -> list[str]:
-    """Record every data-file fsync (each taking `delay` seconds, and held until `gate` is set)."""
+def _count_fsyncs(monkeypatch: pytest.MonkeyPatch, gate: threading.Event | None = None) -> list[str]:
+    """Record every data-file fsync (each held until `gate` is set: a slow disk, so that the waiters
+    that come meanwhile must share the next flush)."""
     calls: list[str] = []
     real = files.fsync
 
     def counting(fd: int, path: Path | str) -> None:
         calls.append(str(path))
-        time.sleep(delay)  # a slow disk: the waiters that come meanwhile must share the next flush
         if gate is not None:
             assert gate.wait(30), "the test never opened the gate"
         real(fd, path)
@@ -142,15 +140,21 @@ def test_a_cancelled_waiter_does_not_cancel_the_flush_others_wait_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (log,) = _logs(tmp_path / "data", 1)
-    _count_fsyncs(monkeypatch, delay=0.05)
+    gate = threading.Event()  # the flush runs until the impatient waiter has been cancelled
+    calls = _count_fsyncs(monkeypatch, gate=gate)
     flusher = Flusher(tmp_path / "data")
 
     async def run() -> list[KafkaError | None]:
         target = [(log, log.log_end_offset)]
         impatient = asyncio.ensure_future(flusher.wait_durable_each(target))
         patient = asyncio.ensure_future(flusher.wait_durable_each(target))
-        await asyncio.sleep(0.01)
+        deadline = time.monotonic() + 30
+        while not calls:
+            assert time.monotonic() < deadline, "the flush never started"
+            await asyncio.sleep(0.001)
         impatient.cancel()
+        await asyncio.sleep(0)
+        gate.set()
         result = await patient
         assert impatient.cancelled()
         return result
