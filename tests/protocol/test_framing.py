@@ -155,6 +155,7 @@ def test_a_pooled_frame_is_never_lent_again_while_referenced(
 def test_a_pooled_buffer_is_lent_again_once_its_last_view_is_gone() -> None:
     pool = FramePool()
     assembler = FrameAssembler(buffer_size=4096, pool=pool)
+    assert pool.allocated == 1  # the assembler's own buffer of small frames, held while it lives
     payload = bytes(range(256)) * 400  # 102,400 bytes: a pooled frame
     (frame,) = _assemble_held(assembler, _framed([payload]), [])
     assert isinstance(frame, memoryview)
@@ -162,7 +163,7 @@ def test_a_pooled_buffer_is_lent_again_once_its_last_view_is_gone() -> None:
     del frame
     assert pool.free() == 0
     (second,) = _assemble_held(assembler, _framed([payload[::-1]]), [])
-    assert pool.allocated == 2
+    assert pool.allocated == 3
     assert pool.reused == 0
     assert bytes(records) == payload[50:]
     del records
@@ -172,6 +173,22 @@ def test_a_pooled_buffer_is_lent_again_once_its_last_view_is_gone() -> None:
     (third,) = _assemble_held(assembler, _framed([payload]), [])
     assert pool.reused == 1
     assert bytes(third) == payload
+
+
+def test_a_connections_small_frame_buffer_comes_back_to_the_pool_when_it_goes() -> None:
+    """Connections that come and go take their small-frame buffer from the listener's pool instead of
+    allocating one each (a heap that fragments under connection churn)."""
+    pool = FramePool()
+    first = FrameAssembler(pool=pool)
+    frames = _assemble_held(first, _framed([b"a" * 100, b"b" * 200]), [])
+    assert [bytes(f) for f in frames] == [b"a" * 100, b"b" * 200]
+    second = FrameAssembler(pool=pool)  # the first still holds its buffer
+    assert (pool.allocated, pool.reused) == (2, 0)
+    del first, frames
+    third = FrameAssembler(pool=pool)  # takes the first's buffer: stale bytes are never read
+    assert (pool.allocated, pool.reused) == (2, 1)
+    assert [bytes(f) for f in _assemble_held(third, _framed([b"c" * 50]), [])] == [b"c" * 50]
+    del second
 
 
 def test_a_pool_keeps_at_most_its_budget() -> None:

@@ -122,6 +122,25 @@ class FramePool:
             self.kept += length
         return memoryview(buf)[:size]
 
+    def lend(self, length: int) -> bytearray:
+        """A whole buffer of at least `length` bytes (a power of two), its content undefined: the reused
+        buffer of a connection's small frames, back in the pool once the connection drops it. Taking it
+        from the pool instead of allocating one per connection keeps a broker whose clients connect and
+        leave all day from fragmenting its heap (the Spark soak's RSS grew ~11 KB a batch with a fresh
+        256-KiB buffer per connection)."""
+        length = max(_POOL_MIN, 1 << (length - 1).bit_length())
+        buffers = self._classes.setdefault(length, [])
+        for buf in buffers:
+            if sys.getrefcount(buf) == _HELD_ONLY_BY_POOL:
+                self.reused += 1
+                return buf
+        self.allocated += 1
+        buf = bytearray(length)
+        if length <= self.max_buffer and self.kept + length <= self.max_bytes:
+            buffers.append(buf)
+            self.kept += length
+        return buf
+
     def free(self) -> int:
         """How many kept buffers are free to lend (for tests and metrics)."""
         free = 0
@@ -146,7 +165,8 @@ class FrameAssembler:
         self.max_frame_size = max_frame_size
         self._pool = pool
         self._own_min = min(_OWN_BUFFER_MIN, buffer_size // 4)
-        self._buf = bytearray(max(buffer_size, 64))
+        size = max(buffer_size, 64)
+        self._buf = bytearray(size) if pool is None else pool.lend(size)
         self._view = memoryview(self._buf)
         self._start = 0  # first byte of _buf not yet part of a frame handed out
         self._end = 0  # end of the bytes read into _buf
