@@ -38,12 +38,13 @@ from exactly.broker.zookeeper import (
 )
 from exactly.cluster import reassignment, znodes
 from exactly.cluster.reconcile import Decision, decide, decide_election, partitions_to_rebalance
-from exactly.cluster.znodes import ControllerRegistration, TopicAssignment
+from exactly.cluster.znodes import ControllerRegistration, PartitionState, TopicAssignment
 from exactly.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from exactly.broker.cluster_member import ClusterMember
 
+_ELECTION_ATTEMPTS = 3  # decisions of one ElectLeaders partition whose state changes under it
 log = logging.getLogger(__name__)
 
 __all__ = ["Controller"]
@@ -213,18 +214,28 @@ class Controller:
                     f"No such partition as {topic}-{index}",
                 )
                 continue
-            decided = decide_election(
-                assignment.partitions[index],
-                found[0],
-                live,
-                self.epoch,
-                unclean=unclean,
-                name=f"{topic}-{index}",
-            )
-            if isinstance(decided, Decision):
+            for attempt in range(_ELECTION_ATTEMPTS):
+                decided = decide_election(
+                    assignment.partitions[index],
+                    found[0],
+                    live,
+                    self.epoch,
+                    unclean=unclean,
+                    name=f"{topic}-{index}",
+                )
+                if not isinstance(decided, Decision):
+                    outcome[(topic, index)] = decided
+                    break
                 outcome[(topic, index)] = await self._write(topic, index, decided, found[1])
-            else:
-                outcome[(topic, index)] = decided
+                if outcome[(topic, index)][0] is ErrorCode.NONE or not self.active:
+                    break
+                # The state changed under the decision (an ISR change by the leader, say): decide again
+                # from what is in ZooKeeper now, as Kafka's controller retries its conditional updates.
+                current = await self.member.zk.get(znodes.partition_state_path(topic, index))
+                if current is None or attempt + 1 == _ELECTION_ATTEMPTS:
+                    break
+                data, stat = current
+                found = (PartitionState.decode(data), stat.version)
         return outcome
 
     # --- reassignments (KIP-455; exactly.cluster.reassignment) --------------------------------------------
