@@ -110,17 +110,7 @@ class FramePool:
         if length > self.max_buffer:
             self.allocated += 1
             return bytearray(size)
-        buffers = self._classes.setdefault(length, [])
-        for buf in buffers:
-            if sys.getrefcount(buf) == _HELD_ONLY_BY_POOL:
-                self.reused += 1
-                return memoryview(buf)[:size]
-        self.allocated += 1
-        buf = bytearray(length)
-        if self.kept + length <= self.max_bytes:
-            buffers.append(buf)
-            self.kept += length
-        return memoryview(buf)[:size]
+        return memoryview(self._take(length))[:size]
 
     def lend(self, length: int) -> bytearray:
         """A whole buffer of at least `length` bytes (a power of two), its content undefined: the reused
@@ -128,7 +118,10 @@ class FramePool:
         from the pool instead of allocating one per connection keeps a broker whose clients connect and
         leave all day from fragmenting its heap (the Spark soak's RSS grew ~11 KB a batch with a fresh
         256-KiB buffer per connection)."""
-        length = max(_POOL_MIN, 1 << (length - 1).bit_length())
+        return self._take(max(_POOL_MIN, 1 << (length - 1).bit_length()))
+
+    def _take(self, length: int) -> bytearray:
+        """A free kept buffer of `length` bytes, else a new one (kept while within the budget)."""
         buffers = self._classes.setdefault(length, [])
         for buf in buffers:
             if sys.getrefcount(buf) == _HELD_ONLY_BY_POOL:
