@@ -71,7 +71,6 @@ from exactly.records.control import EndTxnMarker, build_end_txn_marker_batch, pa
 from exactly.storage import files
 from exactly.storage.append_analysis import VerificationGuard, analyze_append
 from exactly.storage.config import LogConfig
-from exactly.storage.file_slice import MAX_OPEN as MAX_OPEN_SLICES
 from exactly.storage.file_slice import FileSlice
 from exactly.storage.leader_epoch import LeaderEpochCache, write_checkpoint
 from exactly.storage.producer_state import (
@@ -695,7 +694,7 @@ class PartitionLog:
         while i < len(self._segments):
             seg = self._segments[i]
             file_slice = None
-            if zero_copy and FileSlice.open_count < MAX_OPEN_SLICES:
+            if zero_copy:
                 found = seg.read_range(fetch_offset, max_bytes, max_offset, min_one_message)
                 if found is None:
                     i += 1
