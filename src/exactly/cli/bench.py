@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Run a benchmark.")
+
+# A benchmark with its own argparse options: the command passes everything after its name to it (and
+# `--help` lists them).
+_PASS_THROUGH: dict[str, Any] = {
+    "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True},
+    "add_help_option": False,
+}
 
 
 @app.command()
@@ -221,9 +228,7 @@ def storage() -> None:
     bench.main([])
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False
-)
+@app.command(**_PASS_THROUGH)
 def spark(ctx: typer.Context) -> None:
     """Spark pipeline: exactly-once vs at-least-once sink, batch read vs one consumer, commit-to-visible
     (--help lists the options)."""
@@ -258,11 +263,7 @@ def report(
         raise typer.Exit(code)
 
 
-@app.command(
-    "spark-soak",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    add_help_option=False,
-)
+@app.command("spark-soak", **_PASS_THROUGH)
 def spark_soak(ctx: typer.Context) -> None:
     """A long-running exactly-once streaming query: broker RSS, transactional ids, producer ids,
     decisions and __transaction_state size stay flat (issue 23; --help lists the options)."""
@@ -271,9 +272,7 @@ def spark_soak(ctx: typer.Context) -> None:
     bench.main(list(ctx.args))
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False
-)
+@app.command(**_PASS_THROUGH)
 def rebalance(ctx: typer.Context) -> None:
     """Consumer-group rebalance times, classic (range, cooperative-sticky) vs KIP-848, N = 3 and 10
     (--help lists the options)."""
@@ -282,9 +281,7 @@ def rebalance(ctx: typer.Context) -> None:
     bench.main(list(ctx.args))
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False
-)
+@app.command(**_PASS_THROUGH)
 def share(ctx: typer.Context) -> None:
     """Share-group consume throughput, 1 and 4 share consumers vs 1 and 4 consumers of a classic group
     on the same data, with an exactly-once check of the share deliveries (--help lists the options)."""
