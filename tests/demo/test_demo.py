@@ -88,25 +88,31 @@ def test_demo_on_three_brokers_passes_both_proofs_with_the_busiest_leader_killed
     assert all(": PASS - " in line for line in proof_lines), out
     assert re.search(r"kill -9 of the Spark driver during micro-batch \d+", out), out
     assert "not done" not in out
-    # the first kill: the leader of the busiest input partitions, with what it led and the pauses measured
+    # each broker kill: who, why, what it led, and the pauses measured
     kills = re.findall(
-        r"killed broker (\d) \(([^)]*)\): during micro-batch \d+; it led ([^;]*)(?:; coordinator of [^;]*)?; "
-        r"producer commits resumed (\d+\.\d) s after the kill \(gap [\d.]+ s\), "
+        r"^killed broker (\d) \(([^)]*)\): during micro-batch \d+; it led ([^;]*)(?:; coordinator of [^;]*)?; "
+        r"(producer commits resumed (\d+\.\d) s after the kill \(gap [\d.]+ s\)|no producer commits after it), "
         r"sink commits resumed (\d+\.\d) s after the kill \(gap [\d.]+ s\); restarted after",
         out,
+        re.MULTILINE,
     )
     assert kills, out
-    broker, why, led, producer_resumed, sink_resumed = kills[0]
+    assert len(kills) == len(re.findall(r"^killed broker ", out, re.MULTILINE)), out
+    broker, why, led, _, producer_resumed, sink_resumed = kills[0]
+    # the first: the leader of the busiest input partitions, while the replay still writes (it is held back
+    # until the job has read it), so producer commits resume too
     assert why == "leader of the busiest input partitions"
     assert "flights-" in led
     # a commit whose EndTxn was answered just after the kill counts (its coordinator had logged the decision,
     # the markers follow): the first commit after a kill may come 0.0 s after it, never before it
-    assert float(producer_resumed) >= 0
+    assert producer_resumed and float(producer_resumed) >= 0
     assert float(sink_resumed) >= 0
-    # the second: the sink's coordinator, another broker (or the note that it was the same one)
+    # the second: the sink's coordinator, another broker (or the note that it was the same one); the replay
+    # may have finished by then (no producer commits after it), the sink's batch in flight commits after it
     if len(kills) > 1:
         assert kills[1][1] == "coordinator of the sink's transactions"
         assert kills[1][0] != broker
+        assert float(kills[1][5]) >= 0
     else:
         assert f"the sink's coordinator was broker {broker}, killed already" in out
     # the run ends with a whole cluster: every broker's log shows it was started again after the kill
