@@ -346,10 +346,15 @@ def test_the_cli_reassigns_partitions_and_elects_leaders(cluster: ClusterProcess
 
 def test_a_topic_deleted_while_a_broker_was_down_leaves_nothing_on_it(cluster: ClusterProcesses) -> None:
     _create(cluster, "doomed", 2)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    # librdkafka's producer asks for auto-creation of the topics it knows (allow.auto.create.topics is true
+    # for producers): left on, its metadata refresh on broker 3's disconnect could create "doomed" again
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "allow.auto.create.topics": False}
+    )
     for i in range(50):
         producer.produce("doomed", f"{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
+    del producer
     absent = cluster.brokers[3]
     cs.until(lambda: (absent.data_dir / "doomed-0").exists(), 30, "broker 3's replica")
     absent.stop()

@@ -223,24 +223,52 @@ class ClusterMember:
         """Wait until this broker's view holds every topic ZooKeeper has and the state of each of their
         partitions (the broker answers no request before: Metadata would leave topics out), then delete
         the local logs of replicas the cluster no longer assigns here (topics deleted or partitions moved
-        while this broker was down)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            topics = await self.zk.get_children(znodes.TOPICS) or []
-            if all(
-                t in self.cache.assignments
-                and all((t, p) in self._states_seen for p in self.cache.assignments[t].partitions)
-                for t in topics
-            ):
-                break
-            if time.monotonic() > deadline:
-                log.warning(
-                    "the topics' assignments did not all load in %.0f s; keeping every local log", timeout_s
+        while this broker was down). A view still incomplete after `timeout_s` lets the broker start; the
+        stray logs are removed once the view is whole."""
+        if not await self._view_loaded(timeout_s):
+            log.warning(
+                "the topics' assignments did not all load in %.0f s (missing: %s); stray logs are removed "
+                "once they have",
+                timeout_s,
+                ", ".join(await self._view_missing()) or "none now",
+            )
+            self._spawn(self._remove_stray_logs_when_loaded())
+            return
+        self._remove_stray_logs()
+
+    async def _view_missing(self, at_most: int = 5) -> list[str]:
+        """Up to `at_most` topics or partitions ZooKeeper has that this broker's view does not hold yet."""
+        missing: list[str] = []
+        for topic in await self.zk.get_children(znodes.TOPICS) or []:
+            assignment = self.cache.assignments.get(topic)
+            if assignment is None:
+                missing.append(topic)
+            else:
+                missing.extend(
+                    f"{topic}-{p}" for p in assignment.partitions if (topic, p) not in self._states_seen
                 )
-                return
+            if len(missing) >= at_most:
+                break
+        return missing[:at_most]
+
+    async def _view_loaded(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while await self._view_missing(1):
+            if time.monotonic() > deadline:
+                return False
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), 0.2)
+        return True
+
+    async def _remove_stray_logs_when_loaded(self) -> None:
+        while not self._stopping and not await self._view_loaded(60.0):
+            missing = await self._view_missing()
+            log.warning("still waiting for the topics' assignments: %s", ", ".join(missing))
+        if not self._stopping:
+            self._remove_stray_logs()
+
+    def _remove_stray_logs(self) -> None:
         me = self.config.broker_id
         for topic, index in self.replicas.logs.partitions():
             assignment = self.cache.assignments.get(topic)
