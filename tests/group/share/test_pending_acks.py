@@ -54,7 +54,8 @@ def test_the_lock_does_not_expire_a_pending_record_nor_does_the_member_leaving()
     assert p.expire_locks(10_000) == 3
     assert p.next_lock_deadline() is None
     assert p.release_member("a") == 0
-    assert p.state_of(0) == RecordState.ACQUIRED and p.holder(0) == "a"
+    assert p.state_of(0) == RecordState.ACQUIRED
+    assert p.holder(0) == "a"
     assert p.acquire("b", DATA, 10, 10_000) == [AcquiredRange(2, 4, 2)]  # never 0-1 while pending
 
 
@@ -63,7 +64,8 @@ def test_abort_gives_the_records_back_with_their_delivery_count() -> None:
     p.acquire("a", DATA, 10, 0)
     p.add_pending("a", P1, [AckBatch(0, 1, (AckType.ACCEPT, AckType.REJECT))])
     assert p.end_pending(P1, commit=False) == 2
-    assert p.state_of(0) == RecordState.AVAILABLE and p.delivery_count(0) == 1
+    assert p.state_of(0) == RecordState.AVAILABLE
+    assert p.delivery_count(0) == 1
     assert p.acquire("b", DATA, 2, 0) == [AcquiredRange(0, 1, 2)]
     p.add_pending("b", P2, [_ack(0, 1, AckType.ACCEPT)])
     p.end_pending(P2, commit=False)  # at the limit: archived, as a RELEASE would be
@@ -114,7 +116,8 @@ def test_restore_puts_pending_acks_back_on_a_snapshot_even_past_its_window() -> 
     p.add_pending("a", P1, [_ack(1, 1, AckType.ACCEPT), _ack(4, 4, AckType.REJECT)])
     q = SharePartition(snap, delivery_limit=3, lock_duration_ms=100, max_in_flight=100)
     q.restore_pending("a", P1, p.pending_of(P1))
-    assert q.pending(1) == (P1, AckType.ACCEPT) and q.pending(4) == (P1, AckType.REJECT)
+    assert q.pending(1) == (P1, AckType.ACCEPT)
+    assert q.pending(4) == (P1, AckType.REJECT)
     assert q.state_of(2) == RecordState.AVAILABLE  # acquired after the snapshot: deliverable again
     got = q.acquire("b", [FetchedBatch(0, 5, BatchKind.DATA)], 10, 0)
     assert got == [AcquiredRange(0, 0, 2), AcquiredRange(2, 3, 1), AcquiredRange(5, 5, 1)]
@@ -152,7 +155,8 @@ class PendingAckMachine(RuleBasedStateMachine):
         for r in self.partition.acquire(member, self._read(), max_records, self.now):
             for offset in range(r.first_offset, r.last_offset + 1):
                 assert offset not in self.pending, "a record whose ack is pending is never redelivered"
-                assert offset not in self.held and offset not in self.done
+                assert offset not in self.held
+                assert offset not in self.done
                 self.held[offset] = member
                 self.deliveries[offset] = self.deliveries.get(offset, 0) + 1
                 assert r.delivery_count == self.deliveries[offset]

@@ -32,7 +32,7 @@ pending acks): an ACQUIRED offset may be acknowledged *inside a producer's trans
 It stays ACQUIRED by its member, but its acknowledgement waits for the transaction's outcome:
 
     state                  event           next state                          why
-    ACQUIRED               PEND (pid, t)   ACQUIRED, pending (pid, t)          AddShareAcksToTxn of producer pid
+    ACQUIRED               PEND (pid, t)   ACQUIRED, pending (pid, t)          AddShareAcksToTxn of pid
     ACQUIRED, pending      TXN_COMMITTED   as the ack type t would (above)     the COMMIT marker reached it
     ACQUIRED, pending      TXN_ABORTED     AVAILABLE, ARCHIVED at limit        the ABORT marker reached it
 
@@ -67,13 +67,13 @@ from enum import Enum, IntEnum
 from exactly.errors import ErrorCode
 
 __all__ = [
+    "NO_PRODUCER",
     "TRANSITIONS",
     "AckBatch",
     "AckType",
     "AcquiredRange",
     "BatchKind",
     "Event",
-    "NO_PRODUCER",
     "FetchedBatch",
     "RecordState",
     "SharePartition",
