@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from exactly.client.share import ShareConsumer, ShareRecord, TransactionalShareAck
+from exactly.client.txn import TransactionalProducer
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.add_share_acks_to_txn import AddShareAcksToTxnRequest
@@ -203,3 +205,38 @@ def test_worker_pool_processes_every_record_exactly_once_under_kill_9(tmp_path: 
         assert not missing, f"{len(missing)} inputs without output: {missing[:10]}\n{context()}"
         assert not duplicated, f"{len(duplicated)} outputs twice: {duplicated[:10]}\n{context()}"
         assert set(counts) == expected
+
+
+def test_pending_acks_survive_a_broker_kill_and_commit_after_it(tmp_path: Path) -> None:
+    """Acks pending in an open transaction are durable: after a kill -9 of the broker the records are
+    still held (not redelivered), and the producer's commit after the restart acknowledges them together
+    with its output."""
+    with running_broker(tmp_path / "data", *SETTINGS) as proc:
+        bootstrap = proc.bootstrap
+        create_topic(bootstrap, "in")
+        create_topic(bootstrap, "out")
+        producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "log_level": 3})
+        for i in range(5):
+            producer.produce("in", value=f"r{i}".encode(), partition=0)
+        assert producer.flush(20) == 0
+        txn = TransactionalProducer(bootstrap, "w", transaction_version=1, transaction_timeout_ms=60_000)
+        txn.init()
+        consumer = ShareConsumer(bootstrap, "pool", ["in"])
+        records: list[ShareRecord] = []
+        wait_until(lambda: bool(records.extend(consumer.poll(5)) or len(records) >= 5), 20, "5 records")
+        txn.send("out", 0, [b"five"])
+        TransactionalShareAck(txn).acknowledge(consumer, records)
+        proc.kill()
+        proc.start()
+        assert _start_offset(bootstrap) == 0
+        other = ShareConsumer(bootstrap, "pool", ["in"])
+        try:
+            for _ in range(3):  # held by the open transaction: nothing to deliver (locks are 3 s)
+                assert other.poll(5, max_wait_ms=300) == []
+            txn.commit()
+            wait_until(lambda: _start_offset(bootstrap) == 5, 10, "the committed acks applied")
+            assert other.poll(5, max_wait_ms=300) == []
+        finally:
+            other.close()
+            txn.close()
+        assert _outputs(bootstrap) == [b"five"]
