@@ -115,12 +115,14 @@ KAFKA_EXTRA_APIS: dict[str, tuple[int, int]] = {
     "DeleteShareGroupOffsets": (0, 0),
 }
 
-# exactly's extension APIs (docs/two-phase-commit.md), read from EXACTLY_SPEC_DIR.
+# exactly's extension APIs (docs/two-phase-commit.md, docs/share-transactional-acks.md), read from
+# EXACTLY_SPEC_DIR.
 EXACTLY_APIS: dict[str, tuple[int, int]] = {
     "PrepareTxn": (0, 0),
     "CommitBatch": (0, 0),
     "AbortBatch": (0, 0),
     "ListPreparedTxns": (0, 0),
+    "AddShareAcksToTxn": (0, 0),
 }
 
 

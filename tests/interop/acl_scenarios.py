@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages import add_share_acks_to_txn as txn_acks
 from exactly.protocol.messages.abort_batch import AbortBatchRequest
 from exactly.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from exactly.protocol.messages.add_partitions_to_txn import (
@@ -634,6 +635,18 @@ def share_acknowledge(c: RawClient, n: Names) -> int:
     return int(response.responses[0].partitions[0].error_code)
 
 
+def add_share_acks(c: RawClient, n: Names) -> int:
+    """AddShareAcksToTxn (exactly's extension) of an unknown producer: allowed through, the transaction
+    coordinator refuses it (INVALID_PRODUCER_ID_MAPPING, the partition's code)."""
+    batch = txn_acks.AcknowledgementBatch(0, 0, [1])
+    topic = txn_acks.AcknowledgeTopic(_TOPIC_IDS[n.topic], [txn_acks.AcknowledgePartition(0, [batch])])
+    request = txn_acks.AddShareAcksToTxnRequest(n.txn, 424242, 0, n.group, "member-1", [topic])
+    response = c.request(ApiKey.ADD_SHARE_ACKS_TO_TXN, 0, request)
+    if response.error_code:
+        return int(response.error_code)
+    return int(response.responses[0].partitions[0].error_code)
+
+
 def _make_share_group(admin: RawClient, n: Names) -> None:
     """Setup: an empty share group (a member joins and leaves), so its offsets may be changed."""
     assert share_group_heartbeat(admin, n) == ErrorCode.NONE
@@ -775,6 +788,24 @@ SCENARIOS: dict[Row, Scenario] = {
         add_partitions,
         passes=_E.INVALID_PRODUCER_ID_MAPPING,
         needs=((_A.ADD_PARTITIONS_TO_TXN, "transactional_id"),),
+    ),
+    (_A.ADD_SHARE_ACKS_TO_TXN, "transactional_id"): Scenario(
+        add_share_acks,
+        passes=_E.INVALID_PRODUCER_ID_MAPPING,
+        needs=((_A.ADD_SHARE_ACKS_TO_TXN, "group"), (_A.ADD_SHARE_ACKS_TO_TXN, "topic")),
+        setup=remember_topic_id,
+    ),
+    (_A.ADD_SHARE_ACKS_TO_TXN, "group"): Scenario(
+        add_share_acks,
+        passes=_E.INVALID_PRODUCER_ID_MAPPING,
+        needs=((_A.ADD_SHARE_ACKS_TO_TXN, "transactional_id"), (_A.ADD_SHARE_ACKS_TO_TXN, "topic")),
+        setup=remember_topic_id,
+    ),
+    (_A.ADD_SHARE_ACKS_TO_TXN, "topic"): Scenario(
+        add_share_acks,
+        passes=_E.INVALID_PRODUCER_ID_MAPPING,
+        needs=((_A.ADD_SHARE_ACKS_TO_TXN, "transactional_id"), (_A.ADD_SHARE_ACKS_TO_TXN, "group")),
+        setup=remember_topic_id,
     ),
     (_A.ADD_OFFSETS_TO_TXN, "transactional_id"): Scenario(
         add_offsets, passes=_E.INVALID_PRODUCER_ID_MAPPING, needs=((_A.ADD_OFFSETS_TO_TXN, "group"),)

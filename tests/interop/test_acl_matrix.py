@@ -34,6 +34,7 @@ SETTINGS = (
     "sasl.enabled.mechanisms=SCRAM-SHA-256",
     "group.initial.rebalance.delay.ms=0",
     "group.share.enable=true",
+    "share.transactional.ack.enable=true",
 )
 MECHANISM = "SCRAM-SHA-256"
 ADMIN_PASSWORD = "admin-matrix-pw"

@@ -246,6 +246,8 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "group.share.partition.max.record.locks": ("group_share_partition_max_record_locks", _int(100, 10_000)),
     "share.auto.offset.reset": ("share_auto_offset_reset", _share_reset),
     "share.isolation.level": ("share_isolation_level", _share_isolation),
+    # exactly's transactional share acks extension (docs/share-transactional-acks.md)
+    "share.transactional.ack.enable": ("share_transactional_ack_enable", _bool),
     "share.coordinator.state.topic.num.partitions": (
         "share_coordinator_state_topic_num_partitions",
         _int(1, 100_000),
@@ -382,6 +384,7 @@ class BrokerConfig:
     group_share_partition_max_record_locks: int = 200
     share_auto_offset_reset: str = "latest"
     share_isolation_level: str = "read_uncommitted"
+    share_transactional_ack_enable: bool = False
     share_coordinator_state_topic_num_partitions: int = 50
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_segment_bytes: int = 104_857_600

@@ -323,7 +323,9 @@ class Connection:
                 raise
             config = self.broker.config
             two_phase_commit = config.transaction_two_phase_commit_enable
-            unsupported = _unsupported_api_versions(e.header, two_phase_commit, config.group_share_enable)
+            unsupported = _unsupported_api_versions(
+                e.header, two_phase_commit, config.group_share_enable, config.share_transactional_ack_enable
+            )
             return None, _done(unsupported), None  # never fails
         key = ApiKey(header.api_key)
         handler = HANDLERS.get(key)
@@ -703,18 +705,21 @@ def _done(value: list[p.Chunk]) -> asyncio.Future[Response]:
 
 
 def api_versions_body(
-    error: ErrorCode = ErrorCode.NONE, two_phase_commit: bool = True, share_groups: bool = False
+    error: ErrorCode = ErrorCode.NONE,
+    two_phase_commit: bool = True,
+    share_groups: bool = False,
+    share_txn_acks: bool = False,
 ) -> ApiVersionsResponse:
-    ranges = advertised(two_phase_commit, share_groups)
+    ranges = advertised(two_phase_commit, share_groups, share_txn_acks)
     keys = [ApiVersion(int(key), lo, hi) for key, (lo, hi) in ranges.items()]
     return ApiVersionsResponse(error_code=error, api_keys=keys)
 
 
 def _unsupported_api_versions(
-    header: RequestHeader, two_phase_commit: bool, share_groups: bool
+    header: RequestHeader, two_phase_commit: bool, share_groups: bool, share_txn_acks: bool = False
 ) -> list[p.Chunk]:
     """Kafka answers an ApiVersions version it doesn't know with a v0 body: error 35 and its ranges."""
     v0 = header._replace(api_version=0)
     return encode_response(
-        v0, api_versions_body(ErrorCode.UNSUPPORTED_VERSION, two_phase_commit, share_groups)
+        v0, api_versions_body(ErrorCode.UNSUPPORTED_VERSION, two_phase_commit, share_groups, share_txn_acks)
     )

@@ -93,13 +93,22 @@ SHARE_GROUP_KEYS = frozenset(
 )
 
 
-def advertised(two_phase_commit: bool = True, share_groups: bool = False) -> dict[ApiKey, tuple[int, int]]:
+# exactly's transactional share-acknowledgement extension (docs/share-transactional-acks.md): advertised
+# only while share.transactional.ack.enable and group.share.enable are both true.
+SHARE_TXN_ACK_KEYS = frozenset({ApiKey.ADD_SHARE_ACKS_TO_TXN})
+
+
+def advertised(
+    two_phase_commit: bool = True, share_groups: bool = False, share_txn_acks: bool = False
+) -> dict[ApiKey, tuple[int, int]]:
     """(min, max) per API that has a handler."""
     out: dict[ApiKey, tuple[int, int]] = {}
     for key in sorted(HANDLERS):
         if key in TWO_PHASE_COMMIT_KEYS and not two_phase_commit:
             continue
         if key in SHARE_GROUP_KEYS and not share_groups:
+            continue
+        if key in SHARE_TXN_ACK_KEYS and not (share_txn_acks and share_groups):
             continue
         spec = API_SPECS[key]
         out[key] = (_ADVERTISED_MIN.get(key, spec.min_version), advertised_max(key))
@@ -108,3 +117,7 @@ def advertised(two_phase_commit: bool = True, share_groups: bool = False) -> dic
 
 DISABLED_MESSAGE = "the two-phase commit extension is off (transaction.two.phase.commit.enable=false)"
 SHARE_DISABLED_MESSAGE = "share groups are off (group.share.enable=false)"
+SHARE_TXN_ACK_DISABLED_MESSAGE = (
+    "transactional share acknowledgements are off (share.transactional.ack.enable=false, or "
+    "group.share.enable=false)"
+)

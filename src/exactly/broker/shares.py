@@ -20,6 +20,17 @@ This service
 * runs a timer over the acquisition locks: expired ones release their records (AVAILABLE, or ARCHIVED
   at the delivery limit), persisted in the background, and wake parked fetches.
 
+Transactional acknowledgements (exactly's extension, docs/share-transactional-acks.md): `add_pending`
+validates a member's acknowledgements against the share partition, holds them for a producer's
+transaction (`SharePartition.add_pending`), and appends them to the share partition's `__share_group_state`
+partition as a transactional record of that producer, which the caller has added to the transaction;
+answered once durable. The transaction coordinator's COMMIT/ABORT marker on that partition — appended
+here, whoever coordinates — reaches `_marker_appended` through the replica manager's
+`marker_listeners`: it applies or releases the producer's pending acks of every share partition whose
+state lives there, and a new snapshot follows. The marker is durable before it is answered, and with the
+pending-ack records before it, it is the decision: a restart replays both (`_load`) and the open
+transactions' pending acks are put back on their share partitions when they are made.
+
 Persistence (`exactly.group.share.records`): every change writes a full ShareSnapshot record of the
 share partition to its partition of `__share_group_state` (`abs(javaHash("group:topicId:partition")) %
 partitions`, Kafka's key), through a `CoordinatorRuntime`; at start-up the topic is replayed into a
@@ -48,21 +59,31 @@ from exactly.broker.topic_manager import TopicManager
 from exactly.clock import Clock
 from exactly.errors import ErrorCode, KafkaError
 from exactly.group.partitioning import partition_for
-from exactly.group.share.partition import AckBatch, AcquiredRange, BatchKind, SharePartition, ShareState
+from exactly.group.share.partition import (
+    AckBatch,
+    AcquiredRange,
+    BatchKind,
+    SharePartition,
+    ShareState,
+)
 from exactly.group.share.reading import classify, delivered_bytes
 from exactly.group.share.records import (
     SHARE_STATE_TOPIC,
+    PendingAckRecord,
     SharePartitionKey,
     ShareStateStore,
     StoredShareState,
     encode_key,
+    encode_pending,
     encode_value,
 )
 from exactly.group.share.session import ShareSession, ShareSessionCache
 from exactly.protocol.messages import ApiKey
 from exactly.records.batch import RecordBatch
 from exactly.records.builder import BatchBuilder
-from exactly.storage.log import Isolation
+from exactly.records.control import ControlRecordType, parse_end_txn_marker
+from exactly.replication.partition import Partition
+from exactly.storage.log import Isolation, VerificationGuard
 
 __all__ = ["Acquired", "ShareOffsets", "ShareService", "acknowledge_partitions", "resolve"]
 
@@ -127,6 +148,7 @@ class ShareService:
             min_isr=config.log.min_insync_replicas,
         )
         replicas.leadership_listeners.append(self.runtime.leadership_changed)
+        replicas.marker_listeners.append(self._marker_appended)
         self._timer = DeadlineTimer("share partitions", self.next_deadline, self._tick, clock.monotonic_ms)
         self._writes: set[asyncio.Task[None]] = set()
         self._bytes_per_offset: dict[SharePartitionKey, float] = {}  # of the last read: sizes the next
@@ -152,12 +174,16 @@ class ShareService:
     def _load(self, partition: int, batches: Iterator[RecordBatch]) -> int:
         count = 0
         for batch in batches:
+            producer_id = batch.header().producer_id
             if batch.is_control:
+                marker = parse_end_txn_marker(batch)
+                self.store.replay_marker(partition, producer_id, marker.type == ControlRecordType.COMMIT)
                 continue
             for record in batch.records():
                 if record.key is None:
                     continue
-                self.store.replay(bytes(record.key), None if record.value is None else bytes(record.value))
+                value = None if record.value is None else bytes(record.value)
+                self.store.replay(bytes(record.key), value, partition, producer_id)
                 count += 1
         return count
 
@@ -193,6 +219,8 @@ class ShareService:
                 lock_duration_ms=self._config.group_share_record_lock_duration_ms,
                 max_in_flight=self._config.group_share_partition_max_record_locks,
             )
+            for pending in self.store.pending_for(key):  # open transactions' acks, read at load
+                share.restore_pending(pending.member_id, pending.producer_id, pending.acks)
             self.partitions[key] = share
             self._topic_names[key] = topic
             log.info("%s: share partition from offset %d", key, share.start_offset)
@@ -265,6 +293,70 @@ class ShareService:
             except KafkaError as e:
                 log.warning("%s: share state not persisted: %s", key, e)
         return code
+
+    # --- acknowledgements inside transactions (docs/share-transactional-acks.md) ----------------------
+
+    async def add_pending(
+        self,
+        key: SharePartitionKey,
+        topic: str,
+        member_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        acks: list[AckBatch],
+        guard: VerificationGuard | None,
+    ) -> ErrorCode:
+        """Hold `acks` of `member_id` for the producer's transaction, whose partitions include this share
+        partition's `__share_group_state` partition (`guard` checks it at the append): validated and
+        applied to the share partition, appended as a transactional record of the producer, durable
+        before it returns. A failed append gives back the producer's pending acks of the partition (its
+        client got an error: the transaction cannot commit)."""
+        try:
+            share = self.share_partition(key, topic)
+        except KafkaError as e:
+            return e.code
+        if key not in self._stored and self.store.get(key) is None:
+            try:  # a snapshot first, so a commit replayed after a restart has a window to apply to
+                await self.persist(key)
+            except KafkaError as e:
+                return e.code
+        code = share.add_pending(member_id, producer_id, acks)
+        if code != ErrorCode.NONE:
+            return code
+        wanted = {o for a in acks for o in range(a.first_offset, a.last_offset + 1)}
+        held = tuple((o, t) for o, t in share.pending_of(producer_id) if o in wanted)
+        raw_key, raw_value = encode_pending(PendingAckRecord(key, producer_id, member_id, held))
+        builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True)
+        builder.append(self._clock.milliseconds(), raw_key, raw_value)
+        what = f"pending acks of producer {producer_id} on {key}"
+        try:
+            appended = self.runtime.append(
+                self.state_partition(key), builder.build(), what, verification_guard=guard
+            )
+        except KafkaError as e:
+            share.end_pending(producer_id, commit=False)
+            self._replicas.wakeups.appended()
+            return e.code
+        try:
+            await self.runtime.wait_durable(appended, what)
+        except KafkaError as e:
+            return e.code
+        return ErrorCode.NONE
+
+    def _marker_appended(self, partition: Partition, producer_id: int, committed: bool) -> None:
+        """A COMMIT/ABORT marker reached a partition of `__share_group_state` this broker leads: the
+        producer's pending acks there are applied or released, and the changed share partitions
+        persisted."""
+        if partition.topic != SHARE_STATE_TOPIC:
+            return
+        self.store.replay_marker(partition.index, producer_id, committed)
+        decided = False
+        for key, share in self.partitions.items():
+            if self.state_partition(key) == partition.index and share.end_pending(producer_id, committed):
+                decided = True
+                self._persist_later(key)
+        if decided:
+            self._replicas.wakeups.appended()  # released records may be fetched again
 
     # --- sessions ----------------------------------------------------------------------------------------
 

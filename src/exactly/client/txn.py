@@ -25,6 +25,7 @@ EndTxn). Blocking connections (`KafkaConnection`), one per broker, opened lazily
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -35,6 +36,13 @@ from exactly.errors import ErrorCode, ProtocolError
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from exactly.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from exactly.protocol.messages.add_share_acks_to_txn import (
+    AcknowledgementBatch,
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    AddShareAcksToTxnRequest,
+    AddShareAcksToTxnResponse,
+)
 from exactly.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from exactly.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from exactly.protocol.messages.init_producer_id import InitProducerIdRequest
@@ -200,6 +208,47 @@ class TransactionalProducer:
             )
 
         self._until_done("TxnOffsetCommit", call, _first_partition_code)
+
+    def send_share_acks(
+        self,
+        group_id: str,
+        member_id: str,
+        acks: Mapping[tuple[uuid.UUID, int], Sequence[tuple[int, int, Sequence[int]]]],
+    ) -> None:
+        """Acknowledge, in the open transaction, records `member_id` of share group `group_id` holds
+        acquired: (topic id, partition) -> [(first offset, last offset, types)] (exactly's extension,
+        AddShareAcksToTxn v0; docs/share-transactional-acks.md). Sent to a bootstrap broker, which must
+        lead the partitions."""
+        request = AddShareAcksToTxnRequest(
+            self.transactional_id,
+            self.producer_id,
+            self.producer_epoch,
+            group_id,
+            member_id,
+            [
+                AcknowledgeTopic(
+                    topic_id,
+                    [
+                        AcknowledgePartition(
+                            index, [AcknowledgementBatch(f, last, list(t)) for f, last, t in batches]
+                        )
+                        for (tid, index), batches in sorted(acks.items(), key=lambda kv: kv[0][1])
+                        if tid == topic_id
+                    ],
+                )
+                for topic_id in sorted({t for t, _ in acks}, key=str)
+            ],
+        )
+
+        def code_of(response: AddShareAcksToTxnResponse) -> ErrorCode:
+            if response.error_code:
+                return ErrorCode.of(response.error_code)
+            codes = [ErrorCode.of(p.error_code) for t in response.responses for p in t.partitions]
+            return next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)
+
+        self._until_done(
+            "AddShareAcksToTxn", lambda: self._call(ApiKey.ADD_SHARE_ACKS_TO_TXN, 0, request), code_of
+        )
 
     def commit(self) -> EndResult:
         return self._end(True)

@@ -469,6 +469,15 @@ _DEFS = [
         Range(1),
     ),
     _ro(
+        "share.transactional.ack.enable",
+        BOOLEAN,
+        "false",
+        "Whether exactly's transactional share-acknowledgement extension (AddShareAcksToTxn; "
+        "docs/share-transactional-acks.md) is advertised and served: share group acknowledgements held "
+        "by a producer's transaction, applied by its commit, released by its abort. "
+        "Needs group.share.enable.",
+    ),
+    _ro(
         "transaction.two.phase.commit.enable",
         BOOLEAN,
         "true",

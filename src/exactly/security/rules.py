@@ -172,6 +172,13 @@ RULES: Mapping[ApiKey, Mapping[str, Need]] = MappingProxyType(
         _A.COMMIT_BATCH: {"transactional_id": _n(_X, _O.WRITE, TXN_FAIL)},
         _A.ABORT_BATCH: {"transactional_id": _n(_X, _O.WRITE, TXN_FAIL)},
         _A.LIST_PREPARED_TXNS: {"transactional_id": _n(_X, _O.DESCRIBE, TXN_FAIL, filtered=True)},
+        # exactly's transactional share acks (docs/share-transactional-acks.md): as AddOffsetsToTxn, and
+        # TOPIC READ as ShareAcknowledge
+        _A.ADD_SHARE_ACKS_TO_TXN: {
+            "transactional_id": _n(_X, _O.WRITE, TXN_FAIL),
+            "group": _n(_G, _O.READ, GROUP_FAIL),
+            "topic": _n(_T, _O.READ, TOPIC_FAIL),
+        },
     }
 )
 

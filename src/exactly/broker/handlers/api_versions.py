@@ -56,7 +56,9 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
     config = ctx.broker.config
     share_groups = config.group_share_enable
     response = api_versions_body(
-        two_phase_commit=config.transaction_two_phase_commit_enable, share_groups=share_groups
+        two_phase_commit=config.transaction_two_phase_commit_enable,
+        share_groups=share_groups,
+        share_txn_acks=config.share_transactional_ack_enable,
     )
     add_features(response, config.transaction_version, ctx.version, 1 if share_groups else 0)
     return response

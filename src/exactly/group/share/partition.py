@@ -27,6 +27,23 @@ Transition table (`TRANSITIONS`; `limit` is the delivery count limit, `count` th
 Anything else is refused: an acknowledgement of an offset that is not ACQUIRED by the member sending it
 is INVALID_RECORD_STATE, and nothing leaves a terminal state (except `reset`: AlterShareGroupOffsets).
 
+Pending acknowledgements (exactly's transactional-ack extension, docs/share-transactional-acks.md; Pulsar's
+pending acks): an ACQUIRED offset may be acknowledged *inside a producer's transaction* (`add_pending`).
+It stays ACQUIRED by its member, but its acknowledgement waits for the transaction's outcome:
+
+    state                  event           next state                          why
+    ACQUIRED               PEND (pid, t)   ACQUIRED, pending (pid, t)          AddShareAcksToTxn of pid
+    ACQUIRED, pending      TXN_COMMITTED   as the ack type t would (above)     the COMMIT marker reached it
+    ACQUIRED, pending      TXN_ABORTED     AVAILABLE, ARCHIVED at limit        the ABORT marker reached it
+
+While pending, an offset's acquisition lock is suspended: LOCK_EXPIRED and MEMBER_GONE do not touch it,
+a plain acknowledgement of it is INVALID_RECORD_STATE and so is a second pending ack (from any producer).
+So a record whose ack is pending is never redelivered while its transaction is open; when the transaction
+times out (`transaction.timeout.ms`) or its producer is fenced, the coordinator aborts it and the record is
+AVAILABLE again with its delivery count. The persistent form writes a pending offset as AVAILABLE, like
+any ACQUIRED one; the pending acks themselves are kept in `__share_group_state` as transactional records
+(`exactly.group.share.records`) and put back with `restore_pending` when the share partition is loaded.
+
 Offsets enter the window when a fetch reads past SPEO (`acquire`): data records as ACQUIRED, offsets
 that hold no deliverable record — control batches (transaction markers), batches of aborted
 transactions under read_committed, holes left by compaction — straight as ARCHIVED. SPSO then moves
@@ -50,6 +67,7 @@ from enum import Enum, IntEnum
 from exactly.errors import ErrorCode
 
 __all__ = [
+    "NO_PRODUCER",
     "TRANSITIONS",
     "AckBatch",
     "AckType",
@@ -92,6 +110,8 @@ class Event(Enum):
     GAP = "gap"
     LOCK_EXPIRED = "lock expired"
     MEMBER_GONE = "member gone"
+    PEND = "pending ack"  # the ack waits for a transaction; the state stays ACQUIRED
+    TXN_ABORTED = "transaction aborted"
 
 
 _RETURN = RecordState.AVAILABLE  # back for redelivery, or ARCHIVED once the delivery limit is reached
@@ -104,6 +124,8 @@ TRANSITIONS: dict[tuple[RecordState, Event], RecordState] = {
     (RecordState.ACQUIRED, Event.GAP): RecordState.ARCHIVED,
     (RecordState.ACQUIRED, Event.LOCK_EXPIRED): _RETURN,
     (RecordState.ACQUIRED, Event.MEMBER_GONE): _RETURN,
+    (RecordState.ACQUIRED, Event.PEND): RecordState.ACQUIRED,
+    (RecordState.ACQUIRED, Event.TXN_ABORTED): _RETURN,
 }
 
 _ACK_EVENTS = {
@@ -165,12 +187,17 @@ class ShareState:
     batches: tuple[StateBatch, ...] = ()
 
 
+NO_PRODUCER = -1
+
+
 @dataclass(slots=True)
 class _InFlight:
     state: RecordState
     delivery_count: int
     member_id: str | None = None  # the holder while ACQUIRED
-    lock_deadline: int = 0  # while ACQUIRED
+    lock_deadline: int = 0  # while ACQUIRED and not pending
+    pending_producer: int = NO_PRODUCER  # while ACQUIRED: the producer whose transaction holds its ack
+    pending_type: AckType = AckType.ACCEPT
 
 
 class SharePartition:
@@ -217,6 +244,22 @@ class SharePartition:
     def holder(self, offset: int) -> str | None:
         record = self._records.get(offset)
         return record.member_id if record is not None and record.state == RecordState.ACQUIRED else None
+
+    def pending(self, offset: int) -> tuple[int, AckType] | None:
+        """(producer id, ack type) of the offset's pending acknowledgement, or None."""
+        record = self._records.get(offset)
+        if record is None or record.pending_producer == NO_PRODUCER:
+            return None
+        return record.pending_producer, record.pending_type
+
+    def pending_of(self, producer_id: int) -> list[tuple[int, AckType]]:
+        """The offsets whose acknowledgement the producer's open transaction holds, with their types."""
+        return sorted(
+            (o, r.pending_type) for o, r in self._records.items() if r.pending_producer == producer_id
+        )
+
+    def pending_producers(self) -> set[int]:
+        return {r.pending_producer for r in self._records.values() if r.pending_producer != NO_PRODUCER}
 
     @property
     def in_flight(self) -> int:
@@ -275,9 +318,12 @@ class SharePartition:
                     acquired.append((offset, 1))
                     continue
                 record = self._records[offset]
-                if batch.kind is not BatchKind.DATA or record.state != RecordState.AVAILABLE:
+                if record.state != RecordState.AVAILABLE:
                     continue
                 self._available -= 1
+                if batch.kind is not BatchKind.DATA:  # a window restored past its last snapshot
+                    record.state = RecordState.ARCHIVED
+                    continue
                 if record.delivery_count >= self.delivery_limit:
                     record.state = RecordState.ARCHIVED
                     continue
@@ -309,7 +355,7 @@ class SharePartition:
                     if offset > self.end_offset:
                         return ErrorCode.INVALID_RECORD_STATE
                     continue
-                if record is None or record.state != RecordState.ACQUIRED or record.member_id != member_id:
+                if not self._held_by(record, member_id):
                     return ErrorCode.INVALID_RECORD_STATE
                 planned.append((offset, _ACK_EVENTS[kind]))
         for offset, event in planned:
@@ -317,12 +363,79 @@ class SharePartition:
         self._advance()
         return ErrorCode.NONE
 
+    def add_pending(self, member_id: str, producer_id: int, acks: Sequence[AckBatch]) -> ErrorCode:
+        """Acknowledgements inside producer `producer_id`'s transaction, all or nothing: checked as
+        `acknowledge` checks them (INVALID_REQUEST, INVALID_RECORD_STATE — also for an offset whose ack is
+        already pending), then held until `end_pending`. A GAP for an ARCHIVED offset needs nothing."""
+        if producer_id < 0:
+            return ErrorCode.INVALID_REQUEST
+        planned: list[tuple[int, AckType]] = []
+        seen: set[int] = set()
+        for ack in acks:
+            count = ack.last_offset - ack.first_offset + 1
+            if count < 1 or len(ack.types) not in (1, count):
+                return ErrorCode.INVALID_REQUEST
+            if any(t not in _ACK_EVENTS for t in ack.types):
+                return ErrorCode.INVALID_REQUEST
+            for i, offset in enumerate(range(ack.first_offset, ack.last_offset + 1)):
+                kind = AckType(ack.types[0] if len(ack.types) == 1 else ack.types[i])
+                record = self._records.get(offset)
+                if kind == AckType.GAP and (record is None or record.state == RecordState.ARCHIVED):
+                    if offset > self.end_offset:
+                        return ErrorCode.INVALID_RECORD_STATE
+                    continue
+                if offset in seen or not self._held_by(record, member_id):
+                    return ErrorCode.INVALID_RECORD_STATE
+                seen.add(offset)
+                planned.append((offset, kind))
+        for offset, kind in planned:
+            self._pend(self._records[offset], producer_id, kind)
+        return ErrorCode.NONE
+
+    def end_pending(self, producer_id: int, commit: bool) -> int:
+        """The producer's transaction ended (its COMMIT/ABORT marker): commit applies each pending ack as
+        `acknowledge` would, abort gives the records back (AVAILABLE, ARCHIVED at the delivery limit).
+        Returns how many offsets it decided."""
+        held = [r for r in self._records.values() if r.pending_producer == producer_id]
+        for record in held:
+            self._transition(record, _ACK_EVENTS[record.pending_type] if commit else Event.TXN_ABORTED)
+        self._advance()
+        return len(held)
+
+    def restore_pending(
+        self, member_id: str, producer_id: int, pending: Iterable[tuple[int, AckType]]
+    ) -> None:
+        """Loading: the pending acks of an open transaction (read from `__share_group_state`) are put back
+        on a window restored from a snapshot, which wrote their offsets AVAILABLE (or did not reach them:
+        they were acquired after it). Terminal offsets keep their state."""
+        for offset, kind in pending:
+            if offset < self.start_offset:
+                continue
+            if offset > self.end_offset:
+                for o in range(self.end_offset + 1, offset + 1):  # not persisted yet: deliverable again
+                    self._records[o] = _InFlight(RecordState.AVAILABLE, 0)
+                    self._available += 1
+                self.end_offset = offset
+            record = self._records[offset]
+            if record.state.terminal or record.pending_producer != NO_PRODUCER:
+                continue
+            self._leave(record)
+            record.state = RecordState.ACQUIRED
+            record.delivery_count = max(record.delivery_count, 1)
+            record.member_id = member_id
+            record.pending_producer = producer_id
+            record.pending_type = kind
+
     def expire_locks(self, now: int) -> int:
         """Acquisition locks that ended by `now` give their records back; returns how many."""
         if not self._deadlines or min(self._deadlines) > now:
             return 0
         expired = [
-            r for r in self._records.values() if r.state == RecordState.ACQUIRED and r.lock_deadline <= now
+            r
+            for r in self._records.values()
+            if r.state == RecordState.ACQUIRED
+            and r.pending_producer == NO_PRODUCER
+            and r.lock_deadline <= now
         ]
         for record in expired:
             self._transition(record, Event.LOCK_EXPIRED)
@@ -332,7 +445,11 @@ class SharePartition:
     def release_member(self, member_id: str) -> int:
         """The member's share session ended: what it holds goes back; returns how many."""
         held = [
-            r for r in self._records.values() if r.state == RecordState.ACQUIRED and r.member_id == member_id
+            r
+            for r in self._records.values()
+            if r.state == RecordState.ACQUIRED
+            and r.member_id == member_id
+            and r.pending_producer == NO_PRODUCER
         ]
         for record in held:
             self._transition(record, Event.MEMBER_GONE)
@@ -376,6 +493,23 @@ class SharePartition:
 
     # --- internals ---------------------------------------------------------------------------------------
 
+    @staticmethod
+    def _held_by(record: _InFlight | None, member_id: str) -> bool:
+        """ACQUIRED by `member_id`, its ack not pending in a transaction."""
+        return (
+            record is not None
+            and record.state == RecordState.ACQUIRED
+            and record.member_id == member_id
+            and record.pending_producer == NO_PRODUCER
+        )
+
+    def _pend(self, record: _InFlight, producer_id: int, kind: AckType) -> None:
+        """ACQUIRED -> ACQUIRED with its ack pending: the lock no longer runs (the index forgets it)."""
+        self._leave(record)
+        record.lock_deadline = 0
+        record.pending_producer = producer_id
+        record.pending_type = kind
+
     def _transition(self, record: _InFlight, event: Event) -> None:
         next_state = TRANSITIONS[(record.state, event)]
         if next_state == _RETURN and record.delivery_count >= self.delivery_limit:
@@ -385,12 +519,13 @@ class SharePartition:
         record.state = next_state
         record.member_id = None
         record.lock_deadline = 0
+        record.pending_producer = NO_PRODUCER
 
     def _leave(self, record: _InFlight) -> None:
         """`record` leaves its state (or the window): the indexes forget it."""
         if record.state == RecordState.AVAILABLE:
             self._available -= 1
-        elif record.state == RecordState.ACQUIRED:
+        elif record.state == RecordState.ACQUIRED and record.pending_producer == NO_PRODUCER:
             left = self._deadlines[record.lock_deadline] - 1
             if left:
                 self._deadlines[record.lock_deadline] = left

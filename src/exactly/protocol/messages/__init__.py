@@ -10,6 +10,7 @@ from exactly.protocol.messages import (
     abort_batch,
     add_offsets_to_txn,
     add_partitions_to_txn,
+    add_share_acks_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
@@ -139,6 +140,7 @@ class ApiKey(IntEnum):
     COMMIT_BATCH = 10001
     ABORT_BATCH = 10002
     LIST_PREPARED_TXNS = 10003
+    ADD_SHARE_ACKS_TO_TXN = 10004
 
 
 MODULES: dict[ApiKey, ModuleType] = {
@@ -206,4 +208,5 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.COMMIT_BATCH: commit_batch,
     ApiKey.ABORT_BATCH: abort_batch,
     ApiKey.LIST_PREPARED_TXNS: list_prepared_txns,
+    ApiKey.ADD_SHARE_ACKS_TO_TXN: add_share_acks_to_txn,
 }
