@@ -16,6 +16,18 @@ all a flush costs the event loop: no `concurrent.futures.Future` (a Condition ea
 one, and one Task less per request (a request of one partition awaits its flush directly, with no
 `gather`). A waiter that is cancelled does not cancel the flush others wait for (each waits through
 `asyncio.shield`).
+
+Rounds (fewer wake-ups): a waiter does not hand its log to a thread by itself. The logs that need a flush
+gather during one turn of the event loop (`_Round`) and are handed over at its end (`loop.call_soon`)
+as at most `threads` jobs, each fsyncing several logs one after the other: one wake-up of a flush thread
+and one back to the loop per job, not per log. A job takes at least two logs (two fdatasyncs in a row
+cost about what two on parallel threads do on this machine's ext4, measured 0.70 ms against 0.54 ms,
+and save a wake-up pair), and the jobs of a round run in parallel, because parallel fsyncs of different
+files share the journal's commits (8 logs: 1.6 ms on 4 threads against 3.9 ms on one). A round of
+`GROUP_SYNC_MIN_LOGS` logs or more is one job with one syncfs. Every log's waiters learn their own log's
+outcome (a failed fsync is that log's KAFKA_STORAGE_ERROR, not its round-mates'). `flush_soon` starts a
+log's flush without waiting for it (the transaction coordinator's AddPartitionsToTxn, whose record the
+Produce that follows waits for).
 """
 
 from __future__ import annotations
@@ -46,7 +58,10 @@ class Flusher:
         self._start_lock = threading.Lock()
         self._closed = False
         self._running: dict[int, asyncio.Future[Any]] = {}  # per log (by id): the flush in progress
+        self._round: _Round | None = None  # the logs gathered in this loop turn, not handed over yet
         self.group_syncs = 0  # syncfs calls that made many logs durable at once
+        self.rounds = 0  # loop turns whose logs were handed to the flush threads
+        self.jobs = 0  # thread jobs of those rounds (a wake-up of a flush thread and one back each)
 
     async def wait_durable(self, targets: list[tuple[PartitionLog, int]]) -> None:
         """Raises the first KafkaError (KAFKA_STORAGE_ERROR when a flush failed)."""
@@ -107,14 +122,77 @@ class Flusher:
             log.flushed_to(offset)
 
     async def _durable(self, log: PartitionLog, offset: int) -> None:
+        key = id(log)
         while log.needs_flush(offset) and not log.closed:
-            key = id(log)
             running = self._running.get(key)
             if running is None or running.done():  # a finished flush is forgotten only on the next loop turn
-                running = self._submit(log.flush)
-                self._running[key] = running
-                running.add_done_callback(self._forget(key, running))
-            await asyncio.shield(running)
+                running = self._enqueue(log)
+            outcome = await asyncio.shield(running)
+            if outcome is not None and (error := outcome.get(key)) is not None:
+                raise error
+
+    def flush_soon(self, log: PartitionLog, offset: int) -> None:
+        """Start making `log` durable below `offset` (at the end of this loop turn) without waiting: a
+        later `wait_durable` finds the flush running, or done."""
+        if log.needs_flush(offset) and not log.closed:
+            running = self._running.get(id(log))
+            if running is None or running.done():
+                self._enqueue(log)
+
+    def _enqueue(self, log: PartitionLog) -> asyncio.Future[Any]:
+        """Add `log` to this loop turn's round (opening it: handed over when the turn ends)."""
+        current = self._round
+        if current is None:
+            loop = asyncio.get_running_loop()
+            current = self._round = _Round(loop.create_future())
+            loop.call_soon(self._hand_over, current)
+        key = id(log)
+        current.logs[key] = log
+        self._running[key] = current.future
+        return current.future
+
+    def _hand_over(self, current: _Round) -> None:
+        """The turn ended: its logs go to the flush threads as at most `threads` jobs."""
+        if self._round is current:
+            self._round = None
+        logs = list(current.logs.values())
+        if len(logs) <= 2 or len(logs) >= GROUP_SYNC_MIN_LOGS:
+            chunks = [logs]
+        else:
+            size = max(2, -(-len(logs) // self._threads))
+            chunks = [logs[i : i + size] for i in range(0, len(logs), size)]
+        current.jobs = len(chunks)
+        self.rounds += 1
+        self.jobs += len(chunks)
+        try:
+            if not self._workers:
+                self._start()
+        except RuntimeError as e:  # closed: nobody flushes any more
+            current.finish(self._running, e)
+            return
+        loop = asyncio.get_running_loop()
+        for chunk in chunks:
+            self._jobs.put(self._round_job(loop, current, chunk))
+
+    def _round_job(self, loop: asyncio.AbstractEventLoop, current: _Round, logs: list[PartitionLog]) -> Job:
+        def job() -> None:
+            errors = self._flush_each(logs)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+                loop.call_soon_threadsafe(current.job_done, self._running, errors)
+
+        return job
+
+    def _flush_each(self, logs: list[PartitionLog]) -> dict[int, BaseException]:
+        """Flush every log (one syncfs for many); each log's error, by id (on a flush thread)."""
+        if len(logs) >= GROUP_SYNC_MIN_LOGS:
+            self._write_out_and_sync(logs)  # what it could not make durable, the loop below does
+        errors: dict[int, BaseException] = {}
+        for log in logs:
+            try:
+                log.flush()  # returns at once when already durable
+            except BaseException as e:  # noqa: BLE001 (handed to this log's waiters, whatever it is)
+                errors[id(log)] = e
+        return errors
 
     def _forget(self, key: int, future: asyncio.Future[Any]) -> Callable[[asyncio.Future[Any]], None]:
         def done(_: asyncio.Future[Any]) -> None:
@@ -166,6 +244,32 @@ class Flusher:
             self._jobs.put(None)
         for worker in workers:
             worker.join()
+
+
+class _Round:
+    """The logs that needed a flush during one loop turn; `future` gets every log's error by id (an empty
+    dict: all durable) once the round's last job is done."""
+
+    __slots__ = ("errors", "future", "jobs", "logs")
+
+    def __init__(self, future: asyncio.Future[Any]) -> None:
+        self.future = future
+        self.logs: dict[int, PartitionLog] = {}
+        self.jobs = 0  # not yet done
+        self.errors: dict[int, BaseException] = {}
+
+    def job_done(self, running: dict[int, asyncio.Future[Any]], errors: dict[int, BaseException]) -> None:
+        self.errors.update(errors)
+        self.jobs -= 1
+        if self.jobs <= 0:
+            self.finish(running, None)
+
+    def finish(self, running: dict[int, asyncio.Future[Any]], error: BaseException | None) -> None:
+        future = self.future
+        for key in self.logs:
+            if running.get(key) is future:
+                del running[key]
+        _settle(future, self.errors, error)
 
 
 def _settle(future: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
