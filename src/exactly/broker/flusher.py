@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ class Flusher:
         self._running: dict[int, asyncio.Future[Any]] = {}  # per log (by id): the flush in progress
         self._round: _Round | None = None  # the logs gathered in this loop turn, not handed over yet
         self.group_syncs = 0  # syncfs calls that made many logs durable at once
+        self.debug_delays: dict[str, float] = {}  # testing only: topic -> seconds each of its flushes sleeps
         self.rounds = 0  # loop turns whose logs were handed to the flush threads
         self.jobs = 0  # thread jobs of those rounds (a wake-up of a flush thread and one back each)
 
@@ -188,6 +190,8 @@ class Flusher:
             self._write_out_and_sync(logs)  # what it could not make durable, the loop below does
         errors: dict[int, BaseException] = {}
         for log in logs:
+            if self.debug_delays and log.needs_flush(log.log_end_offset):
+                time.sleep(self.debug_delays.get(log.topic, 0.0))
             try:
                 log.flush()  # returns at once when already durable
             except BaseException as e:  # noqa: BLE001 (handed to this log's waiters, whatever it is)
