@@ -14,6 +14,33 @@
   a partition whose topic was deleted is skipped. Markers on a `__consumer_offsets` partition also
   materialise (or drop) the transaction's pending offsets in the group coordinator.
 * EndTxn is answered once PrepareX is durable (Kafka's order); the markers follow within milliseconds.
+* Answered on append (`run(..., answer_on_append=True)`: AddPartitionsToTxn v0-3, AddOffsetsToTxn): the
+  Ongoing record is appended, applied and answered at once; its flush starts at the same moment
+  (`Flusher.flush_soon`) and overlaps the client's round trip to its Produce. What depends on the record
+  waits for it (`confirmed`: durable here and, in a cluster, committed in the ISR):
+  - the append of the transaction's first batch on a partition: `append_guard` waits before it returns
+    and the Produce / TxnOffsetCommit appends in the same synchronous step; the guard itself refuses
+    (NOT_ENOUGH_REPLICAS, retriable) should a newer record of the id have been answered on append in
+    between; a record that cannot be made durable refuses the append the same way;
+  - a VerifyOnly answer to another partition leader (it appends on NONE);
+  - every other NONE answer of the id (`run` waits before it returns: EndTxn's own PrepareX follows the
+    record in the same log, so its fsync covers it; one with no record of its own waits explicitly).
+  Why no crash loses the membership of an acknowledged transaction: a batch of the transaction reaches a
+  data partition's log (page cache included) only after the record that made the partition a member is
+  durable, so a crash that loses the record (kill -9 before its fsync, then a power loss) finds nothing of
+  the transaction on the partition: no hanging transaction, and the Produce was never acknowledged (it is
+  answered after its own fsync, later still). The client saw an AddPartitionsToTxn answer whose effect was
+  lost; its next Produce fails verification (the partition is not in the transaction), an abortable error,
+  and EndTxn cannot commit data it never got acknowledged. Every record carries the id's whole state, so a
+  later durable record (PrepareX) makes any earlier one moot. Tested: tests/verify/test_disk_txn.py (kill
+  -9 between the answer and the fsync, files cut to the fsync ledger).
+  Kafka (TransactionStateManager.appendTransactionToLog) answers AddPartitionsToTxn only after the record
+  is replicated to the ISR (acks=all; no fsync by default) and keeps the new state pending until then;
+  `TransactionCoordinator.handleAddPartitionsToTransaction` answers from that callback. exactly answers
+  earlier and applies the state earlier, which is safe because the only consumers of the membership
+  before the transaction's own PrepareX are the guarded appends above, each of which waits for the
+  durability Kafka waits for before answering. DescribeTransactions / ListTransactions may show an
+  Ongoing state that a crash then loses (informational, as a CompleteX applied on append already is).
 * At start-up `load()` replays `__transaction_state` before the broker listens and restarts the marker
   jobs of every transaction whose decision is recorded (PrepareX), so a crash between PrepareCommit and
   CompleteCommit finishes the commit.
