@@ -225,7 +225,7 @@ def test_the_logs_of_one_loop_turn_are_flushed_by_at_most_threads_jobs(tmp_path:
         assert asyncio.run(run()) == [[None]] * 8
     finally:
         flusher.close()
-    assert (flusher.rounds, flusher.jobs) == (1, 4)  # two logs a job, four wake-ups instead of eight
+    assert (flusher.rounds, flusher.jobs) == (1, 4)  # two logs a job: four wake-up pairs, not eight
     assert [log.recovery_point for log in logs] == [3] * 8
     for log in logs:
         log.close()

@@ -19,13 +19,14 @@ one, and one Task less per request (a request of one partition awaits its flush 
 
 Rounds (fewer wake-ups): a waiter does not hand its log to a thread by itself. The logs that need a flush
 gather during one turn of the event loop (`_Round`) and are handed over at its end (`loop.call_soon`)
-as at most `threads` jobs, each fsyncing several logs one after the other: one wake-up of a flush thread
-and one back to the loop per job, not per log. A job takes at least two logs (two fdatasyncs in a row
-cost about what two on parallel threads do on this machine's ext4, measured 0.70 ms against 0.54 ms,
-and save a wake-up pair), and the jobs of a round run in parallel, because parallel fsyncs of different
-files share the journal's commits (8 logs: 1.6 ms on 4 threads against 3.9 ms on one). A round of
-`GROUP_SYNC_MIN_LOGS` logs or more is one job with one syncfs. Every log's waiters learn their own log's
-outcome (a failed fsync is that log's KAFKA_STORAGE_ERROR, not its round-mates'). `flush_soon` starts a
+as jobs of two to `MAX_LOGS_PER_JOB` logs, spread over the threads, each fsyncing its logs one after the
+other: one wake-up of a flush thread and one back to the loop per job, not per log. Two fdatasyncs in a
+row cost about what two on parallel threads do on this machine's ext4 (measured 0.70 ms against
+0.54 ms) and save a wake-up pair; more in one job would serialise what parallel threads do in shared
+journal commits (8 logs: 1.6 ms on 4 threads against 3.9 ms on one) and hold every waiter of the job
+until its last fsync. (No syncfs here: it would sync every other writer of the file system too; only a
+request's own many partitions take that path.) Every log's waiters learn their own log's outcome (a
+failed fsync is that log's KAFKA_STORAGE_ERROR, not its job-mates'). `flush_soon` starts a
 log's flush without waiting for it (the transaction coordinator's AddPartitionsToTxn, whose record the
 Produce that follows waits for).
 """
@@ -46,8 +47,10 @@ from exactly.storage import files
 from exactly.storage.log import PartitionLog
 
 GROUP_SYNC_MIN_LOGS = 32  # from this many logs to flush at once, one syncfs beats one fsync each
+MAX_LOGS_PER_JOB = 4  # a round's job fsyncs at most this many logs (their waiters wait for all of them)
 
 Job = Callable[[], None]
+_Entry = tuple[PartitionLog, "asyncio.Future[Any]"]  # a log of a round, and the future its waiters await
 
 
 class Flusher:
@@ -59,7 +62,7 @@ class Flusher:
         self._start_lock = threading.Lock()
         self._closed = False
         self._running: dict[int, asyncio.Future[Any]] = {}  # per log (by id): the flush in progress
-        self._round: _Round | None = None  # the logs gathered in this loop turn, not handed over yet
+        self._round: dict[int, _Entry] | None = None  # the logs gathered in this loop turn, by id
         self.group_syncs = 0  # syncfs calls that made many logs durable at once
         self.debug_delays: dict[str, float] = {}  # testing only: topic -> seconds each of its flushes sleeps
         self.rounds = 0  # loop turns whose logs were handed to the flush threads
@@ -129,9 +132,7 @@ class Flusher:
             running = self._running.get(key)
             if running is None or running.done():  # a finished flush is forgotten only on the next loop turn
                 running = self._enqueue(log)
-            outcome = await asyncio.shield(running)
-            if outcome is not None and (error := outcome.get(key)) is not None:
-                raise error
+            await asyncio.shield(running)
 
     def flush_soon(self, log: PartitionLog, offset: int) -> None:
         """Start making `log` durable below `offset` (at the end of this loop turn) without waiting: a
@@ -142,52 +143,59 @@ class Flusher:
                 self._enqueue(log)
 
     def _enqueue(self, log: PartitionLog) -> asyncio.Future[Any]:
-        """Add `log` to this loop turn's round (opening it: handed over when the turn ends)."""
+        """Add `log` to this loop turn's round (opening it: handed over when the turn ends); the future
+        settles when its job has flushed it."""
+        loop = asyncio.get_running_loop()
         current = self._round
         if current is None:
-            loop = asyncio.get_running_loop()
-            current = self._round = _Round(loop.create_future())
+            current = self._round = {}
             loop.call_soon(self._hand_over, current)
         key = id(log)
-        current.logs[key] = log
-        self._running[key] = current.future
-        return current.future
+        future: asyncio.Future[Any] = loop.create_future()
+        current[key] = (log, future)
+        self._running[key] = future
+        return future
 
-    def _hand_over(self, current: _Round) -> None:
-        """The turn ended: its logs go to the flush threads as at most `threads` jobs."""
+    def _hand_over(self, current: dict[int, tuple[PartitionLog, asyncio.Future[Any]]]) -> None:
+        """The turn ended: its logs go to the flush threads, `MAX_LOGS_PER_JOB` at most a job, at least
+        two, spread over the threads."""
         if self._round is current:
             self._round = None
-        logs = list(current.logs.values())
-        if len(logs) <= 2 or len(logs) >= GROUP_SYNC_MIN_LOGS:
-            chunks = [logs]
-        else:
-            size = max(2, -(-len(logs) // self._threads))
-            chunks = [logs[i : i + size] for i in range(0, len(logs), size)]
-        current.jobs = len(chunks)
+        entries = list(current.values())
+        size = min(MAX_LOGS_PER_JOB, max(2, -(-len(entries) // self._threads)))
+        chunks = [entries[i : i + size] for i in range(0, len(entries), size)]
         self.rounds += 1
         self.jobs += len(chunks)
         try:
             if not self._workers:
                 self._start()
         except RuntimeError as e:  # closed: nobody flushes any more
-            current.finish(self._running, e)
+            self._chunk_done(entries, {}, e)
             return
         loop = asyncio.get_running_loop()
         for chunk in chunks:
-            self._jobs.put(self._round_job(loop, current, chunk))
+            self._jobs.put(self._chunk_job(loop, chunk))
 
-    def _round_job(self, loop: asyncio.AbstractEventLoop, current: _Round, logs: list[PartitionLog]) -> Job:
+    def _chunk_job(self, loop: asyncio.AbstractEventLoop, chunk: list[_Entry]) -> Job:
         def job() -> None:
-            errors = self._flush_each(logs)
+            errors = self._flush_each([log for log, _ in chunk])
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
-                loop.call_soon_threadsafe(current.job_done, self._running, errors)
+                loop.call_soon_threadsafe(self._chunk_done, chunk, errors, None)
 
         return job
 
+    def _chunk_done(
+        self, chunk: list[_Entry], errors: dict[int, BaseException], error: BaseException | None
+    ) -> None:
+        running = self._running
+        for log, future in chunk:
+            key = id(log)
+            if running.get(key) is future:
+                del running[key]
+            _settle(future, None, errors.get(key, error))
+
     def _flush_each(self, logs: list[PartitionLog]) -> dict[int, BaseException]:
-        """Flush every log (one syncfs for many); each log's error, by id (on a flush thread)."""
-        if len(logs) >= GROUP_SYNC_MIN_LOGS:
-            self._write_out_and_sync(logs)  # what it could not make durable, the loop below does
+        """Flush every log, one after the other; each log's error, by id (on a flush thread)."""
         errors: dict[int, BaseException] = {}
         for log in logs:
             if self.debug_delays and log.needs_flush(log.log_end_offset):
@@ -248,32 +256,6 @@ class Flusher:
             self._jobs.put(None)
         for worker in workers:
             worker.join()
-
-
-class _Round:
-    """The logs that needed a flush during one loop turn; `future` gets every log's error by id (an empty
-    dict: all durable) once the round's last job is done."""
-
-    __slots__ = ("errors", "future", "jobs", "logs")
-
-    def __init__(self, future: asyncio.Future[Any]) -> None:
-        self.future = future
-        self.logs: dict[int, PartitionLog] = {}
-        self.jobs = 0  # not yet done
-        self.errors: dict[int, BaseException] = {}
-
-    def job_done(self, running: dict[int, asyncio.Future[Any]], errors: dict[int, BaseException]) -> None:
-        self.errors.update(errors)
-        self.jobs -= 1
-        if self.jobs <= 0:
-            self.finish(running, None)
-
-    def finish(self, running: dict[int, asyncio.Future[Any]], error: BaseException | None) -> None:
-        future = self.future
-        for key in self.logs:
-            if running.get(key) is future:
-                del running[key]
-        _settle(future, self.errors, error)
 
 
 def _settle(future: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
