@@ -18,7 +18,7 @@ one, and one Task less per request (a request of one partition awaits its flush 
 `asyncio.shield`).
 
 Rounds (fewer wake-ups): a waiter does not hand its log to a thread by itself. The logs that need a flush
-gather during one turn of the event loop (`_Round`) and are handed over at its end (`loop.call_soon`)
+gather during one turn of the event loop (`_round`) and are handed over at its end (`loop.call_soon`)
 as jobs of two to `MAX_LOGS_PER_JOB` logs, spread over the threads, each fsyncing its logs one after the
 other: one wake-up of a flush thread and one back to the loop per job, not per log. Two fdatasyncs in a
 row cost about what two on parallel threads do on this machine's ext4 (measured 0.70 ms against
