@@ -209,3 +209,59 @@ def test_close_finishes_the_flushes_queued_and_stops_its_threads(tmp_path: Path)
         _wait(flusher, logs[:1])
     for log in logs:
         log.close()
+
+
+def test_the_logs_of_one_loop_turn_are_flushed_by_at_most_threads_jobs(tmp_path: Path) -> None:
+    logs = _logs(tmp_path / "data", 8)
+    flusher = Flusher(tmp_path / "data", threads=4)
+
+    async def run() -> list[list[KafkaError | None]]:
+        # eight requests of one partition each, in one loop turn
+        return list(
+            await asyncio.gather(*(flusher.wait_durable_each([(log, log.log_end_offset)]) for log in logs))
+        )
+
+    try:
+        assert asyncio.run(run()) == [[None]] * 8
+    finally:
+        flusher.close()
+    assert (flusher.rounds, flusher.jobs) == (1, 4)  # two logs a job: four wake-up pairs, not eight
+    assert [log.recovery_point for log in logs] == [3] * 8
+    for log in logs:
+        log.close()
+
+
+def test_two_logs_of_one_turn_share_one_job(tmp_path: Path) -> None:
+    logs = _logs(tmp_path / "data", 2)
+    flusher = Flusher(tmp_path / "data")
+    try:
+        assert _wait(flusher, logs) == [None, None]
+    finally:
+        flusher.close()
+    assert (flusher.rounds, flusher.jobs) == (1, 1)
+    for log in logs:
+        log.close()
+
+
+def test_flush_soon_starts_a_flush_that_a_later_waiter_joins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (log,) = _logs(tmp_path / "data", 1)
+    calls = _count_fsyncs(monkeypatch)
+    flusher = Flusher(tmp_path / "data")
+
+    async def run() -> None:
+        flusher.flush_soon(log, log.log_end_offset)
+        deadline = time.monotonic() + 30
+        while log.needs_flush(3):  # nobody waits, yet it becomes durable
+            assert time.monotonic() < deadline, "the flush never ran"
+            await asyncio.sleep(0.001)
+        assert await flusher.wait_durable_each([(log, 3)]) == [None]  # nothing more to do
+
+    try:
+        asyncio.run(run())
+    finally:
+        flusher.close()
+    assert len([c for c in calls if c.endswith(".log")]) == 1
+    assert flusher.jobs == 1
+    log.close()
