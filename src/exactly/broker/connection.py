@@ -531,18 +531,23 @@ class Connection:
             try:
                 chunks = await future
             except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
+                # The error's traceback holds this frame: a local referring to the request's task (whose
+                # error this may be) would make a reference cycle that keeps the whole connection (its
+                # buffers, its files) until a full collection of the cyclic GC. Same below.
+                self._requests.discard(future)
+                del future
+                if _cancelling():
                     raise
                 # The request was cancelled by someone else (a coordinator stopping): nothing to answer.
                 return Ending(CloseReason.SHUTDOWN, f"{_describe(header)} cancelled")
             except Exception:
+                self._requests.discard(future)
+                del future
                 log.exception(
                     "%s on connection %d from %s failed; closing it", _describe(header), self.id, self.peer
                 )
                 return Ending(CloseReason.REQUEST_FAILED, _describe(header))
-            finally:
-                self._requests.discard(future)
+            self._requests.discard(future)
             if chunks is None:
                 if timing is not None and stats is not None:  # acks=0: done once handled
                     now = time.perf_counter()
@@ -696,6 +701,12 @@ def _has_files(chunks: list[Any]) -> bool:
     """Whether a response's chunks hold records to send from a file (the handler's FileSlices ride in a
     list typed as bytes)."""
     return any(type(chunk) is FileSlice for chunk in chunks)
+
+
+def _cancelling() -> bool:
+    """Whether the running task is being cancelled (not only something it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _done(value: list[p.Chunk]) -> asyncio.Future[Response]:
