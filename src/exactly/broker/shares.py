@@ -20,48 +20,48 @@ This service
 * runs a timer over the acquisition locks: expired ones release their records (AVAILABLE, or ARCHIVED
   at the delivery limit), persisted in the background, and wake parked fetches.
 
-Persistence (`exactly.group.share.records`): every change writes a full ShareSnapshot record of the
-share partition to its partition of `__share_group_state` (`abs(javaHash("group:topicId:partition")) %
-partitions`, Kafka's key), through a `CoordinatorRuntime`; at start-up the topic is replayed into a
-`ShareStateStore`. The share coordinator is this broker's own: in a cluster, a share partition whose
-state partition another broker leads cannot persist (its write fails and is logged; exactly has no
-Read/WriteShareGroupState RPCs yet).
+Persistence: a share partition's state is stored by its share coordinator — the leader of the key's
+partition of `__share_group_state` (exactly.broker.share_coordinator), often another broker — through
+the persister (exactly.broker.share_persister: in process when the coordinator is this broker, else the
+share coordinator RPCs, retried while the coordinator moves or loads). A share partition is loaded on
+its first use on this leader (`load`): ReadShareGroupState with the data partition's leader epoch (which
+fences the previous leader's writes), or with no state InitializeShareGroupState at
+`share.auto.offset.reset`'s offset; fetches and acknowledgements wait for it. Every change is written
+as WriteShareGroupState carrying only the ranges that changed since the last successful write
+(`state_delta`; the coordinator stores it as a ShareUpdate record), one write at a time per share
+partition. A write fenced by a newer leader or state epoch drops the share partition (the next fetch
+reads the state again). When this broker stops leading a data partition, or leads it in a new epoch,
+its share partitions are dropped: the next leader reads the stored state, in which records acquired
+but not acknowledged are AVAILABLE with their delivery counts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from exactly.broker.config import BrokerConfig
 from exactly.broker.context import RequestContext
-from exactly.broker.coordinator_runtime import CoordinatorRuntime, DeadlineTimer
+from exactly.broker.coordinator_runtime import DeadlineTimer
 from exactly.broker.guard import allowed
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.scheduler import Scheduler
+from exactly.broker.share_coordinator import ShareCoordinatorService
+from exactly.broker.share_persister import SharePersister
 from exactly.broker.topic_manager import TopicManager
 from exactly.clock import Clock
 from exactly.errors import ErrorCode, KafkaError
-from exactly.group.partitioning import partition_for
+from exactly.group.share.coordinator import StateWrite
 from exactly.group.share.partition import AckBatch, AcquiredRange, BatchKind, SharePartition, ShareState
 from exactly.group.share.reading import classify, delivered_bytes
-from exactly.group.share.records import (
-    SHARE_STATE_TOPIC,
-    SharePartitionKey,
-    ShareStateStore,
-    StoredShareState,
-    encode_key,
-    encode_value,
-)
+from exactly.group.share.records import SharePartitionKey, state_delta
 from exactly.group.share.session import ShareSession, ShareSessionCache
 from exactly.protocol.messages import ApiKey
-from exactly.records.batch import RecordBatch
-from exactly.records.builder import BatchBuilder
+from exactly.replication.partition import Partition
 from exactly.storage.log import Isolation
 
 __all__ = ["Acquired", "ShareOffsets", "ShareService", "acknowledge_partitions", "resolve"]
@@ -69,6 +69,7 @@ __all__ = ["Acquired", "ShareOffsets", "ShareService", "acknowledge_partitions",
 log = logging.getLogger(__name__)
 
 _MIN_READ_BYTES = 16 * 1024  # the smallest log read of a ShareFetch
+_FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +89,15 @@ class Acquired:
     ranges: list[AcquiredRange]
 
 
-def coordinator_key(key: SharePartitionKey) -> str:
-    """Kafka's `SharePartitionKey.asCoordinatorKey`: group:topicId:partition (the id as Kafka prints it)."""
-    printed = base64.urlsafe_b64encode(key.topic_id.bytes).rstrip(b"=").decode()
-    return f"{key.group_id}:{printed}:{key.partition}"
+@dataclass(slots=True)
+class _Loaded:
+    """What this leader knows of a share partition's stored state: what it last wrote (or read), under
+    which state epoch, in which leader epoch of the data partition it loaded it."""
+
+    persisted: ShareState
+    state_epoch: int
+    leader_epoch: int
+    lock: asyncio.Lock
 
 
 class ShareService:
@@ -102,31 +108,22 @@ class ShareService:
         topics: TopicManager,
         clock: Clock,
         scheduler: Scheduler,
+        coordinator: ShareCoordinatorService | None = None,
+        persister: SharePersister | None = None,
     ) -> None:
         self._config = config
         self._replicas = replicas
         self._topics = topics
         self._clock = clock
         self._scheduler = scheduler
+        self.coordinator = coordinator or ShareCoordinatorService(config, replicas, topics, clock)
+        self.persister = persister or SharePersister(config.node_id, self.coordinator)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions = ShareSessionCache()
-        self.store = ShareStateStore()
-        self._stored: dict[SharePartitionKey, StoredShareState] = {}
+        self._loaded: dict[SharePartitionKey, _Loaded] = {}
+        self._loading: dict[SharePartitionKey, asyncio.Future[SharePartition]] = {}
         self._topic_names: dict[SharePartitionKey, str] = {}
-        existing = topics.partitions(SHARE_STATE_TOPIC)
-        self.num_partitions = existing or config.share_coordinator_state_topic_num_partitions
-        self.runtime = CoordinatorRuntime(
-            SHARE_STATE_TOPIC,
-            self.num_partitions,
-            config.offsets_topic_segment_bytes,
-            replicas,
-            topics,
-            self._load,
-            self._unload,
-            replication_factor=config.offsets_topic_replication_factor,
-            min_isr=config.log.min_insync_replicas,
-        )
-        replicas.leadership_listeners.append(self.runtime.leadership_changed)
+        replicas.leadership_listeners.append(self._leadership_changed)
         self._timer = DeadlineTimer("share partitions", self.next_deadline, self._tick, clock.monotonic_ms)
         self._writes: set[asyncio.Task[None]] = set()
         self._bytes_per_offset: dict[SharePartitionKey, float] = {}  # of the last read: sizes the next
@@ -140,62 +137,121 @@ class ShareService:
     def start(self) -> None:
         if not self.enabled:
             return
-        records, seconds = self.runtime.load_all()
-        log.info("loaded %d share partition states from %s in %.3f s", records, SHARE_STATE_TOPIC, seconds)
+        self.coordinator.start()
         self._scheduler.spawn(self._timer.run())
 
     async def stop(self) -> None:
         for task in list(self._writes):
             task.cancel()
         await asyncio.gather(*self._writes, return_exceptions=True)
+        self.persister.stop()
 
-    def _load(self, partition: int, batches: Iterator[RecordBatch]) -> int:
-        count = 0
-        for batch in batches:
-            if batch.is_control:
-                continue
-            for record in batch.records():
-                if record.key is None:
-                    continue
-                self.store.replay(bytes(record.key), None if record.value is None else bytes(record.value))
-                count += 1
-        return count
-
-    def _unload(self, partition: int) -> None:
-        self.store.forget(lambda key: self.state_partition(key) == partition)
-
-    def state_partition(self, key: SharePartitionKey) -> int:
-        return partition_for(coordinator_key(key), self.num_partitions)
+    def _leadership_changed(self, partition: Partition) -> None:
+        """A data partition this broker stopped leading (or leads again): its share partitions go; the
+        leader reads their stored state when a fetch comes."""
+        gone = [
+            k
+            for k, topic in self._topic_names.items()
+            if topic == partition.topic and k.partition == partition.index
+        ]
+        for key in gone:
+            self._drop(key)
+        if gone:
+            log.info(
+                "%s-%d: leadership moved, %d share partitions dropped",
+                partition.topic,
+                partition.index,
+                len(gone),
+            )
 
     # --- share partitions --------------------------------------------------------------------------------
 
-    def share_partition(self, key: SharePartitionKey, topic: str) -> SharePartition:
-        """The share partition, made from its stored state or `share.auto.offset.reset` on first use.
-        KafkaError NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION when this broker cannot serve it."""
+    def _leader(self, key: SharePartitionKey, topic: str) -> Partition:
         found = self._replicas.partition(topic, key.partition)
         if found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{key.partition} is not here")
         if not found.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{key.partition} is led elsewhere")
+        return found
+
+    def share_partition(self, key: SharePartitionKey, topic: str) -> SharePartition:
+        """The loaded share partition (`load` first). KafkaError NOT_LEADER_OR_FOLLOWER /
+        UNKNOWN_TOPIC_OR_PARTITION when this broker cannot serve it, LEADER_NOT_AVAILABLE (retriable)
+        while its state is not loaded in this leader epoch."""
+        found = self._leader(key, topic)
         share = self.partitions.get(key)
-        if share is None:
-            stored = self.store.get(key)
-            if stored is not None:
-                state = stored.state
-                self._stored[key] = stored
-            elif self._config.share_auto_offset_reset == "earliest":
-                state = ShareState(found.log_start_offset)
-            else:
-                state = ShareState(found.high_watermark)
-            share = SharePartition(
-                state,
-                delivery_limit=self._config.group_share_delivery_count_limit,
-                lock_duration_ms=self._config.group_share_record_lock_duration_ms,
-                max_in_flight=self._config.group_share_partition_max_record_locks,
+        loaded = self._loaded.get(key)
+        if share is None or loaded is None or loaded.leader_epoch != found.leader_epoch:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{key}: share partition state not loaded")
+        if share.start_offset < found.log_start_offset:
+            share.advance_start_to(found.log_start_offset)
+        return share
+
+    async def load(self, key: SharePartitionKey, topic: str) -> SharePartition:
+        """The share partition, its state read from its share coordinator on first use in this leader
+        epoch (one read at a time per key). KafkaError as `share_partition`; LEADER_NOT_AVAILABLE when the
+        coordinator cannot be reached (retriable)."""
+        found = self._leader(key, topic)
+        loaded = self._loaded.get(key)
+        if key in self.partitions and loaded is not None and loaded.leader_epoch == found.leader_epoch:
+            return self.share_partition(key, topic)
+        pending = self._loading.get(key)
+        if pending is None:
+            pending = asyncio.get_running_loop().create_future()
+            self._loading[key] = pending
+            try:
+                pending.set_result(await self._read_state(key, topic, found))
+            except KafkaError as e:
+                pending.set_exception(e)
+            finally:
+                del self._loading[key]
+        return await asyncio.shield(pending)
+
+    async def _read_state(self, key: SharePartitionKey, topic: str, found: Partition) -> SharePartition:
+        self._drop(key)
+        epoch = found.leader_epoch
+        for _ in range(3):  # a concurrent initialisation may win: read again
+            outcome = await self.persister.read(key, epoch)
+            if outcome.code in _FENCED:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{key}: {outcome.message}")
+            if outcome.code != ErrorCode.NONE:
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE, f"{key}: state not readable: {outcome.message}"
+                )
+            stored = outcome.state
+            if stored is not None and stored.state.start_offset >= 0:
+                state, state_epoch = stored.state, stored.state_epoch
+                break
+            start = (
+                found.log_start_offset
+                if self._config.share_auto_offset_reset == "earliest"
+                else found.high_watermark
             )
-            self.partitions[key] = share
-            self._topic_names[key] = topic
-            log.info("%s: share partition from offset %d", key, share.start_offset)
+            if stored is not None:  # initialised without a start offset: this leader picks it
+                state, state_epoch = ShareState(start), stored.state_epoch
+                break
+            init = await self.persister.initialize(key, 0, start)
+            if init.code == ErrorCode.NONE:
+                state, state_epoch = ShareState(start), 0
+                break
+            if init.code != ErrorCode.FENCED_STATE_EPOCH:
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE, f"{key}: state not initialised: {init.message}"
+                )
+        else:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{key}: state initialised concurrently")
+        if not found.is_leader or found.leader_epoch != epoch:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{key.partition} moved while loading")
+        share = SharePartition(
+            state,
+            delivery_limit=self._config.group_share_delivery_count_limit,
+            lock_duration_ms=self._config.group_share_record_lock_duration_ms,
+            max_in_flight=self._config.group_share_partition_max_record_locks,
+        )
+        self.partitions[key] = share
+        self._loaded[key] = _Loaded(state, state_epoch, epoch, asyncio.Lock())
+        self._topic_names[key] = topic
+        log.info("%s: share partition from offset %d (leader epoch %d)", key, share.start_offset, epoch)
         if share.start_offset < found.log_start_offset:
             share.advance_start_to(found.log_start_offset)
         return share
@@ -264,6 +320,7 @@ class ShareService:
                 await self.persist(key)
             except KafkaError as e:
                 log.warning("%s: share state not persisted: %s", key, e)
+                return e.code
         return code
 
     # --- sessions ----------------------------------------------------------------------------------------
@@ -280,32 +337,38 @@ class ShareService:
     # --- persistence -------------------------------------------------------------------------------------
 
     async def persist(self, key: SharePartitionKey) -> None:
-        """Write the share partition's state to `__share_group_state` and wait until it is durable."""
-        share = self.partitions.get(key)
-        if share is None:
+        """Write what changed in the share partition since its last write to its share coordinator and
+        wait until it is stored (durable, replicated). KafkaError NOT_LEADER_OR_FOLLOWER when a newer
+        leader or state epoch fenced the write (the share partition is dropped: it is read again),
+        LEADER_NOT_AVAILABLE (retriable) when the coordinator could not be reached."""
+        loaded = self._loaded.get(key)
+        if loaded is None:
             return
-        await self.runtime.ensure_topic()
-        now = self._clock.milliseconds()
-        previous = self._stored.get(key)
-        stored = StoredShareState(
-            share.snapshot(),
-            snapshot_epoch=(previous.snapshot_epoch + 1) & 0xFFFF if previous else 0,
-            state_epoch=previous.state_epoch if previous else 0,
-            leader_epoch=max(0, self._leader_epoch(key)),
-            create_timestamp=previous.create_timestamp if previous else now,
-            write_timestamp=now,
-        )
-        builder = BatchBuilder()
-        builder.append(now, encode_key(key), encode_value(stored))
-        partition = self.state_partition(key)
-        self._stored[key] = stored
-        self.store.states[key] = stored
-        await self.runtime.write(partition, builder.build(), f"share state of {key}")
-
-    def _leader_epoch(self, key: SharePartitionKey) -> int:
-        topic = self._topic_names.get(key)
-        found = self._replicas.partition(topic, key.partition) if topic is not None else None
-        return found.leader_epoch if found is not None else 0
+        async with loaded.lock:
+            share = self.partitions.get(key)
+            if share is None or self._loaded.get(key) is not loaded:
+                return
+            current = share.snapshot()
+            previous = loaded.persisted
+            delta = state_delta(previous, current)
+            if not delta and previous.start_offset == current.start_offset:
+                return
+            write = StateWrite(loaded.state_epoch, loaded.leader_epoch, current.start_offset, delta)
+            outcome = await self.persister.write(key, write)
+            if outcome.code in _FENCED:
+                log.info(
+                    "%s: share state write fenced (%s): the share partition is dropped",
+                    key,
+                    outcome.code.name,
+                )
+                if self._loaded.get(key) is loaded:
+                    self._drop(key)
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{key}: {outcome.message}")
+            if outcome.code != ErrorCode.NONE:
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE, f"{key}: state not written: {outcome.message}"
+                )
+            loaded.persisted = current
 
     def _persist_later(self, key: SharePartitionKey) -> None:
         async def write() -> None:
@@ -336,9 +399,10 @@ class ShareService:
     # --- administration (Describe/Alter/DeleteShareGroupOffsets) ---------------------------------------
 
     def group_keys(self, group_id: str) -> list[SharePartitionKey]:
-        """The share partitions of `group_id` this broker knows: loaded, or stored in its state partitions."""
+        """The share partitions of `group_id` this broker knows: loaded here, or stored in the state
+        partitions it coordinates."""
         keys = {k for k in self.partitions if k.group_id == group_id}
-        keys |= {k for k in self.store.states if k.group_id == group_id}
+        keys |= {k for k in self.coordinator.shard.states if k.group_id == group_id}
         return sorted(keys, key=lambda k: (str(k.topic_id), k.partition))
 
     def knows_group(self, group_id: str) -> bool:
@@ -347,8 +411,9 @@ class ShareService:
     def describe(self, key: SharePartitionKey) -> ShareOffsets | None:
         """SPSO, leader epoch and in-flight count of a share partition; None when it has no state."""
         share = self.partitions.get(key)
-        stored = self._stored.get(key) or self.store.get(key)
-        epoch = stored.leader_epoch if stored is not None else -1
+        stored = self.coordinator.shard.get(key)
+        loaded = self._loaded.get(key)
+        epoch = stored.leader_epoch if stored is not None else (loaded.leader_epoch if loaded else -1)
         if share is not None:
             return ShareOffsets(share.start_offset, epoch, share.in_flight)
         if stored is None:
@@ -357,42 +422,35 @@ class ShareService:
 
     async def alter(self, key: SharePartitionKey, start_offset: int) -> None:
         """AlterShareGroupOffsets (the group has no members): the share partition starts again from
-        `start_offset` with an empty window, under a new state epoch, written to `__share_group_state`."""
-        share = self.partitions.get(key)
-        if share is not None:
-            share.reset(start_offset)
-        previous = self._stored.get(key) or self.store.get(key)
-        now = self._clock.milliseconds()
-        stored = StoredShareState(
-            ShareState(start_offset),
-            snapshot_epoch=0,
-            state_epoch=(previous.state_epoch + 1) if previous else 0,
-            leader_epoch=previous.leader_epoch if previous else 0,
-            create_timestamp=now,
-            write_timestamp=now,
-        )
-        self._stored[key] = stored
-        self.store.states[key] = stored
-        builder = BatchBuilder()
-        builder.append(now, encode_key(key), encode_value(stored))
-        await self.runtime.ensure_topic()
-        await self.runtime.write(self.state_partition(key), builder.build(), f"share state of {key}")
+        `start_offset` with an empty window, under a new state epoch (InitializeShareGroupState), which
+        fences the data leader's writes under the old one; it reads the new state. KafkaError when the
+        share coordinator cannot do it."""
+        summary = await self.persister.summary(key)
+        if summary.code != ErrorCode.NONE:
+            raise KafkaError(summary.code, summary.message or "")
+        state_epoch = summary.state.state_epoch + 1 if summary.state is not None else 0
+        outcome = await self.persister.initialize(key, state_epoch, start_offset)
+        if outcome.code != ErrorCode.NONE:
+            raise KafkaError(outcome.code, outcome.message or "")
+        self._drop(key)
 
     async def delete(self, key: SharePartitionKey) -> None:
-        """DeleteShareGroupOffsets: forget the share partition and write its tombstone; the next fetch
-        of the group starts from `share.auto.offset.reset`."""
+        """DeleteShareGroupOffsets: forget the share partition and delete its stored state; the next
+        fetch of the group starts from `share.auto.offset.reset`."""
         self.forget(key)
-        builder = BatchBuilder()
-        builder.append(self._clock.milliseconds(), encode_key(key), None)
-        await self.runtime.ensure_topic()
-        await self.runtime.write(self.state_partition(key), builder.build(), f"share state of {key} deleted")
+        outcome = await self.persister.delete(key)
+        if outcome.code != ErrorCode.NONE:
+            raise KafkaError(outcome.code, outcome.message or "")
+
+    def _drop(self, key: SharePartitionKey) -> None:
+        """Forget the share partition held here (its stored state stays)."""
+        self.partitions.pop(key, None)
+        self._loaded.pop(key, None)
+        self._bytes_per_offset.pop(key, None)
+        self._topic_names.pop(key, None)
 
     def forget(self, key: SharePartitionKey) -> None:
-        self.partitions.pop(key, None)
-        self._bytes_per_offset.pop(key, None)
-        self.store.states.pop(key, None)
-        self._stored.pop(key, None)
-        self._topic_names.pop(key, None)
+        self._drop(key)
 
     def start_offset(self, key: SharePartitionKey) -> int:
         found = self.describe(key)

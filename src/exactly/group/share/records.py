@@ -1,31 +1,33 @@
-"""`__share_group_state`: where share partitions keep their delivery state across restarts (KIP-932's
-share coordinator), in Kafka's record formats.
+"""`__share_group_state`: where share partitions keep their delivery state across restarts and failovers
+(KIP-932's share coordinator), in Kafka's record formats.
 
-Each record is one share partition's state, keyed by (group id, topic id, partition). Formats (Kafka's
-`ShareSnapshotKey` / `ShareSnapshotValue`, share-coordinator/src/main/resources/common/message/; big
-endian, strings with an int16 length, compact arrays and tagged fields as in the flexible protocol):
+Records are keyed by (group id, topic id, partition); the key's leading int16 is the record type. Formats
+(Kafka's `ShareSnapshotKey`/`ShareSnapshotValue` and `ShareUpdateKey`/`ShareUpdateValue`,
+share-coordinator/src/main/resources/common/message/; big endian, strings with an int16 length, compact
+arrays and tagged fields as in the flexible protocol):
 
-    key   := int16 type (0 = snapshot) | string GroupId | uuid TopicId | int32 Partition
-    value := int16 version (0) | uint16 SnapshotEpoch | int32 StateEpoch | int32 LeaderEpoch
-             | int64 StartOffset | int64 CreateTimestamp | int64 WriteTimestamp
-             | compact array of StateBatch | tagged fields
+    key      := int16 type (0 = snapshot, 1 = update) | string GroupId | uuid TopicId | int32 Partition
+    snapshot := int16 version (0) | uint16 SnapshotEpoch | int32 StateEpoch | int32 LeaderEpoch
+                | int64 StartOffset | int64 CreateTimestamp | int64 WriteTimestamp
+                | compact array of StateBatch | tagged fields
+    update   := int16 version (0) | uint16 SnapshotEpoch | int32 LeaderEpoch
+                | int64 StartOffset (-1: unchanged) | compact array of StateBatch | tagged fields
     StateBatch := int64 FirstOffset | int64 LastOffset | int8 DeliveryState (0, 2, 4)
                   | int16 DeliveryCount | tagged fields
 
-A null value (tombstone) deletes the state (DeleteShareGroupOffsets). exactly writes a full snapshot on
-every change (Kafka's share coordinator writes ShareUpdate records, type 1, and a snapshot every
-`share.coordinator.snapshot.update.records.per.snapshot`; exactly's snapshot-only log is the case of
-that setting at 0), so the last record of a key is its whole state, and the topic may be compacted.
-Records of type 1 (ShareUpdate) are never written and are skipped when read.
-
-`ShareStateStore` is the pure shard: the latest state per key, replayed from the log.
+A snapshot is a share partition's whole state; an update is a delta on top of the snapshot of the same
+SnapshotEpoch: its batches replace the offsets they cover, its start offset (unless -1) moves SPSO and
+drops what lies below it (`merge_batches`). The share coordinator (exactly.group.share.coordinator)
+writes an update per WriteShareGroupState and a new snapshot (SnapshotEpoch + 1) after
+`share.coordinator.snapshot.update.records.per.snapshot` updates, as Kafka's does. A null value
+(tombstone) deletes the state (DeleteShareGroupState).
 """
 
 from __future__ import annotations
 
+import base64
 import struct
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from exactly.errors import CorruptRecordError
@@ -34,20 +36,28 @@ from exactly.protocol import primitives as p
 
 __all__ = [
     "SHARE_STATE_TOPIC",
+    "SNAPSHOT",
+    "UPDATE",
     "SharePartitionKey",
-    "ShareStateStore",
+    "ShareUpdate",
     "StoredShareState",
+    "coordinator_key",
     "decode_key",
+    "decode_update",
     "decode_value",
     "encode_key",
+    "encode_update",
     "encode_value",
+    "merge_batches",
+    "state_delta",
 ]
 
 SHARE_STATE_TOPIC = "__share_group_state"
 
-_SNAPSHOT = 0
-_UPDATE = 1
+SNAPSHOT = 0  # record types (the key's leading int16)
+UPDATE = 1
 _HEAD = struct.Struct(">Hiiqqq")  # SnapshotEpoch, StateEpoch, LeaderEpoch, StartOffset, Create, Write
+_UPDATE_HEAD = struct.Struct(">Hiq")  # SnapshotEpoch, LeaderEpoch, StartOffset
 _BATCH = struct.Struct(">qqbh")
 
 
@@ -56,6 +66,13 @@ class SharePartitionKey:
     group_id: str
     topic_id: uuid.UUID
     partition: int
+
+
+def coordinator_key(key: SharePartitionKey) -> str:
+    """Kafka's `SharePartitionKey.asCoordinatorKey`: group:topicId:partition (the id as Kafka prints it),
+    whose hash names the key's partition of `__share_group_state`."""
+    printed = base64.urlsafe_b64encode(key.topic_id.bytes).rstrip(b"=").decode()
+    return f"{key.group_id}:{printed}:{key.partition}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +85,19 @@ class StoredShareState:
     write_timestamp: int = 0
 
 
-def encode_key(key: SharePartitionKey) -> bytes:
+@dataclass(frozen=True, slots=True)
+class ShareUpdate:
+    """A ShareUpdateValue: a delta on top of the snapshot of `snapshot_epoch`."""
+
+    snapshot_epoch: int
+    leader_epoch: int
+    start_offset: int  # -1: unchanged
+    batches: tuple[StateBatch, ...] = ()
+
+
+def encode_key(key: SharePartitionKey, kind: int = SNAPSHOT) -> bytes:
     return (
-        struct.pack(">h", _SNAPSHOT)
+        struct.pack(">h", kind)
         + p.string(key.group_id)
         + key.topic_id.bytes
         + struct.pack(">i", key.partition)
@@ -82,7 +109,7 @@ def decode_key(raw: bytes) -> tuple[int, SharePartitionKey]:
     buf = memoryview(raw)
     try:
         (kind,) = struct.unpack_from(">h", buf, 0)
-        if kind not in (_SNAPSHOT, _UPDATE):
+        if kind not in (SNAPSHOT, UPDATE):
             raise CorruptRecordError(f"{SHARE_STATE_TOPIC}: unknown record type {kind}")
         group_id, pos = p.read_string(buf, 2)
         topic_id = uuid.UUID(bytes=bytes(buf[pos : pos + 16]))
@@ -103,13 +130,103 @@ def encode_value(stored: StoredShareState) -> bytes:
             stored.create_timestamp,
             stored.write_timestamp,
         ),
-        p.compact_array_len(len(stored.state.batches)),
+        *_encode_batches(stored.state.batches),
+        b"\x00",
     ]
-    for batch in stored.state.batches:
+    return b"".join(out)
+
+
+def _encode_batches(batches: tuple[StateBatch, ...]) -> list[bytes]:
+    out = [p.compact_array_len(len(batches))]
+    for batch in batches:
         out.append(_BATCH.pack(batch.first_offset, batch.last_offset, int(batch.state), batch.delivery_count))
         out.append(b"\x00")  # no tagged fields
-    out.append(b"\x00")
-    return b"".join(out)
+    return out
+
+
+def encode_update(update: ShareUpdate) -> bytes:
+    head = _UPDATE_HEAD.pack(update.snapshot_epoch, update.leader_epoch, update.start_offset)
+    return b"".join([struct.pack(">h", 0), head, *_encode_batches(update.batches), b"\x00"])
+
+
+def decode_update(raw: bytes) -> ShareUpdate:
+    """A ShareUpdateValue."""
+    buf = memoryview(raw)
+    try:
+        snapshot_epoch, leader_epoch, start = _UPDATE_HEAD.unpack_from(buf, 2)
+        batches, _ = _read_batches(buf, 2 + _UPDATE_HEAD.size)
+    except (struct.error, ValueError) as e:
+        raise CorruptRecordError(f"{SHARE_STATE_TOPIC}: bad update: {e}") from None
+    return ShareUpdate(snapshot_epoch, leader_epoch, start, tuple(batches))
+
+
+def merge_batches(
+    old: tuple[StateBatch, ...], new: tuple[StateBatch, ...], start_offset: int
+) -> tuple[StateBatch, ...]:
+    """`old` with the offsets `new` covers replaced by `new`'s, nothing below `start_offset`, in offset
+    order, neighbours of the same state and delivery count joined (Kafka's share coordinator merges an
+    update into its snapshot the same way)."""
+    pieces: list[StateBatch] = []
+    for batch in old:
+        parts = [(batch.first_offset, batch.last_offset)]
+        for cover in new:
+            cut: list[tuple[int, int]] = []
+            for first, last in parts:
+                if cover.last_offset < first or cover.first_offset > last:
+                    cut.append((first, last))
+                    continue
+                if first < cover.first_offset:
+                    cut.append((first, cover.first_offset - 1))
+                if last > cover.last_offset:
+                    cut.append((cover.last_offset + 1, last))
+            parts = cut
+        pieces.extend(StateBatch(f, la, batch.state, batch.delivery_count) for f, la in parts)
+    pieces.extend(new)
+    out: list[StateBatch] = []
+    for batch in sorted(pieces, key=lambda b: b.first_offset):
+        if batch.last_offset < start_offset:
+            continue
+        if batch.first_offset < start_offset:
+            batch = StateBatch(start_offset, batch.last_offset, batch.state, batch.delivery_count)
+        previous = out[-1] if out else None
+        if (
+            previous is not None
+            and previous.last_offset + 1 == batch.first_offset
+            and (previous.state, previous.delivery_count) == (batch.state, batch.delivery_count)
+        ):
+            out[-1] = StateBatch(
+                previous.first_offset, batch.last_offset, previous.state, previous.delivery_count
+            )
+        else:
+            out.append(batch)
+    return tuple(out)
+
+
+def state_delta(previous: ShareState | None, current: ShareState) -> tuple[StateBatch, ...]:
+    """The batches of `current` that differ from `previous` (the state last stored): what a write must
+    carry so that `merge_batches(previous.batches, delta, current.start_offset)` is `current`. The
+    window only grows at its end and shrinks at its front, so unchanged offsets need not be sent."""
+    if previous is None:
+        return current.batches
+    before: dict[int, tuple[RecordState, int]] = {}
+    for batch in previous.batches:
+        for offset in range(max(batch.first_offset, current.start_offset), batch.last_offset + 1):
+            before[offset] = (batch.state, batch.delivery_count)
+    out: list[StateBatch] = []
+    for batch in current.batches:
+        for offset in range(batch.first_offset, batch.last_offset + 1):
+            if before.get(offset) == (batch.state, batch.delivery_count):
+                continue
+            last = out[-1] if out else None
+            if (
+                last is not None
+                and last.last_offset + 1 == offset
+                and (last.state, last.delivery_count) == (batch.state, batch.delivery_count)
+            ):
+                out[-1] = StateBatch(last.first_offset, offset, last.state, last.delivery_count)
+            else:
+                out.append(StateBatch(offset, offset, batch.state, batch.delivery_count))
+    return tuple(out)
 
 
 def _read_batches(buf: memoryview, pos: int) -> tuple[list[StateBatch], int]:
@@ -133,25 +250,3 @@ def decode_value(raw: bytes) -> StoredShareState:
     return StoredShareState(
         ShareState(start, tuple(batches)), snapshot_epoch, state_epoch, leader_epoch, created, written
     )
-
-
-class ShareStateStore:
-    """The latest stored state of every share partition of the loaded partitions of the topic."""
-
-    def __init__(self) -> None:
-        self.states: dict[SharePartitionKey, StoredShareState] = {}
-
-    def replay(self, raw_key: bytes, raw_value: bytes | None) -> None:
-        kind, key = decode_key(raw_key)
-        if raw_value is None:
-            self.states.pop(key, None)
-        elif kind == _SNAPSHOT:
-            self.states[key] = decode_value(raw_value)
-
-    def get(self, key: SharePartitionKey) -> StoredShareState | None:
-        return self.states.get(key)
-
-    def forget(self, belongs: Callable[[SharePartitionKey], bool]) -> None:
-        """Drop the keys `belongs(key)` says are of an unloaded partition."""
-        for key in [k for k in self.states if belongs(k)]:
-            del self.states[key]
