@@ -11,6 +11,10 @@ delivery count raised (the new leader read the stored window, in which they were
 
 FindCoordinator with key type SHARE (v6) names the state partition's leader; the RPCs are cluster
 actions, answered NOT_COORDINATOR by a broker that does not lead the key's state partition.
+
+Transactional share acknowledgements (docs/share-transactional-acks.md) need the data partition and its
+state partition led by one broker: across two, AddShareAcksToTxn answers NOT_COORDINATOR with a message,
+before the transaction is touched.
 """
 
 from __future__ import annotations
@@ -29,6 +33,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from exactly.client.connection import KafkaConnection
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
+from exactly.protocol.messages.add_share_acks_to_txn import (
+    AcknowledgementBatch,
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    AddShareAcksToTxnRequest,
+)
 from exactly.protocol.messages.find_coordinator import FindCoordinatorRequest
 from exactly.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from exactly.protocol.messages.read_share_group_state import (
@@ -52,6 +62,7 @@ SETTINGS = (
     "share.coordinator.snapshot.update.records.per.snapshot=4",  # updates and snapshots both
     "offsets.topic.num.partitions=3",
     "transaction.state.log.num.partitions=1",
+    "share.transactional.ack.enable=true",
 )
 
 
@@ -244,3 +255,38 @@ def test_share_group_survives_the_data_leader_and_the_state_leader(cluster: Clus
 
     assert set(ledger.acked_at) == {f"r{i}" for i in range(RECORDS)}
     assert ledger.redelivered_after_ack() == []
+
+
+def test_transactional_acks_across_two_brokers_answer_not_coordinator(cluster: ClusterProcesses) -> None:
+    topic = "acks-apart"
+    admin = AdminClient({"bootstrap.servers": cs.bootstrap(cluster)})
+    for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
+        future.result(60)
+    cs.until(lambda: _leader(cluster, topic, 0) >= 0, 30, "the topic's leader")
+    data_leader = _leader(cluster, topic, 0)
+    with _connection(cluster, data_leader) as conn:
+        answer = conn.request(ApiKey.METADATA, 12, MetadataRequest([MetadataRequestTopic(name=topic)]))
+    topic_id = answer.topics[0].topic_id
+
+    def apart(group: str) -> bool:
+        return _share_coordinator(cluster, data_leader, _share_key(group, topic_id))[1] not in (
+            -1,
+            data_leader,
+        )
+
+    cs.until(lambda: _share_coordinator(cluster, data_leader, _share_key("p", topic_id))[1] >= 0, 30, "state")
+    group = next(g for g in (f"apart-{i}" for i in range(100)) if apart(g))
+    request = AddShareAcksToTxnRequest(
+        transactional_id="worker",
+        producer_id=1,
+        producer_epoch=0,
+        group_id=group,
+        member_id="m",
+        topics=[AcknowledgeTopic(topic_id, [AcknowledgePartition(0, [AcknowledgementBatch(0, 0, [1])])])],
+    )
+    with _connection(cluster, data_leader) as conn:
+        answer = conn.request(ApiKey.ADD_SHARE_ACKS_TO_TXN, 0, request)
+    assert answer.error_code == ErrorCode.NONE
+    result = answer.responses[0].partitions[0]
+    assert result.error_code == ErrorCode.NOT_COORDINATOR
+    assert "led by another broker" in (result.error_message or "")

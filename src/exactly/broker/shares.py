@@ -335,7 +335,7 @@ class ShareService:
         self, key: SharePartitionKey, topic: str, member_id: str, acks: list[AckBatch]
     ) -> ErrorCode:
         try:
-            share = self.share_partition(key, topic)
+            share = await self.load(key, topic)  # not yet loaded here: its state first (then its checks)
         except KafkaError as e:
             return e.code
         code = share.acknowledge(member_id, acks)
