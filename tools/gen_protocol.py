@@ -113,6 +113,12 @@ KAFKA_EXTRA_APIS: dict[str, tuple[int, int]] = {
     "DescribeShareGroupOffsets": (0, 0),
     "AlterShareGroupOffsets": (0, 0),
     "DeleteShareGroupOffsets": (0, 0),
+    # the share coordinator's inter-broker APIs (4.1's versions)
+    "InitializeShareGroupState": (0, 0),
+    "ReadShareGroupState": (0, 0),
+    "WriteShareGroupState": (0, 0),
+    "DeleteShareGroupState": (0, 0),
+    "ReadShareGroupStateSummary": (0, 0),
 }
 
 # exactly's extension APIs (docs/two-phase-commit.md, docs/share-transactional-acks.md), read from

@@ -64,6 +64,7 @@ def test_acquire_reads_what_the_window_can_take_and_returns_only_acquired_batche
                 broker.replicas.append_records(partition, _batch(i), required_acks=1)
             key = SharePartitionKey("g", info.topic_id, 0)
             shares = broker.shares
+            await shares.load(key, "t")  # the state read from the share coordinator (none: earliest)
 
             # whole batches up to MaxRecords (25 -> 3 batches), read in a chunk, not 50 MiB
             got = shares.acquire(key, "t", "a", 25, CLIENT_MAX_BYTES)

@@ -15,10 +15,16 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages import add_share_acks_to_txn as txn_acks
+from exactly.protocol.messages import delete_share_group_state as delete_state
+from exactly.protocol.messages import initialize_share_group_state as init_state
+from exactly.protocol.messages import read_share_group_state as read_state
+from exactly.protocol.messages import read_share_group_state_summary as state_summary
+from exactly.protocol.messages import write_share_group_state as write_state
 from exactly.protocol.messages.abort_batch import AbortBatchRequest
 from exactly.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from exactly.protocol.messages.add_partitions_to_txn import (
@@ -647,6 +653,50 @@ def add_share_acks(c: RawClient, n: Names) -> int:
     return int(response.responses[0].partitions[0].error_code)
 
 
+def find_share(c: RawClient, n: Names) -> int:
+    """FindCoordinator v6, key type SHARE (brokers' persisters): `group:topicId:partition`."""
+    request = FindCoordinatorRequest(key_type=2, coordinator_keys=[f"{n.group}:AAAAAAAAAAAAAAAAAAAAAA:0"])
+    return int(c.request(ApiKey.FIND_COORDINATOR, 6, request).coordinators[0].error_code)
+
+
+_STATE_TOPIC_ID = uuid.UUID(int=0x5EA7)  # the share coordinator RPCs do not look topics up
+
+
+def _state_code(response: Any) -> int:
+    return int(response.results[0].partitions[0].error_code)
+
+
+def initialize_share_state(c: RawClient, n: Names) -> int:
+    data = init_state.InitializeStateData(_STATE_TOPIC_ID, [init_state.PartitionData(0, 0, 0)])
+    request = init_state.InitializeShareGroupStateRequest(n.group, [data])
+    return _state_code(c.request(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, request))
+
+
+def read_share_state(c: RawClient, n: Names) -> int:
+    data = read_state.ReadStateData(_STATE_TOPIC_ID, [read_state.PartitionData(0, 0)])
+    request = read_state.ReadShareGroupStateRequest(n.group, [data])
+    return _state_code(c.request(ApiKey.READ_SHARE_GROUP_STATE, 0, request))
+
+
+def write_share_state(c: RawClient, n: Names) -> int:
+    """A write of a state never initialised: INVALID_REQUEST when allowed."""
+    data = write_state.WriteStateData(_STATE_TOPIC_ID, [write_state.PartitionData(0, 0, 0, 0, [])])
+    request = write_state.WriteShareGroupStateRequest(n.group, [data])
+    return _state_code(c.request(ApiKey.WRITE_SHARE_GROUP_STATE, 0, request))
+
+
+def delete_share_state(c: RawClient, n: Names) -> int:
+    data = delete_state.DeleteStateData(_STATE_TOPIC_ID, [delete_state.PartitionData(0)])
+    request = delete_state.DeleteShareGroupStateRequest(n.group, [data])
+    return _state_code(c.request(ApiKey.DELETE_SHARE_GROUP_STATE, 0, request))
+
+
+def share_state_summary(c: RawClient, n: Names) -> int:
+    data = state_summary.ReadStateSummaryData(_STATE_TOPIC_ID, [state_summary.PartitionData(0, 0)])
+    request = state_summary.ReadShareGroupStateSummaryRequest(n.group, [data])
+    return _state_code(c.request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, request))
+
+
 def _make_share_group(admin: RawClient, n: Names) -> None:
     """Setup: an empty share group (a member joins and leaves), so its offsets may be changed."""
     assert share_group_heartbeat(admin, n) == ErrorCode.NONE
@@ -762,6 +812,12 @@ SCENARIOS: dict[Row, Scenario] = {
     (_A.OFFSET_FETCH, "topic"): Scenario(offset_fetch_topic, needs=((_A.OFFSET_FETCH, "group"),)),
     (_A.FIND_COORDINATOR, "group"): Scenario(find_group),
     (_A.FIND_COORDINATOR, "transactional_id"): Scenario(find_txn),
+    (_A.FIND_COORDINATOR, "share"): Scenario(find_share),
+    (_A.INITIALIZE_SHARE_GROUP_STATE, "cluster"): Scenario(initialize_share_state),
+    (_A.READ_SHARE_GROUP_STATE, "cluster"): Scenario(read_share_state),
+    (_A.WRITE_SHARE_GROUP_STATE, "cluster"): Scenario(write_share_state, passes=_E.INVALID_REQUEST),
+    (_A.DELETE_SHARE_GROUP_STATE, "cluster"): Scenario(delete_share_state),
+    (_A.READ_SHARE_GROUP_STATE_SUMMARY, "cluster"): Scenario(share_state_summary),
     (_A.JOIN_GROUP, "group"): Scenario(join, passes=_E.MEMBER_ID_REQUIRED),
     (_A.HEARTBEAT, "group"): Scenario(heartbeat, passes=_E.UNKNOWN_MEMBER_ID),
     (_A.SYNC_GROUP, "group"): Scenario(sync, passes=_E.UNKNOWN_MEMBER_ID),

@@ -252,6 +252,10 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
         "share_coordinator_state_topic_num_partitions",
         _int(1, 100_000),
     ),
+    "share.coordinator.snapshot.update.records.per.snapshot": (
+        "share_coordinator_snapshot_update_records_per_snapshot",
+        _int(0, 2**31 - 1),
+    ),
     # transaction coordinator (__transaction_state)
     "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _int(1, 100_000)),
     "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", _int(14, 2**31 - 1)),
@@ -389,6 +393,7 @@ class BrokerConfig:
     share_isolation_level: str = "read_uncommitted"
     share_transactional_ack_enable: bool = False
     share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_snapshot_update_records_per_snapshot: int = 500
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_segment_bytes: int = 104_857_600
     transaction_max_timeout_ms: int = 900_000

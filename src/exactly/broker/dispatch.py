@@ -89,6 +89,12 @@ SHARE_GROUP_KEYS = frozenset(
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
         ApiKey.ALTER_SHARE_GROUP_OFFSETS,
         ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        # the share coordinator's inter-broker RPCs
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        ApiKey.READ_SHARE_GROUP_STATE,
+        ApiKey.WRITE_SHARE_GROUP_STATE,
+        ApiKey.DELETE_SHARE_GROUP_STATE,
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
     }
 )
 

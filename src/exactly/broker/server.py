@@ -38,6 +38,8 @@ from exactly.broker.metrics import BrokerCollector, LoopLag, Readiness, readines
 from exactly.broker.metrics_http import MetricsServer
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.scheduler import Scheduler
+from exactly.broker.share_coordinator import ShareCoordinatorService
+from exactly.broker.share_persister import SharePersister
 from exactly.broker.shares import ShareService
 from exactly.broker.topic_manager import TopicManager, topic_log_config
 from exactly.broker.transactions import TRANSACTION_TOPIC, TransactionService
@@ -47,6 +49,7 @@ from exactly.cluster.metadata import ClusterMetadata
 from exactly.cluster.producer_ids import ProducerIdManager
 from exactly.cluster.znodes import RegisteredEndpoint
 from exactly.fetch.session import FetchSessionCache
+from exactly.group.share.records import SHARE_STATE_TOPIC
 from exactly.metrics import BrokerStats
 from exactly.quotas.entities import QuotaKey
 from exactly.quotas.manager import ClientQuotaManager, ControllerMutationQuotaManager, RequestQuotaManager
@@ -141,7 +144,17 @@ class Broker:
         else:
             self.next_producer_id = ProducerIdManager(self.metadata).next_id
         self.groups = GroupService(self.config, self.replicas, self.topics, self.clock, self.scheduler)
-        self.shares = ShareService(self.config, self.replicas, self.topics, self.clock, self.scheduler)
+        self.share_coordinator = ShareCoordinatorService(self.config, self.replicas, self.topics, self.clock)
+        self.share_persister = SharePersister(config.node_id, self.share_coordinator)
+        self.shares = ShareService(
+            self.config,
+            self.replicas,
+            self.topics,
+            self.clock,
+            self.scheduler,
+            self.share_coordinator,
+            self.share_persister,
+        )
         self.transactions = TransactionService(
             self.config,
             self.replicas,
@@ -154,6 +167,12 @@ class Broker:
             cache, cluster_config_ = self.cluster.cache, self.cluster.config
             self.transactions.markers.route(
                 cache.leader_of,
+                lambda broker_id: cache.endpoint(broker_id, cluster_config_.inter_broker_listener),
+                cluster_config_.inter_broker_security,
+            )
+            share_coordinator = self.share_coordinator
+            self.share_persister.route(  # share state goes to the leader of its __share_group_state partition
+                lambda key: cache.leader_of(SHARE_STATE_TOPIC, share_coordinator.partition_for(key)),
                 lambda broker_id: cache.endpoint(broker_id, cluster_config_.inter_broker_listener),
                 cluster_config_.inter_broker_security,
             )

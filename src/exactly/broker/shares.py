@@ -20,68 +20,61 @@ This service
 * runs a timer over the acquisition locks: expired ones release their records (AVAILABLE, or ARCHIVED
   at the delivery limit), persisted in the background, and wake parked fetches.
 
+Persistence: a share partition's state is stored by its share coordinator — the leader of the key's
+partition of `__share_group_state` (exactly.broker.share_coordinator), often another broker — through
+the persister (exactly.broker.share_persister: in process when the coordinator is this broker, else the
+share coordinator RPCs, retried while the coordinator moves or loads). A share partition is loaded on
+its first use on this leader (`load`): ReadShareGroupState with the data partition's leader epoch (which
+fences the previous leader's writes), or with no state InitializeShareGroupState at
+`share.auto.offset.reset`'s offset; fetches and acknowledgements wait for it. Every change is written
+as WriteShareGroupState carrying only the ranges that changed since the last successful write
+(`state_delta`; the coordinator stores it as a ShareUpdate record), one write at a time per share
+partition. A write fenced by a newer leader or state epoch drops the share partition (the next fetch
+reads the state again). When this broker stops leading a data partition, or leads it in a new epoch,
+its share partitions are dropped: the next leader reads the stored state, in which records acquired
+but not acknowledged are AVAILABLE with their delivery counts.
+
 Transactional acknowledgements (exactly's extension, docs/share-transactional-acks.md): `add_pending`
 validates a member's acknowledgements against the share partition, holds them for a producer's
-transaction (`SharePartition.add_pending`), and appends them to the share partition's `__share_group_state`
-partition as a transactional record of that producer, which the caller has added to the transaction;
-answered once durable. The transaction coordinator's COMMIT/ABORT marker on that partition — appended
-here, whoever coordinates — reaches `_marker_appended` through the replica manager's
-`marker_listeners`: it applies or releases the producer's pending acks of every share partition whose
-state lives there, and a new snapshot follows. The marker is durable before it is answered, and with the
-pending-ack records before it, it is the decision: a restart replays both (`_load`) and the open
-transactions' pending acks are put back on their share partitions when they are made.
-
-Persistence (`exactly.group.share.records`): every change writes a full ShareSnapshot record of the
-share partition to its partition of `__share_group_state` (`abs(javaHash("group:topicId:partition")) %
-partitions`, Kafka's key), through a `CoordinatorRuntime`; at start-up the topic is replayed into a
-`ShareStateStore`. The share coordinator is this broker's own: in a cluster, a share partition whose
-state partition another broker leads cannot persist (its write fails and is logged; exactly has no
-Read/WriteShareGroupState RPCs yet).
+transaction (`SharePartition.add_pending`), and has the share coordinator append them to the share
+partition's `__share_group_state` partition as a transactional record of that producer, which the caller
+has added to the transaction; answered once durable. That needs the share coordinator to be this broker
+(the data partition's leader also leads the state partition): elsewhere the record could not be written
+as the producer's nor the marker's decision reach the share partition, so the answer is NOT_COORDINATOR
+with a message. The transaction coordinator's COMMIT/ABORT marker on that partition is replayed by the
+share coordinator's shard (a commit applies the acks to the stored state) and reaches `_decided`: it
+applies or releases the producer's pending acks of every share partition held here whose state lives
+there, and their new states are written. A share partition loaded while its coordinator is this broker
+takes back the pending acks of open transactions from the shard (`pending_for`), in the same step as its
+stored state.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from exactly.broker.config import BrokerConfig
 from exactly.broker.context import RequestContext
-from exactly.broker.coordinator_runtime import CoordinatorRuntime, DeadlineTimer
+from exactly.broker.coordinator_runtime import DeadlineTimer
 from exactly.broker.guard import allowed
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.scheduler import Scheduler
+from exactly.broker.share_coordinator import Decision, ShareCoordinatorService
+from exactly.broker.share_persister import SharePersister
 from exactly.broker.topic_manager import TopicManager
 from exactly.clock import Clock
 from exactly.errors import ErrorCode, KafkaError
-from exactly.group.partitioning import partition_for
-from exactly.group.share.partition import (
-    AckBatch,
-    AcquiredRange,
-    BatchKind,
-    SharePartition,
-    ShareState,
-)
+from exactly.group.share.coordinator import StateWrite
+from exactly.group.share.partition import AckBatch, AcquiredRange, BatchKind, SharePartition, ShareState
 from exactly.group.share.reading import classify, delivered_bytes
-from exactly.group.share.records import (
-    SHARE_STATE_TOPIC,
-    PendingAckRecord,
-    SharePartitionKey,
-    ShareStateStore,
-    StoredShareState,
-    encode_key,
-    encode_pending,
-    encode_value,
-)
+from exactly.group.share.records import PendingAckRecord, SharePartitionKey, state_delta
 from exactly.group.share.session import ShareSession, ShareSessionCache
 from exactly.protocol.messages import ApiKey
-from exactly.records.batch import RecordBatch
-from exactly.records.builder import BatchBuilder
-from exactly.records.control import ControlRecordType, parse_end_txn_marker
 from exactly.replication.partition import Partition
 from exactly.storage.log import Isolation, VerificationGuard
 
@@ -90,6 +83,7 @@ __all__ = ["Acquired", "ShareOffsets", "ShareService", "acknowledge_partitions",
 log = logging.getLogger(__name__)
 
 _MIN_READ_BYTES = 16 * 1024  # the smallest log read of a ShareFetch
+_FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +103,15 @@ class Acquired:
     ranges: list[AcquiredRange]
 
 
-def coordinator_key(key: SharePartitionKey) -> str:
-    """Kafka's `SharePartitionKey.asCoordinatorKey`: group:topicId:partition (the id as Kafka prints it)."""
-    printed = base64.urlsafe_b64encode(key.topic_id.bytes).rstrip(b"=").decode()
-    return f"{key.group_id}:{printed}:{key.partition}"
+@dataclass(slots=True)
+class _Loaded:
+    """What this leader knows of a share partition's stored state: what it last wrote (or read), under
+    which state epoch, in which leader epoch of the data partition it loaded it."""
+
+    persisted: ShareState
+    state_epoch: int
+    leader_epoch: int
+    lock: asyncio.Lock
 
 
 class ShareService:
@@ -123,32 +122,23 @@ class ShareService:
         topics: TopicManager,
         clock: Clock,
         scheduler: Scheduler,
+        coordinator: ShareCoordinatorService | None = None,
+        persister: SharePersister | None = None,
     ) -> None:
         self._config = config
         self._replicas = replicas
         self._topics = topics
         self._clock = clock
         self._scheduler = scheduler
+        self.coordinator = coordinator or ShareCoordinatorService(config, replicas, topics, clock)
+        self.persister = persister or SharePersister(config.node_id, self.coordinator)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions = ShareSessionCache()
-        self.store = ShareStateStore()
-        self._stored: dict[SharePartitionKey, StoredShareState] = {}
+        self._loaded: dict[SharePartitionKey, _Loaded] = {}
+        self._loading: dict[SharePartitionKey, asyncio.Future[SharePartition]] = {}
         self._topic_names: dict[SharePartitionKey, str] = {}
-        existing = topics.partitions(SHARE_STATE_TOPIC)
-        self.num_partitions = existing or config.share_coordinator_state_topic_num_partitions
-        self.runtime = CoordinatorRuntime(
-            SHARE_STATE_TOPIC,
-            self.num_partitions,
-            config.offsets_topic_segment_bytes,
-            replicas,
-            topics,
-            self._load,
-            self._unload,
-            replication_factor=config.offsets_topic_replication_factor,
-            min_isr=config.log.min_insync_replicas,
-        )
-        replicas.leadership_listeners.append(self.runtime.leadership_changed)
-        replicas.marker_listeners.append(self._marker_appended)
+        replicas.leadership_listeners.append(self._leadership_changed)
+        self.coordinator.decision_listeners.append(self._decided)
         self._timer = DeadlineTimer("share partitions", self.next_deadline, self._tick, clock.monotonic_ms)
         self._writes: set[asyncio.Task[None]] = set()
         self._bytes_per_offset: dict[SharePartitionKey, float] = {}  # of the last read: sizes the next
@@ -162,68 +152,131 @@ class ShareService:
     def start(self) -> None:
         if not self.enabled:
             return
-        records, seconds = self.runtime.load_all()
-        log.info("loaded %d share partition states from %s in %.3f s", records, SHARE_STATE_TOPIC, seconds)
+        self.coordinator.start()
         self._scheduler.spawn(self._timer.run())
 
     async def stop(self) -> None:
         for task in list(self._writes):
             task.cancel()
         await asyncio.gather(*self._writes, return_exceptions=True)
+        self.persister.stop()
 
-    def _load(self, partition: int, batches: Iterator[RecordBatch]) -> int:
-        count = 0
-        for batch in batches:
-            producer_id = batch.header().producer_id
-            if batch.is_control:
-                marker = parse_end_txn_marker(batch)
-                self.store.replay_marker(partition, producer_id, marker.type == ControlRecordType.COMMIT)
-                continue
-            for record in batch.records():
-                if record.key is None:
-                    continue
-                value = None if record.value is None else bytes(record.value)
-                self.store.replay(bytes(record.key), value, partition, producer_id)
-                count += 1
-        return count
-
-    def _unload(self, partition: int) -> None:
-        self.store.forget(lambda key: self.state_partition(key) == partition)
-
-    def state_partition(self, key: SharePartitionKey) -> int:
-        return partition_for(coordinator_key(key), self.num_partitions)
+    def _leadership_changed(self, partition: Partition) -> None:
+        """A data partition this broker stopped leading (or leads again): its share partitions go; the
+        leader reads their stored state when a fetch comes."""
+        gone = [
+            k
+            for k, topic in self._topic_names.items()
+            if topic == partition.topic and k.partition == partition.index
+        ]
+        for key in gone:
+            self._drop(key)
+        if gone:
+            log.info(
+                "%s-%d: leadership moved, %d share partitions dropped",
+                partition.topic,
+                partition.index,
+                len(gone),
+            )
 
     # --- share partitions --------------------------------------------------------------------------------
 
-    def share_partition(self, key: SharePartitionKey, topic: str) -> SharePartition:
-        """The share partition, made from its stored state or `share.auto.offset.reset` on first use.
-        KafkaError NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION when this broker cannot serve it."""
+    def _leader(self, key: SharePartitionKey, topic: str) -> Partition:
         found = self._replicas.partition(topic, key.partition)
         if found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{key.partition} is not here")
         if not found.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{key.partition} is led elsewhere")
+        return found
+
+    def share_partition(self, key: SharePartitionKey, topic: str) -> SharePartition:
+        """The loaded share partition (`load` first). KafkaError NOT_LEADER_OR_FOLLOWER /
+        UNKNOWN_TOPIC_OR_PARTITION when this broker cannot serve it, LEADER_NOT_AVAILABLE (retriable)
+        while its state is not loaded in this leader epoch."""
+        found = self._leader(key, topic)
         share = self.partitions.get(key)
-        if share is None:
-            stored = self.store.get(key)
-            if stored is not None:
-                state = stored.state
-                self._stored[key] = stored
-            elif self._config.share_auto_offset_reset == "earliest":
-                state = ShareState(found.log_start_offset)
-            else:
-                state = ShareState(found.high_watermark)
-            share = SharePartition(
-                state,
-                delivery_limit=self._config.group_share_delivery_count_limit,
-                lock_duration_ms=self._config.group_share_record_lock_duration_ms,
-                max_in_flight=self._config.group_share_partition_max_record_locks,
+        loaded = self._loaded.get(key)
+        if share is None or loaded is None or loaded.leader_epoch != found.leader_epoch:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{key}: share partition state not loaded")
+        if share.start_offset < found.log_start_offset:
+            share.advance_start_to(found.log_start_offset)
+        return share
+
+    async def load(self, key: SharePartitionKey, topic: str) -> SharePartition:
+        """The share partition, its state read from its share coordinator on first use in this leader
+        epoch (one read at a time per key). KafkaError as `share_partition`; LEADER_NOT_AVAILABLE when the
+        coordinator cannot be reached (retriable)."""
+        found = self._leader(key, topic)
+        loaded = self._loaded.get(key)
+        if key in self.partitions and loaded is not None and loaded.leader_epoch == found.leader_epoch:
+            return self.share_partition(key, topic)
+        pending = self._loading.get(key)
+        if pending is None:
+            pending = asyncio.get_running_loop().create_future()
+            self._loading[key] = pending
+            try:
+                pending.set_result(await self._read_state(key, topic, found))
+            except KafkaError as e:
+                pending.set_exception(e)
+            finally:
+                del self._loading[key]
+        return await asyncio.shield(pending)
+
+    async def _read_state(self, key: SharePartitionKey, topic: str, found: Partition) -> SharePartition:
+        self._drop(key)
+        epoch = found.leader_epoch
+        for _ in range(3):  # a concurrent initialisation may win: read again
+            outcome = await self.persister.read(key, epoch)
+            if outcome.code in _FENCED:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{key}: {outcome.message}")
+            if outcome.code != ErrorCode.NONE:
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE, f"{key}: state not readable: {outcome.message}"
+                )
+            stored = outcome.state
+            if stored is not None and stored.state.start_offset >= 0:
+                state, state_epoch = stored.state, stored.state_epoch
+                break
+            start = (
+                found.log_start_offset
+                if self._config.share_auto_offset_reset == "earliest"
+                else found.high_watermark
             )
-            for pending in self.store.pending_for(key):  # open transactions' acks, read at load
-                share.restore_pending(pending.member_id, pending.producer_id, pending.acks)
-            self.partitions[key] = share
-            self._topic_names[key] = topic
-            log.info("%s: share partition from offset %d", key, share.start_offset)
+            if stored is not None:  # initialised without a start offset: this leader picks it
+                state, state_epoch = ShareState(start), stored.state_epoch
+                break
+            init = await self.persister.initialize(key, 0, start)
+            if init.code == ErrorCode.NONE:
+                state, state_epoch = ShareState(start), 0
+                break
+            if init.code != ErrorCode.FENCED_STATE_EPOCH:
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE, f"{key}: state not initialised: {init.message}"
+                )
+        else:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{key}: state initialised concurrently")
+        if not found.is_leader or found.leader_epoch != epoch:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{key.partition} moved while loading")
+        pending: list[PendingAckRecord] = []
+        if self.coordinator.is_local(key):
+            # the shard now, in one step with its open transactions' pending acks: a marker that decided
+            # some while the read was answered is in this state, not in `pending`
+            current = self.coordinator.shard.get(key)
+            if current is not None and current.state_epoch == state_epoch and current.state.start_offset >= 0:
+                state = current.state
+            pending = self.coordinator.shard.pending_for(key)
+        share = SharePartition(
+            state,
+            delivery_limit=self._config.group_share_delivery_count_limit,
+            lock_duration_ms=self._config.group_share_record_lock_duration_ms,
+            max_in_flight=self._config.group_share_partition_max_record_locks,
+        )
+        for held in pending:
+            share.restore_pending(held.member_id, held.producer_id, held.acks)
+        self.partitions[key] = share
+        self._loaded[key] = _Loaded(state, state_epoch, epoch, asyncio.Lock())
+        self._topic_names[key] = topic
+        log.info("%s: share partition from offset %d (leader epoch %d)", key, share.start_offset, epoch)
         if share.start_offset < found.log_start_offset:
             share.advance_start_to(found.log_start_offset)
         return share
@@ -282,7 +335,7 @@ class ShareService:
         self, key: SharePartitionKey, topic: str, member_id: str, acks: list[AckBatch]
     ) -> ErrorCode:
         try:
-            share = self.share_partition(key, topic)
+            share = await self.load(key, topic)  # not yet loaded here: its state first (then its checks)
         except KafkaError as e:
             return e.code
         code = share.acknowledge(member_id, acks)
@@ -292,9 +345,25 @@ class ShareService:
                 await self.persist(key)
             except KafkaError as e:
                 log.warning("%s: share state not persisted: %s", key, e)
+                return e.code
         return code
 
     # --- acknowledgements inside transactions (docs/share-transactional-acks.md) ----------------------
+
+    def check_pending_path(self, key: SharePartitionKey) -> int:
+        """The state partition of `key`, which must be led here for its acks to be held by a transaction.
+        KafkaError NOT_COORDINATOR (with why) when another broker leads it (or it is loading:
+        COORDINATOR_LOAD_IN_PROGRESS)."""
+        partition = self.coordinator.partition_for(key)
+        if not self.coordinator.runtime.is_leader(partition):
+            raise KafkaError(
+                ErrorCode.NOT_COORDINATOR,
+                f"{key}: its share state partition {partition} is led by another broker; transactional "
+                "share acknowledgements need the topic partition and its __share_group_state partition "
+                "led by the same broker",
+            )
+        self.coordinator.runtime.check_owner(partition)
+        return partition
 
     async def add_pending(
         self,
@@ -312,47 +381,36 @@ class ShareService:
         before it returns. A failed append gives back the producer's pending acks of the partition (its
         client got an error: the transaction cannot commit)."""
         try:
-            share = self.share_partition(key, topic)
+            share = await self.load(key, topic)
+            self.check_pending_path(key)
         except KafkaError as e:
             return e.code
-        if key not in self._stored and self.store.get(key) is None:
-            try:  # a snapshot first, so a commit replayed after a restart has a window to apply to
-                await self.persist(key)
-            except KafkaError as e:
-                return e.code
         code = share.add_pending(member_id, producer_id, acks)
         if code != ErrorCode.NONE:
             return code
         wanted = {o for a in acks for o in range(a.first_offset, a.last_offset + 1)}
         held = tuple((o, t) for o, t in share.pending_of(producer_id) if o in wanted)
-        raw_key, raw_value = encode_pending(PendingAckRecord(key, producer_id, member_id, held))
-        builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True)
-        builder.append(self._clock.milliseconds(), raw_key, raw_value)
-        what = f"pending acks of producer {producer_id} on {key}"
+        record = PendingAckRecord(key, producer_id, member_id, held)
         try:
-            appended = self.runtime.append(
-                self.state_partition(key), builder.build(), what, verification_guard=guard
-            )
+            appended = self.coordinator.append_pending(record, producer_epoch, guard)
         except KafkaError as e:
-            share.end_pending(producer_id, commit=False)
+            share.end_pending(producer_id, commit=False)  # not appended: no marker will decide them
             self._replicas.wakeups.appended()
             return e.code
         try:
-            await self.runtime.wait_durable(appended, what)
-        except KafkaError as e:
+            await self.coordinator.runtime.wait_durable(appended, f"pending acks of producer {producer_id}")
+        except KafkaError as e:  # in the log: the transaction's marker decides them
             return e.code
         return ErrorCode.NONE
 
-    def _marker_appended(self, partition: Partition, producer_id: int, committed: bool) -> None:
-        """A COMMIT/ABORT marker reached a partition of `__share_group_state` this broker leads: the
-        producer's pending acks there are applied or released, and the changed share partitions
-        persisted."""
-        if partition.topic != SHARE_STATE_TOPIC:
-            return
-        self.store.replay_marker(partition.index, producer_id, committed)
+    def _decided(self, decision: Decision) -> None:
+        """A COMMIT/ABORT marker decided a producer's pending acks in a state partition led here: the
+        share partitions held here whose state lives there apply or release them, and write it."""
         decided = False
         for key, share in self.partitions.items():
-            if self.state_partition(key) == partition.index and share.end_pending(producer_id, committed):
+            if self.coordinator.partition_for(key) != decision.partition:
+                continue
+            if share.end_pending(decision.producer_id, decision.committed):
                 decided = True
                 self._persist_later(key)
         if decided:
@@ -372,32 +430,38 @@ class ShareService:
     # --- persistence -------------------------------------------------------------------------------------
 
     async def persist(self, key: SharePartitionKey) -> None:
-        """Write the share partition's state to `__share_group_state` and wait until it is durable."""
-        share = self.partitions.get(key)
-        if share is None:
+        """Write what changed in the share partition since its last write to its share coordinator and
+        wait until it is stored (durable, replicated). KafkaError NOT_LEADER_OR_FOLLOWER when a newer
+        leader or state epoch fenced the write (the share partition is dropped: it is read again),
+        LEADER_NOT_AVAILABLE (retriable) when the coordinator could not be reached."""
+        loaded = self._loaded.get(key)
+        if loaded is None:
             return
-        await self.runtime.ensure_topic()
-        now = self._clock.milliseconds()
-        previous = self._stored.get(key)
-        stored = StoredShareState(
-            share.snapshot(),
-            snapshot_epoch=(previous.snapshot_epoch + 1) & 0xFFFF if previous else 0,
-            state_epoch=previous.state_epoch if previous else 0,
-            leader_epoch=max(0, self._leader_epoch(key)),
-            create_timestamp=previous.create_timestamp if previous else now,
-            write_timestamp=now,
-        )
-        builder = BatchBuilder()
-        builder.append(now, encode_key(key), encode_value(stored))
-        partition = self.state_partition(key)
-        self._stored[key] = stored
-        self.store.states[key] = stored
-        await self.runtime.write(partition, builder.build(), f"share state of {key}")
-
-    def _leader_epoch(self, key: SharePartitionKey) -> int:
-        topic = self._topic_names.get(key)
-        found = self._replicas.partition(topic, key.partition) if topic is not None else None
-        return found.leader_epoch if found is not None else 0
+        async with loaded.lock:
+            share = self.partitions.get(key)
+            if share is None or self._loaded.get(key) is not loaded:
+                return
+            current = share.snapshot()
+            previous = loaded.persisted
+            delta = state_delta(previous, current)
+            if not delta and previous.start_offset == current.start_offset:
+                return
+            write = StateWrite(loaded.state_epoch, loaded.leader_epoch, current.start_offset, delta)
+            outcome = await self.persister.write(key, write)
+            if outcome.code in _FENCED:
+                log.info(
+                    "%s: share state write fenced (%s): the share partition is dropped",
+                    key,
+                    outcome.code.name,
+                )
+                if self._loaded.get(key) is loaded:
+                    self._drop(key)
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{key}: {outcome.message}")
+            if outcome.code != ErrorCode.NONE:
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE, f"{key}: state not written: {outcome.message}"
+                )
+            loaded.persisted = current
 
     def _persist_later(self, key: SharePartitionKey) -> None:
         async def write() -> None:
@@ -428,9 +492,10 @@ class ShareService:
     # --- administration (Describe/Alter/DeleteShareGroupOffsets) ---------------------------------------
 
     def group_keys(self, group_id: str) -> list[SharePartitionKey]:
-        """The share partitions of `group_id` this broker knows: loaded, or stored in its state partitions."""
+        """The share partitions of `group_id` this broker knows: loaded here, or stored in the state
+        partitions it coordinates."""
         keys = {k for k in self.partitions if k.group_id == group_id}
-        keys |= {k for k in self.store.states if k.group_id == group_id}
+        keys |= {k for k in self.coordinator.shard.states if k.group_id == group_id}
         return sorted(keys, key=lambda k: (str(k.topic_id), k.partition))
 
     def knows_group(self, group_id: str) -> bool:
@@ -439,8 +504,9 @@ class ShareService:
     def describe(self, key: SharePartitionKey) -> ShareOffsets | None:
         """SPSO, leader epoch and in-flight count of a share partition; None when it has no state."""
         share = self.partitions.get(key)
-        stored = self._stored.get(key) or self.store.get(key)
-        epoch = stored.leader_epoch if stored is not None else -1
+        stored = self.coordinator.shard.get(key)
+        loaded = self._loaded.get(key)
+        epoch = stored.leader_epoch if stored is not None else (loaded.leader_epoch if loaded else -1)
         if share is not None:
             return ShareOffsets(share.start_offset, epoch, share.in_flight)
         if stored is None:
@@ -449,42 +515,35 @@ class ShareService:
 
     async def alter(self, key: SharePartitionKey, start_offset: int) -> None:
         """AlterShareGroupOffsets (the group has no members): the share partition starts again from
-        `start_offset` with an empty window, under a new state epoch, written to `__share_group_state`."""
-        share = self.partitions.get(key)
-        if share is not None:
-            share.reset(start_offset)
-        previous = self._stored.get(key) or self.store.get(key)
-        now = self._clock.milliseconds()
-        stored = StoredShareState(
-            ShareState(start_offset),
-            snapshot_epoch=0,
-            state_epoch=(previous.state_epoch + 1) if previous else 0,
-            leader_epoch=previous.leader_epoch if previous else 0,
-            create_timestamp=now,
-            write_timestamp=now,
-        )
-        self._stored[key] = stored
-        self.store.states[key] = stored
-        builder = BatchBuilder()
-        builder.append(now, encode_key(key), encode_value(stored))
-        await self.runtime.ensure_topic()
-        await self.runtime.write(self.state_partition(key), builder.build(), f"share state of {key}")
+        `start_offset` with an empty window, under a new state epoch (InitializeShareGroupState), which
+        fences the data leader's writes under the old one; it reads the new state. KafkaError when the
+        share coordinator cannot do it."""
+        summary = await self.persister.summary(key)
+        if summary.code != ErrorCode.NONE:
+            raise KafkaError(summary.code, summary.message or "")
+        state_epoch = summary.state.state_epoch + 1 if summary.state is not None else 0
+        outcome = await self.persister.initialize(key, state_epoch, start_offset)
+        if outcome.code != ErrorCode.NONE:
+            raise KafkaError(outcome.code, outcome.message or "")
+        self._drop(key)
 
     async def delete(self, key: SharePartitionKey) -> None:
-        """DeleteShareGroupOffsets: forget the share partition and write its tombstone; the next fetch
-        of the group starts from `share.auto.offset.reset`."""
+        """DeleteShareGroupOffsets: forget the share partition and delete its stored state; the next
+        fetch of the group starts from `share.auto.offset.reset`."""
         self.forget(key)
-        builder = BatchBuilder()
-        builder.append(self._clock.milliseconds(), encode_key(key), None)
-        await self.runtime.ensure_topic()
-        await self.runtime.write(self.state_partition(key), builder.build(), f"share state of {key} deleted")
+        outcome = await self.persister.delete(key)
+        if outcome.code != ErrorCode.NONE:
+            raise KafkaError(outcome.code, outcome.message or "")
+
+    def _drop(self, key: SharePartitionKey) -> None:
+        """Forget the share partition held here (its stored state stays)."""
+        self.partitions.pop(key, None)
+        self._loaded.pop(key, None)
+        self._bytes_per_offset.pop(key, None)
+        self._topic_names.pop(key, None)
 
     def forget(self, key: SharePartitionKey) -> None:
-        self.partitions.pop(key, None)
-        self._bytes_per_offset.pop(key, None)
-        self.store.states.pop(key, None)
-        self._stored.pop(key, None)
-        self._topic_names.pop(key, None)
+        self._drop(key)
 
     def start_offset(self, key: SharePartitionKey) -> int:
         found = self.describe(key)

@@ -469,6 +469,14 @@ _DEFS = [
         Range(1),
     ),
     _ro(
+        "share.coordinator.snapshot.update.records.per.snapshot",
+        INT,
+        "500",
+        "ShareUpdate records the share coordinator writes for a share partition before the next write is a "
+        "whole ShareSnapshot (0: snapshots only).",
+        Range(0),
+    ),
+    _ro(
         "share.transactional.ack.enable",
         BOOLEAN,
         "false",

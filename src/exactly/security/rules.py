@@ -75,6 +75,7 @@ RULES: Mapping[ApiKey, Mapping[str, Need]] = MappingProxyType(
         _A.FIND_COORDINATOR: {
             "group": _n(_G, _O.DESCRIBE, GROUP_FAIL),
             "transactional_id": _n(_X, _O.DESCRIBE, TXN_FAIL),
+            "share": _n(_C, _O.CLUSTER_ACTION, CLUSTER_FAIL),  # key type SHARE: brokers' persisters
         },
         _A.JOIN_GROUP: {"group": _n(_G, _O.READ, GROUP_FAIL)},
         _A.HEARTBEAT: {"group": _n(_G, _O.READ, GROUP_FAIL)},
@@ -131,6 +132,12 @@ RULES: Mapping[ApiKey, Mapping[str, Need]] = MappingProxyType(
         },
         _A.END_TXN: {"transactional_id": _n(_X, _O.WRITE, TXN_FAIL)},
         _A.WRITE_TXN_MARKERS: {"cluster": _n(_C, _O.CLUSTER_ACTION, CLUSTER_FAIL)},
+        # the share coordinator RPCs (KIP-932): brokers only
+        _A.INITIALIZE_SHARE_GROUP_STATE: {"cluster": _n(_C, _O.CLUSTER_ACTION, CLUSTER_FAIL)},
+        _A.READ_SHARE_GROUP_STATE: {"cluster": _n(_C, _O.CLUSTER_ACTION, CLUSTER_FAIL)},
+        _A.WRITE_SHARE_GROUP_STATE: {"cluster": _n(_C, _O.CLUSTER_ACTION, CLUSTER_FAIL)},
+        _A.DELETE_SHARE_GROUP_STATE: {"cluster": _n(_C, _O.CLUSTER_ACTION, CLUSTER_FAIL)},
+        _A.READ_SHARE_GROUP_STATE_SUMMARY: {"cluster": _n(_C, _O.CLUSTER_ACTION, CLUSTER_FAIL)},
         _A.TXN_OFFSET_COMMIT: {
             "transactional_id": _n(_X, _O.WRITE, TXN_FAIL),
             "group": _n(_G, _O.READ, GROUP_FAIL),

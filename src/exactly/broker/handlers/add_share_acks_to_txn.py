@@ -18,6 +18,11 @@ UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, the transaction coordinator's answer t
 (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE,
 CONCURRENT_TRANSACTIONS, NOT_COORDINATOR...), INVALID_REQUEST / INVALID_RECORD_STATE from the share
 partition, and the append's errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE).
+
+The share partition's `__share_group_state` partition must be led by this broker (the topic partition's
+leader): the pending acks are appended there as the producer's records and its markers decide them
+here. When another broker leads it the partition answers NOT_COORDINATOR with a message saying so,
+before the transaction is touched (docs/share-transactional-acks.md, Limits).
 """
 
 from __future__ import annotations
@@ -90,10 +95,10 @@ async def _partition(
         return ErrorCode.INVALID_REQUEST, "no acknowledgement batches"
     transactions = broker.transactions
     tid = request.transactional_id
-    state_partition = shares.state_partition(key)
     try:
-        shares.share_partition(key, name)  # NOT_LEADER_OR_FOLLOWER & co. before touching the transaction
-        await shares.runtime.ensure_topic()
+        await shares.coordinator.runtime.ensure_topic()
+        await shares.load(key, name)  # NOT_LEADER_OR_FOLLOWER & co. before touching the transaction
+        state_partition = shares.check_pending_path(key)  # NOT_COORDINATOR: the state is led elsewhere
         remote = transactions.verifies_remotely(tid)
         if not remote:
             # AddOffsetsToTxn's step: the state partition joins the transaction (the client's transaction

@@ -1,5 +1,9 @@
-"""FindCoordinator (key 10): the coordinator of a group or a transactional id — this broker, or in a
-cluster the leader of the key's partition of `__consumer_offsets` / `__transaction_state`.
+"""FindCoordinator (key 10): the coordinator of a group, a transactional id or (key type SHARE, v6+) a
+share partition's state — this broker, or in a cluster the leader of the key's partition of
+`__consumer_offsets` / `__transaction_state` / `__share_group_state`.
+
+A SHARE key is `group:topicId:partition` (Kafka's share coordinator key); only brokers ask for it
+(CLUSTER_ACTION, else CLUSTER_AUTHORIZATION_FAILED), and only while share groups are on.
 
 v0-3 ask for one key, v4+ for a batch (`coordinator_keys`). A group key makes sure `__consumer_offsets`
 exists (it is created on first use), so that the coordinator is ready when the client comes to it.
@@ -20,9 +24,12 @@ from exactly.protocol.messages.find_coordinator import (
 
 GROUP = 0
 TRANSACTION = 1
+SHARE = 2
 
 
 def _permitted(ctx: RequestContext, key_type: int, key: str) -> bool:
+    if key_type == SHARE:
+        return authz.allowed(ctx, ApiKey.FIND_COORDINATOR, "share")
     role = "group" if key_type == GROUP else "transactional_id"
     return authz.allowed(ctx, ApiKey.FIND_COORDINATOR, role, key)
 
@@ -30,6 +37,8 @@ def _permitted(ctx: RequestContext, key_type: int, key: str) -> bool:
 def _refusal(key_type: int) -> ErrorCode:
     if key_type == GROUP:
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if key_type == SHARE:
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
@@ -39,8 +48,14 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     keys = request.coordinator_keys if ctx.version >= 4 else [request.key]
     error = ErrorCode.NONE
     message: str | None = None
-    if request.key_type not in (GROUP, TRANSACTION):
+    share_ok = request.key_type == SHARE and ctx.version >= 6 and broker.config.group_share_enable
+    if request.key_type not in (GROUP, TRANSACTION) and not share_ok:
         error, message = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {request.key_type}"
+    elif request.key_type == SHARE:
+        try:
+            await broker.share_coordinator.runtime.ensure_topic()
+        except KafkaError as e:
+            error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message or e.code.name
     elif request.key_type == GROUP or broker.cluster is not None:
         try:
             await (broker.groups if request.key_type == GROUP else broker.transactions).ensure_topic()
@@ -65,9 +80,15 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "this broker's view of the cluster may be stale",
             )
-        service = broker.groups if request.key_type == GROUP else broker.transactions
-        topic = service.runtime.topic
-        leader = cluster.cache.leader_of(topic, service.partition_for(key))
+        if request.key_type == SHARE:
+            topic = broker.share_coordinator.runtime.topic
+            leader = cluster.cache.leader_of(
+                topic, broker.share_coordinator.partition_for_coordinator_key(key)
+            )
+        else:
+            service = broker.groups if request.key_type == GROUP else broker.transactions
+            topic = service.runtime.topic
+            leader = cluster.cache.leader_of(topic, service.partition_for(key))
         listener = ctx.listener or broker.config.listeners[0]
         endpoint = cluster.cache.endpoint(leader, listener.name) if leader >= 0 else None
         if endpoint is None:

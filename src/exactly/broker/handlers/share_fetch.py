@@ -110,6 +110,23 @@ async def _fetch(
     broker = ctx.broker
     clock = broker.clock
     deadline = clock.monotonic_ms() + max(request.max_wait_ms, 0)
+    # a share partition new to this leader (or to its leader epoch) reads its state from its share
+    # coordinator first; one that cannot answers its code (retriable: LEADER_NOT_AVAILABLE). A topic that
+    # cannot be served answers its code here, once (one audit line for a denial)
+    for topic_id, index in partitions:
+        name, error = resolve(ctx, ApiKey.SHARE_FETCH, topic_id)
+        data = results.setdefault((topic_id, index), _empty(index))
+        if name is None:
+            data.error_code = error
+            continue
+        try:
+            await broker.shares.load(SharePartitionKey(group_id, topic_id, index), name)
+        except KafkaError as e:
+            data.error_code = e.code
+            data.error_message = e.message
+    partitions = [tp for tp in partitions if not results.get(tp, _empty(tp[1])).error_code]
+    if not partitions:
+        return
     while True:
         waiter = broker.replicas.wakeups.waiter()
         records_left = request.max_records if request.max_records > 0 else 500

@@ -28,6 +28,7 @@ from exactly.protocol.messages import (
     delete_groups,
     delete_records,
     delete_share_group_offsets,
+    delete_share_group_state,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -48,6 +49,7 @@ from exactly.protocol.messages import (
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    initialize_share_group_state,
     join_group,
     leave_group,
     list_config_resources,
@@ -63,6 +65,8 @@ from exactly.protocol.messages import (
     offset_for_leader_epoch,
     prepare_txn,
     produce,
+    read_share_group_state,
+    read_share_group_state_summary,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -71,6 +75,7 @@ from exactly.protocol.messages import (
     share_group_heartbeat,
     sync_group,
     txn_offset_commit,
+    write_share_group_state,
     write_txn_markers,
 )
 
@@ -133,6 +138,11 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
@@ -201,6 +211,11 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.SHARE_GROUP_DESCRIBE: share_group_describe,
     ApiKey.SHARE_FETCH: share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: share_acknowledge,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: initialize_share_group_state,
+    ApiKey.READ_SHARE_GROUP_STATE: read_share_group_state,
+    ApiKey.WRITE_SHARE_GROUP_STATE: write_share_group_state,
+    ApiKey.DELETE_SHARE_GROUP_STATE: delete_share_group_state,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: read_share_group_state_summary,
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: alter_share_group_offsets,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: delete_share_group_offsets,
