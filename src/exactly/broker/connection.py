@@ -47,7 +47,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from exactly.broker.context import RequestContext
-from exactly.broker.dispatch import HANDLERS, advertised, answered_max
+from exactly.broker.dispatch import advertised, route
 from exactly.broker.frame_stream import FrameStream
 from exactly.broker.throttling import HandlingTime, throttle_request
 from exactly.errors import ErrorCode, KafkaError, ProtocolError
@@ -168,6 +168,11 @@ class Connection:
             and writer.get_extra_info("ssl_object") is None
         )
         self._send_fd = -1  # a duplicate of the socket's descriptor, to wait for it to be writable
+        # testing only (broker/config.py), static: read once, not on every request
+        config = broker.config
+        self._debug_principals = config.debug_principal_by_client_id
+        self._debug_raise = config.debug_raise_in_api
+        self._debug_unencodable = config.debug_unencodable_response_in_api
         if not writer.transport.is_closing():  # uvloop raises on a transport already lost
             writer.transport.set_write_buffer_limits(high=_WRITE_BUFFER_HIGH)
 
@@ -325,14 +330,14 @@ class Connection:
             two_phase_commit = config.transaction_two_phase_commit_enable
             unsupported = _unsupported_api_versions(e.header, two_phase_commit, config.group_share_enable)
             return None, _done(unsupported), None  # never fails
-        key = ApiKey(header.api_key)
-        handler = HANDLERS.get(key)
-        if handler is None:
-            raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
-        if header.api_version > answered_max(key):
+        found = route(header.api_key)
+        if found is None:  # a codec without a handler
+            raise ProtocolError(f"no handler for {ApiKey(header.api_key).name} v{header.api_version}")
+        key, handler, max_version = found
+        if header.api_version > max_version:
             raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
         principal = self.principal
-        if self.broker.config.debug_principal_by_client_id and header.client_id:
+        if self._debug_principals and header.client_id:
             principal = KafkaPrincipal.user(header.client_id)  # testing only (broker/config.py)
         if self.sasl is not None and self.sasl.intercepts(header.api_key, self._loop.time() * 1000):
             gated = self._sasl_gate(header, body)
@@ -359,7 +364,7 @@ class Connection:
                 also = FETCH_FOLLOWER if replica_id >= 0 else FETCH_CONSUMER
             timing = RequestTiming(header.api_key, received, also)
             self._stats.received(header.api_key, header.api_version, also)
-        future = asyncio.ensure_future(self._run(handler, context, body, timing))
+        future = self._loop.create_task(self._run(handler, context, body, timing))
         self._requests.add(future)
         return header, future, timing
 
@@ -455,7 +460,7 @@ class Connection:
         if timing is not None:
             timing.started = time.perf_counter()
         try:
-            if context.header.api_key in self.broker.config.debug_raise_in_api:
+            if self._debug_raise and context.header.api_key in self._debug_raise:
                 raise RuntimeError("exactly.debug.raise.in.api")
             # request_percentage quotas and metrics: time the handler's steps (not its waits)
             if timing is not None or self.broker.metadata.client_quotas:
@@ -463,7 +468,7 @@ class Connection:
                 response = await timed
             else:
                 response = await handler(context, body)
-            if context.header.api_key in self.broker.config.debug_unencodable_response_in_api:
+            if self._debug_unencodable and context.header.api_key in self._debug_unencodable:
                 response = _Unencodable()
             throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
             # encoded here, so that a response the handler got wrong is a handler failure too

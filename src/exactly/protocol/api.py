@@ -136,9 +136,14 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
 @dataclass(frozen=True, slots=True)
 class EncodedBody:
     """A response body its handler encoded itself (the chunks after the response header), e.g. Metadata's
-    cached topic encodings (built with the generated encoders: see handlers/metadata.py)."""
+    cached topic encodings (built with the generated encoders: see handlers/metadata.py) or ApiVersions'
+    cached answer. `throttle_chunk`: the chunk that starts with the body's throttle_time_ms (int32), for
+    a request-quota throttle to patch (None: the API's usual place, broker/throttling.py); `error_codes`:
+    the codes the metrics count for it (those of the response it stands for)."""
 
     chunks: list[p.Chunk]
+    throttle_chunk: int | None = None
+    error_codes: tuple[int, ...] = ()
 
 
 def _emit_encoded(body: EncodedBody, out: list[p.Chunk]) -> None:
