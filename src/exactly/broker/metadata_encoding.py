@@ -42,7 +42,7 @@ class MetadataEncodings:
     ) -> EncodedBody:
         """`response` (its `topics` ignored) with `topics`: (cache key or None, builder) each."""
         response.topics = []
-        key = (
+        frame_key = (
             version,
             response.throttle_time_ms,
             tuple((b.node_id, b.host, b.port, b.rack) for b in response.brokers),
@@ -51,12 +51,12 @@ class MetadataEncodings:
             response.cluster_authorized_operations,
             response.error_code,
         )
-        frame = self._frames.get(key)
+        frame = self._frames.get(frame_key)
         if frame is None:
             if len(self._frames) >= _MAX_FRAMES:
                 self._frames.clear()
             chunks_, tail_ = _split(response_body_chunks(ApiKey.METADATA, version, response))
-            frame = self._frames[key] = (b"".join(chunks_), tail_)
+            frame = self._frames[frame_key] = (b"".join(chunks_), tail_)
         head, tail = frame
         chunks: list[p.Chunk] = [head, p.compact_array_len(len(topics))]
         for key, build in topics:
