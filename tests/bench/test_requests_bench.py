@@ -31,8 +31,7 @@ def test_a_measurement_counts_only_the_timed_requests() -> None:
 
 def test_the_summary_is_the_median_and_spread_per_client_and_kind() -> None:
     rounds = [
-        Measurement(Kind.API_VERSIONS, "exactly", 100, 1.0, user, 0.001)
-        for user in (0.010, 0.004, 0.006)
+        Measurement(Kind.API_VERSIONS, "exactly", 100, 1.0, user, 0.001) for user in (0.010, 0.004, 0.006)
     ] + [Measurement(Kind.PRODUCE, "confluent", 100, 2.0, 0.02, 0.0)]
     by = {(s.client, s.kind): s for s in summarize(rounds)}
     versions = by[("exactly", Kind.API_VERSIONS)]
@@ -52,7 +51,8 @@ def test_the_median_lies_within_the_spread(users: list[float]) -> None:
     (summary,) = summarize(ms)
     lo, hi = summary.us_spread
     assert lo <= summary.us <= hi
-    assert lo == pytest.approx(min(users) * 1000) and hi == pytest.approx(max(users) * 1000)
+    assert lo == pytest.approx(min(users) * 1000)
+    assert hi == pytest.approx(max(users) * 1000)
 
 
 def test_no_requests_is_not_a_division_by_zero() -> None:

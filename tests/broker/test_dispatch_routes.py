@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import exactly.broker.handlers  # noqa: F401  (registers the handlers)
-from exactly.broker.dispatch import HANDLERS, _ROUTES, answered_max, handler, route
+from exactly.broker.dispatch import _ROUTES, HANDLERS, answered_max, handler, route
 from exactly.protocol.messages import ApiKey
 
 
@@ -22,7 +22,8 @@ def test_unknown_keys_have_no_route() -> None:
 def test_registering_a_handler_forgets_the_routes() -> None:
     key = ApiKey.METADATA
     before = HANDLERS[key]
-    assert route(int(key)) is not None and _ROUTES
+    assert route(int(key)) is not None
+    assert _ROUTES
 
     async def replacement(ctx: object, body: object) -> None:
         return None
@@ -30,8 +31,10 @@ def test_registering_a_handler_forgets_the_routes() -> None:
     try:
         handler(key)(replacement)  # type: ignore[arg-type]
         found = route(int(key))
-        assert found is not None and found.handler is replacement
+        assert found is not None
+        assert found.handler is replacement
     finally:
         handler(key)(before)
     found = route(int(key))
-    assert found is not None and found.handler is before
+    assert found is not None
+    assert found.handler is before
