@@ -9,7 +9,9 @@ A connection is three tasks, all owned by `Connection.run`, which never raises:
   the synchronous part of each handler — an append, a coordinator transition — runs in request order)
   -> the `pending` queue. At most `_MAX_IN_FLIGHT` requests wait for their responses: when the queue is
   full the reader stops reading, its buffer fills and TCP flow control stops the client.
-* the writer: awaits each pending request in order and writes its response. When the transport holds
+* the writer: awaits each pending request in order and writes its response, with the responses already
+  encoded right behind it in the same write (a pipelining client's, ready in one loop turn). When the
+  transport holds
   more than `_WRITE_BUFFER_HIGH` unsent bytes it waits for the peer to read them (drain). A client that
   does not read therefore costs at most the in-flight limit, the write buffer and the read buffer.
 * `run` itself, which waits for the first of: the reader ends, the writer ends, or `close()`.
