@@ -11,9 +11,9 @@ A connection is three tasks, all owned by `Connection.run`, which never raises:
   full the reader stops reading, its buffer fills and TCP flow control stops the client.
 * the writer: awaits each pending request in order and writes its response, with the responses already
   encoded right behind it in the same write (a pipelining client's, ready in one loop turn). When the
-  transport holds
-  more than `_WRITE_BUFFER_HIGH` unsent bytes it waits for the peer to read them (drain). A client that
-  does not read therefore costs at most the in-flight limit, the write buffer and the read buffer.
+  transport holds more than `_WRITE_BUFFER_HIGH` unsent bytes it waits for the peer to read them
+  (drain). A client that does not read therefore costs at most the in-flight limit, the write buffer and
+  the read buffer.
 * `run` itself, which waits for the first of: the reader ends, the writer ends, or `close()`.
 
 Then the other task is cancelled, every request still in flight is cancelled (nobody will read its
