@@ -9,9 +9,11 @@ A connection is three tasks, all owned by `Connection.run`, which never raises:
   the synchronous part of each handler — an append, a coordinator transition — runs in request order)
   -> the `pending` queue. At most `_MAX_IN_FLIGHT` requests wait for their responses: when the queue is
   full the reader stops reading, its buffer fills and TCP flow control stops the client.
-* the writer: awaits each pending request in order and writes its response. When the transport holds
-  more than `_WRITE_BUFFER_HIGH` unsent bytes it waits for the peer to read them (drain). A client that
-  does not read therefore costs at most the in-flight limit, the write buffer and the read buffer.
+* the writer: awaits each pending request in order and writes its response, with the responses already
+  encoded right behind it in the same write (a pipelining client's, ready in one loop turn). When the
+  transport holds more than `_WRITE_BUFFER_HIGH` unsent bytes it waits for the peer to read them
+  (drain). A client that does not read therefore costs at most the in-flight limit, the write buffer and
+  the read buffer.
 * `run` itself, which waits for the first of: the reader ends, the writer ends, or `close()`.
 
 Then the other task is cancelled, every request still in flight is cancelled (nobody will read its
@@ -37,6 +39,7 @@ interrupts the reader's wait (`FrameStream.interrupt`), so reads carry no timeou
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -47,7 +50,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from exactly.broker.context import RequestContext
-from exactly.broker.dispatch import HANDLERS, advertised, answered_max
+from exactly.broker.dispatch import advertised, route
 from exactly.broker.frame_stream import FrameStream
 from exactly.broker.throttling import HandlingTime, throttle_request
 from exactly.errors import ErrorCode, KafkaError, ProtocolError
@@ -147,7 +150,11 @@ class Connection:
         # SASL listeners: requests pass `_sasl_gate` until authenticated (exactly.security.sasl)
         self.sasl: SaslSession | None = broker.sasl_session(listener)
         self._requests: set[asyncio.Future[Response]] = set()  # dispatched, not yet taken by the writer
-        self._pending: asyncio.Queue[Pending] = asyncio.Queue(_MAX_IN_FLIGHT)
+        # requests in arrival order, waiting for the writer (at most _MAX_IN_FLIGHT): a deque and two
+        # waiters, not an asyncio.Queue, whose put/get cost ~8 Python calls per request
+        self._pending: collections.deque[Pending] = collections.deque()
+        self._writer_waits: asyncio.Future[None] | None = None  # the writer waits for a request
+        self._reader_waits: asyncio.Future[None] | None = None  # the reader waits for room
         self._stats: BrokerStats | None = broker.stats  # None: metrics off, nothing timed or counted
         self._closed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()  # set by close()
         self._loop = asyncio.get_running_loop()
@@ -168,6 +175,11 @@ class Connection:
             and writer.get_extra_info("ssl_object") is None
         )
         self._send_fd = -1  # a duplicate of the socket's descriptor, to wait for it to be writable
+        # testing only (broker/config.py), static: read once, not on every request
+        config = broker.config
+        self._debug_principals = config.debug_principal_by_client_id
+        self._debug_raise = config.debug_raise_in_api
+        self._debug_unencodable = config.debug_unencodable_response_in_api
         if not writer.transport.is_closing():  # uvloop raises on a transport already lost
             writer.transport.set_write_buffer_limits(high=_WRITE_BUFFER_HIGH)
 
@@ -287,21 +299,45 @@ class Connection:
             try:
                 for frame in frames:
                     item = self._dispatch(frame)
-                    if not pending.full():
-                        pending.put_nowait(item)
+                    if len(pending) < _MAX_IN_FLIGHT:
+                        self._put(item)
                     elif (stalled := await self._enqueue(item)) is not None:
                         return stalled
             except ProtocolError as e:
                 return Ending(CloseReason.BAD_REQUEST, str(e))
 
+    def _put(self, item: Pending) -> None:
+        self._pending.append(item)
+        waiter = self._writer_waits
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _next(self) -> Pending:
+        """The oldest request not yet taken by the writer (waiting for one)."""
+        pending = self._pending
+        while not pending:
+            self._writer_waits = self._loop.create_future()
+            try:
+                await self._writer_waits
+            finally:
+                self._writer_waits = None
+        item = pending.popleft()
+        waiter = self._reader_waits
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        return item
+
     async def _enqueue(self, item: Pending) -> Ending | None:
         """Wait for room in the full queue. Reading is paused meanwhile, so the transport would not notice
         the peer vanish: look at the socket every `_PROBE_S`."""
         while True:
+            if len(self._pending) < _MAX_IN_FLIGHT:
+                self._put(item)
+                return None
+            self._reader_waits = self._loop.create_future()
             try:
                 async with asyncio.timeout(_PROBE_S):
-                    await self._pending.put(item)
-                return None
+                    await self._reader_waits
             except TimeoutError:
                 if peer_gone(self._socket):
                     item[1].cancel()
@@ -309,6 +345,8 @@ class Connection:
                 if (idle := self._idle_ending()) is not None:
                     item[1].cancel()
                     return idle
+            finally:
+                self._reader_waits = None
 
     def _dispatch(self, frame: Frame) -> Pending:
         received = time.perf_counter() if self._stats is not None else 0.0
@@ -327,14 +365,14 @@ class Connection:
                 e.header, two_phase_commit, config.group_share_enable, config.share_transactional_ack_enable
             )
             return None, _done(unsupported), None  # never fails
-        key = ApiKey(header.api_key)
-        handler = HANDLERS.get(key)
-        if handler is None:
-            raise ProtocolError(f"no handler for {key.name} v{header.api_version}")
-        if header.api_version > answered_max(key):
+        found = route(header.api_key)
+        if found is None:  # a codec without a handler
+            raise ProtocolError(f"no handler for {ApiKey(header.api_key).name} v{header.api_version}")
+        key, handler, max_version = found
+        if header.api_version > max_version:
             raise ProtocolError(f"{key.name} v{header.api_version} is not supported")
         principal = self.principal
-        if self.broker.config.debug_principal_by_client_id and header.client_id:
+        if self._debug_principals and header.client_id:
             principal = KafkaPrincipal.user(header.client_id)  # testing only (broker/config.py)
         if self.sasl is not None and self.sasl.intercepts(header.api_key, self._loop.time() * 1000):
             gated = self._sasl_gate(header, body)
@@ -361,7 +399,7 @@ class Connection:
                 also = FETCH_FOLLOWER if replica_id >= 0 else FETCH_CONSUMER
             timing = RequestTiming(header.api_key, received, also)
             self._stats.received(header.api_key, header.api_version, also)
-        future = asyncio.ensure_future(self._run(handler, context, body, timing))
+        future = self._loop.create_task(self._run(handler, context, body, timing))
         self._requests.add(future)
         return header, future, timing
 
@@ -457,7 +495,7 @@ class Connection:
         if timing is not None:
             timing.started = time.perf_counter()
         try:
-            if context.header.api_key in self.broker.config.debug_raise_in_api:
+            if self._debug_raise and context.header.api_key in self._debug_raise:
                 raise RuntimeError("exactly.debug.raise.in.api")
             # request_percentage quotas and metrics: time the handler's steps (not its waits)
             if timing is not None or self.broker.metadata.client_quotas:
@@ -465,7 +503,7 @@ class Connection:
                 response = await timed
             else:
                 response = await handler(context, body)
-            if context.header.api_key in self.broker.config.debug_unencodable_response_in_api:
+            if self._debug_unencodable and context.header.api_key in self._debug_unencodable:
                 response = _Unencodable()
             throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
             # encoded here, so that a response the handler got wrong is a handler failure too
@@ -527,7 +565,7 @@ class Connection:
         transport = self.writer.transport
         stats = self._stats
         while True:
-            header, future, timing = await self._pending.get()
+            header, future, timing = await self._next()
             try:
                 chunks = await future
             except asyncio.CancelledError:
@@ -560,6 +598,8 @@ class Connection:
                 if (lost := await self._send_with_files(chunks)) is not None:
                     return lost
             else:
+                if self._pending and stats is None and self.sasl is None:
+                    self._take_ready(chunks)
                 self.writer.writelines(chunks)
             self._touch()
             if timing is not None and stats is not None:
@@ -568,6 +608,28 @@ class Connection:
                 return await self._flush_and_fail()
             if transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH and (lost := await self._drain()):
                 return lost
+
+    def _take_ready(self, chunks: list[p.Chunk]) -> None:
+        """Append to `chunks` the responses queued right behind it that are already encoded, so that the
+        responses ready in one loop turn go out in one write (a pipelining client's). Stops at the first
+        one not ready, without a response (acks=0), failed, cancelled, or with records to send from a
+        file: the writer takes those one at a time as before. Only without metrics (which time each
+        response's write) and SASL (which closes the connection right after a failed authentication's
+        answer)."""
+        pending = self._pending
+        while pending:
+            header, future, _ = pending[0]
+            if not future.done() or future.cancelled() or future.exception() is not None:
+                return
+            more = future.result()
+            if more is None or (header is not None and header.api_key == ApiKey.FETCH and _has_files(more)):
+                return
+            pending.popleft()
+            self._requests.discard(future)
+            chunks.extend(more)
+            waiter = self._reader_waits
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
 
     async def _send_with_files(self, chunks: list[p.Chunk]) -> Ending | None:
         """A response with records in segment files: the bytes before each file range go out through the

@@ -8,7 +8,7 @@ Produce's minimum is above 0, KAFKA-18659), the rest from the lowest version we 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from exactly.broker.context import RequestContext
 from exactly.protocol.api import API_SPECS
@@ -44,12 +44,46 @@ _ADVERTISED_MAX = {
 }
 
 
+class Route(NamedTuple):
+    """Where a request of one API key goes: its ApiKey, its handler and the highest version answered.
+    Looked up once per request (`route`), so kept as a NamedTuple in a dict, not rebuilt each time."""
+
+    key: ApiKey
+    handler: Handler
+    max_version: int
+
+
+_ROUTES: dict[int, Route | None] = {}  # api key -> its route (None: no handler); cleared on registration
+_ADVERTISED: dict[
+    tuple[bool, bool, bool], dict[ApiKey, tuple[int, int]]
+] = {}  # `advertised` per its arguments
+
+
 def handler(key: ApiKey) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
         HANDLERS[key] = fn
+        _ROUTES.clear()
+        _ADVERTISED.clear()
         return fn
 
     return register
+
+
+def route(api_key: int) -> Route | None:
+    """The route of a request's api key, None when no handler serves it (the key may be unknown)."""
+    try:
+        return _ROUTES[api_key]
+    except KeyError:
+        pass
+    found: Route | None = None
+    try:
+        key = ApiKey(api_key)
+    except ValueError:
+        key = None
+    if key is not None and (fn := HANDLERS.get(key)) is not None:
+        found = Route(key, fn, answered_max(key))
+    _ROUTES[api_key] = found
+    return found
 
 
 # Versions only brokers send each other, answered but not advertised: clients negotiate from ApiVersions,
@@ -107,7 +141,17 @@ SHARE_TXN_ACK_KEYS = frozenset({ApiKey.ADD_SHARE_ACKS_TO_TXN})
 def advertised(
     two_phase_commit: bool = True, share_groups: bool = False, share_txn_acks: bool = False
 ) -> dict[ApiKey, tuple[int, int]]:
-    """(min, max) per API that has a handler."""
+    """(min, max) per API that has a handler (computed once per set of arguments: do not modify it)."""
+    flags = (two_phase_commit, share_groups, share_txn_acks)
+    found = _ADVERTISED.get(flags)
+    if found is None:
+        found = _ADVERTISED[flags] = _advertised(*flags)
+    return found
+
+
+def _advertised(
+    two_phase_commit: bool, share_groups: bool, share_txn_acks: bool
+) -> dict[ApiKey, tuple[int, int]]:
     out: dict[ApiKey, tuple[int, int]] = {}
     for key in sorted(HANDLERS):
         if key in TWO_PHASE_COMMIT_KEYS and not two_phase_commit:

@@ -66,6 +66,9 @@ class ListenerServer:
         self._max_frame_size = max_frame_size
         self._frame_pool = FramePool()  # large request frames' buffers, shared by the connections
         self._socks = socks
+        # the port the first socket is bound to (a configured 0 resolved), asked on every Metadata
+        # request: read once, not with a getsockname(2) each time
+        self.port: int = socks[0].getsockname()[1] if socks else 0
         self._tls = tls
         self._slots = slots
         self._on_connection = on_connection

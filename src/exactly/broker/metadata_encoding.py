@@ -23,12 +23,16 @@ from exactly.protocol.messages.metadata import MetadataResponse, MetadataRespons
 
 SPLICED_FROM_VERSION = 9
 _MAX_CACHED = 400_000  # topic encodings kept (cleared beyond: a cache, not a leak)
+_MAX_FRAMES = 1_000  # encodings of what surrounds the topics, likewise
 _EMPTY = p.compact_array_len(0)
 
 
 class MetadataEncodings:
     def __init__(self) -> None:
         self._topics: dict[tuple[int, Hashable], bytes] = {}
+        # what surrounds the topics (brokers, cluster id, controller, ...) changes rarely: encoded once
+        # per value, (head joined into one chunk that starts with throttle_time_ms, tail)
+        self._frames: dict[Hashable, tuple[bytes, bytes]] = {}
 
     def encode(
         self,
@@ -38,8 +42,23 @@ class MetadataEncodings:
     ) -> EncodedBody:
         """`response` (its `topics` ignored) with `topics`: (cache key or None, builder) each."""
         response.topics = []
-        head, tail = _split(response_body_chunks(ApiKey.METADATA, version, response))
-        chunks: list[p.Chunk] = [*head, p.compact_array_len(len(topics))]
+        frame_key = (
+            version,
+            response.throttle_time_ms,
+            tuple((b.node_id, b.host, b.port, b.rack) for b in response.brokers),
+            response.cluster_id,
+            response.controller_id,
+            response.cluster_authorized_operations,
+            response.error_code,
+        )
+        frame = self._frames.get(frame_key)
+        if frame is None:
+            if len(self._frames) >= _MAX_FRAMES:
+                self._frames.clear()
+            chunks_, tail_ = _split(response_body_chunks(ApiKey.METADATA, version, response))
+            frame = self._frames[frame_key] = (b"".join(chunks_), tail_)
+        head, tail = frame
+        chunks: list[p.Chunk] = [head, p.compact_array_len(len(topics))]
         for key, build in topics:
             chunks.append(self._topic(version, key, build))
         chunks.append(tail)

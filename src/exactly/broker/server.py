@@ -239,8 +239,7 @@ class Broker:
         return self.bound_port(self.config.listeners[0])
 
     def bound_port(self, listener: Listener) -> int:
-        port: int = self._servers[listener.name].sockets[0].getsockname()[1]
-        return port
+        return self._servers[listener.name].port
 
     def sasl_session(self, listener: Listener | None) -> SaslSession | None:
         """A new connection's SASL state on a SASL listener (None elsewhere)."""

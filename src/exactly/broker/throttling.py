@@ -103,10 +103,11 @@ def exempt(ctx: RequestContext, body: Any) -> bool:
 def throttle_request(ctx: RequestContext, body: Any, response: Any, handling_s: float) -> int:
     """Record the request's handling time against the client's request quota; over it, put the throttle
     on the response (the larger of the two when the handler set one) and mute the connection. The
-    throttle in ms (0: none)."""
-    if exempt(ctx, body):
-        return 0
+    throttle in ms (0: none). Without any client quota (the usual case) nothing is recorded: this is
+    on every request's path, so that is decided first."""
     broker = ctx.broker
+    if not broker.request_quotas.active or exempt(ctx, body):
+        return 0
     throttle_ms = broker.request_quotas.record_and_get_throttle_ms(
         ctx.principal.name, ctx.header.client_id, handling_s, broker.clock.monotonic_ms()
     )
@@ -127,13 +128,18 @@ _INT32 = struct.Struct(">i")
 
 
 def _throttle_encoded(ctx: RequestContext, body: EncodedBody, throttle_ms: int) -> None:
-    since = _ENCODED_THROTTLE_FROM.get(ApiKey(ctx.header.api_key))
-    if since is None or ctx.version < since or not body.chunks:
+    index = body.throttle_chunk
+    if index is None:
+        since = _ENCODED_THROTTLE_FROM.get(ApiKey(ctx.header.api_key))
+        if since is None or ctx.version < since:
+            return
+        index = 0
+    if index >= len(body.chunks):
         return
-    first = bytes(body.chunks[0])
+    first = bytes(body.chunks[index])
     if len(first) >= _INT32.size:
         (current,) = _INT32.unpack_from(first)
-        body.chunks[0] = _INT32.pack(max(current, throttle_ms)) + first[_INT32.size :]
+        body.chunks[index] = _INT32.pack(max(current, throttle_ms)) + first[_INT32.size :]
 
 
 # The versions whose controller mutation quota is strict (KIP-599): a topic that does not fit is refused

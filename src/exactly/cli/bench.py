@@ -288,3 +288,12 @@ def share(ctx: typer.Context) -> None:
     from exactly.bench import share as bench
 
     bench.main(list(ctx.args))
+
+
+@app.command(**_PASS_THROUGH)
+def requests(ctx: typer.Context) -> None:
+    """Broker CPU per small request (ApiVersions, Metadata of one topic, OffsetCommit, a one-record
+    produce), exactly's client and confluent-kafka, serial on one connection (--help lists the options)."""
+    from exactly.bench import requests as bench
+
+    bench.main(list(ctx.args))

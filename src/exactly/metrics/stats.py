@@ -27,6 +27,7 @@ import dataclasses
 from typing import Any
 
 from exactly.metrics.histogram import MS_BUCKETS, Histogram
+from exactly.protocol.api import EncodedBody
 
 __all__ = [
     "FETCH_CONSUMER",
@@ -261,6 +262,8 @@ def _plan(cls: type) -> tuple[bool, tuple[str, ...]]:
 def error_codes(message: Any) -> list[int]:
     """Every `error_code` of a response and of the messages in its lists (topics, partitions, ...):
     a walk over the response's structure, one step per listed message, never into records."""
+    if isinstance(message, EncodedBody):
+        return list(message.error_codes)
     out: list[int] = []
     _collect(message, out)
     return out

@@ -73,6 +73,21 @@ API_SPECS: dict[int, ApiSpec] = {
 }
 
 
+# Per (api key, version), looked up once per request instead of through ApiSpec's methods:
+# the request's body decoder and whether its header has tagged fields (flexible versions) ...
+_REQUESTS: dict[tuple[int, int], tuple[Any, bool]] = {
+    (key, version): (spec.request_decoders[version], spec.request_is_flexible(version))
+    for key, spec in API_SPECS.items()
+    for version in range(spec.min_version, spec.max_version + 1)
+}
+# ... and the response's body encoder and whether its header has tagged fields (header v1)
+_RESPONSES: dict[tuple[int, int], tuple[Any, bool]] = {
+    (key, version): (spec.response_encoders[version], spec.response_header_version(version) == 1)
+    for key, spec in API_SPECS.items()
+    for version in range(spec.min_version, spec.max_version + 1)
+}
+
+
 class RequestHeader(NamedTuple):
     """Request header fields. A NamedTuple, not a frozen dataclass: it is built for every request and
     constructing a frozen dataclass costs three times as much."""
@@ -119,15 +134,17 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     """
     buf = memoryview(frame)
     header, pos = decode_request_header(buf)
-    spec = header.spec
-    if spec is None:
+    found = _REQUESTS.get((header.api_key, header.api_version))
+    if found is None:
         raise UnsupportedVersionError(header)
+    decoder, flexible = found
     try:
-        if spec.request_is_flexible(header.api_version):
-            pos = p.skip_tagged_fields(buf, pos)
-        body, pos = spec.request_decoders[header.api_version](buf, pos)
+        if flexible:
+            pos = p.skip_tagged_fields(buf, pos) if buf[pos] else pos + 1
+        body, pos = decoder(buf, pos)
     except _DECODE_ERRORS as e:
-        raise ProtocolError(f"malformed {spec.key.name} v{header.api_version} request: {e!r}") from None
+        name = API_SPECS[header.api_key].key.name
+        raise ProtocolError(f"malformed {name} v{header.api_version} request: {e!r}") from None
     # Trailing bytes are ignored, as Kafka's own parser does: librdkafka 2.16 sends Metadata v12 "all
     # topics" requests with a 4-byte placeholder where the 1-byte compact null array goes.
     return header, body
@@ -136,13 +153,14 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
 @dataclass(frozen=True, slots=True)
 class EncodedBody:
     """A response body its handler encoded itself (the chunks after the response header), e.g. Metadata's
-    cached topic encodings (built with the generated encoders: see handlers/metadata.py)."""
+    cached topic encodings (built with the generated encoders: see handlers/metadata.py) or ApiVersions'
+    cached answer. `throttle_chunk`: the chunk that starts with the body's throttle_time_ms (int32), for
+    a request-quota throttle to patch (None: the API's usual place, broker/throttling.py); `error_codes`:
+    the codes the metrics count for it (those of the response it stands for)."""
 
     chunks: list[p.Chunk]
-
-
-def _emit_encoded(body: EncodedBody, out: list[p.Chunk]) -> None:
-    out.extend(body.chunks)
+    throttle_chunk: int | None = None
+    error_codes: tuple[int, ...] = ()
 
 
 def response_body_chunks(api_key: int, api_version: int, body: Any) -> list[p.Chunk]:
@@ -154,13 +172,15 @@ def response_body_chunks(api_key: int, api_version: int, body: Any) -> list[p.Ch
 
 def encode_response(header: RequestHeader, body: Any) -> list[p.Chunk]:
     """Size prefix + response header + body for the request `header`, as chunks to join or write."""
-    spec = API_SPECS[header.api_key]
-    return _frame(
-        _emit_encoded if isinstance(body, EncodedBody) else spec.response_encoders[header.api_version],
-        body,
-        _RESPONSE_HEADER.pack(header.correlation_id)
-        + (b"\x00" if spec.response_header_version(header.api_version) else b""),
-    )
+    encoder, tagged = _RESPONSES[(header.api_key, header.api_version)]
+    head = _RESPONSE_HEADER.pack(header.correlation_id)
+    chunks: list[p.Chunk] = [b"", head + b"\x00" if tagged else head]
+    if type(body) is EncodedBody:
+        chunks.extend(body.chunks)
+    else:
+        encoder(body, chunks)
+    chunks[0] = _RESPONSE_HEADER.pack(sum(map(len, chunks)))
+    return chunks
 
 
 def encode_request(

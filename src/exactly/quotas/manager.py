@@ -104,6 +104,11 @@ class RequestQuotaManager:
             QuotaKey.REQUEST_PERCENTAGE, quotas, samples, window_ms, max_throttle_ms=window_ms
         )
 
+    @property
+    def active(self) -> bool:
+        """Whether any client quota is set (without one, nothing is recorded and nothing throttled)."""
+        return bool(self._quotas())
+
     def record_and_get_throttle_ms(
         self, user: str, client_id: str | None, handling_s: float, now_ms: int
     ) -> int:

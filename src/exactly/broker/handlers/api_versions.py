@@ -9,12 +9,21 @@ producer's `maybeUpdateTransactionV2Enabled`); the broker itself decides per req
 Produce v12, TxnOffsetCommit v5), as Kafka does. v3 cannot carry a supported minimum of 0 (KAFKA-17011):
 it is sent as 1, and a feature whose maximum is 0 is left out, as in Kafka's
 `ApiVersionsResponse.createApiVersionsResponse`.
+
+The answer depends only on the request version and four read-only configs, and is ~60 API ranges: it is
+encoded once per such key (`_encoded`, with the generated encoder) and answered as an `EncodedBody`
+whose throttle_time_ms chunk a request-quota throttle can still patch (every client sends ApiVersions
+first, on every connection).
 """
 
 from __future__ import annotations
 
+import struct
+
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
+from exactly.errors import ErrorCode
+from exactly.protocol.api import EncodedBody, response_body_chunks
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import (
     ApiVersionsRequest,
@@ -50,15 +59,62 @@ def add_features(
 
 
 @handler(ApiKey.API_VERSIONS)
-async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> EncodedBody:
+    config = ctx.broker.config
+    key = (
+        ctx.version,
+        config.transaction_two_phase_commit_enable,
+        config.group_share_enable,
+        config.transaction_version,
+        config.share_transactional_ack_enable,
+    )
+    found = _ENCODED.get(key)
+    if found is None:
+        found = _ENCODED[key] = _encode(*key)
+    pieces, throttle_chunk = found
+    return EncodedBody(list(pieces), throttle_chunk, (ErrorCode.NONE,))
+
+
+# (version, two-phase commit, share groups, transaction.version, transactional share acks) -> the body's
+# pieces, and which of them starts with throttle_time_ms (None: v0, which has none)
+_ENCODED: dict[tuple[int, bool, bool, int, bool], tuple[tuple[bytes, ...], int | None]] = {}
+_SENTINEL = 0x7F7F7F7F  # a throttle_time_ms none of whose bytes is 0's
+
+
+def response(
+    version: int,
+    two_phase_commit: bool,
+    share_groups: bool,
+    transaction_version: int,
+    share_txn_acks: bool = False,
+) -> ApiVersionsResponse:
+    """The response, as an object (what `handle` answers, encoded)."""
     from exactly.broker.connection import api_versions_body
 
-    config = ctx.broker.config
-    share_groups = config.group_share_enable
-    response = api_versions_body(
-        two_phase_commit=config.transaction_two_phase_commit_enable,
-        share_groups=share_groups,
-        share_txn_acks=config.share_transactional_ack_enable,
+    body = api_versions_body(
+        two_phase_commit=two_phase_commit, share_groups=share_groups, share_txn_acks=share_txn_acks
     )
-    add_features(response, config.transaction_version, ctx.version, 1 if share_groups else 0)
-    return response
+    add_features(body, transaction_version, version, 1 if share_groups else 0)
+    return body
+
+
+def _encode(
+    version: int, two_phase_commit: bool, share_groups: bool, transaction_version: int, share_txn_acks: bool
+) -> tuple[tuple[bytes, ...], int | None]:
+    """The encoded body, cut around its throttle_time_ms: found as the 4 bytes that change when the field
+    does (encoded twice, with 0 and with a sentinel), so the pieces are the generated encoder's bytes."""
+    body = response(version, two_phase_commit, share_groups, transaction_version, share_txn_acks)
+    plain = b"".join(response_body_chunks(ApiKey.API_VERSIONS, version, body))
+    body.throttle_time_ms = _SENTINEL
+    marked = b"".join(response_body_chunks(ApiKey.API_VERSIONS, version, body))
+    if plain == marked:
+        return (plain,), None
+    at = next(i for i, (a, b) in enumerate(zip(plain, marked, strict=True)) if a != b)
+    end = at + 4
+    if (
+        plain[at:end] != bytes(4)
+        or marked[at:end] != struct.pack(">i", _SENTINEL)
+        or plain[end:] != marked[end:]
+    ):
+        raise AssertionError(f"ApiVersions v{version}: throttle_time_ms is not one int32 field")
+    return (plain[:at], plain[at:end], plain[end:]), 1
