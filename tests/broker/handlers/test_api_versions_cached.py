@@ -18,14 +18,15 @@ from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.api_versions import ApiVersionsResponse
 
 VERSIONS = range(0, 5)
-CONFIGS = list(itertools.product([True, False], [True, False], [0, 1, 2]))
+CONFIGS = list(itertools.product([True, False], [True, False], [0, 1, 2], [False, True]))
 
 
-def _context(version: int, two_phase: bool, share: bool, txn_version: int) -> Any:
+def _context(version: int, two_phase: bool, share: bool, txn_version: int, share_acks: bool = False) -> Any:
     config = SimpleNamespace(
         transaction_two_phase_commit_enable=two_phase,
         group_share_enable=share,
         transaction_version=txn_version,
+        share_transactional_ack_enable=share_acks,
     )
     return SimpleNamespace(
         broker=SimpleNamespace(config=config),
@@ -44,14 +45,14 @@ def _answer(ctx: Any) -> EncodedBody:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize(("two_phase", "share", "txn_version"), CONFIGS)
+@pytest.mark.parametrize(("two_phase", "share", "txn_version", "share_acks"), CONFIGS)
 def test_the_cached_answer_is_the_generated_encoding(
-    version: int, two_phase: bool, share: bool, txn_version: int
+    version: int, two_phase: bool, share: bool, txn_version: int, share_acks: bool
 ) -> None:
-    expected = api_versions.response(version, two_phase, share, txn_version)
+    expected = api_versions.response(version, two_phase, share, txn_version, share_acks)
     wire = b"".join(response_body_chunks(ApiKey.API_VERSIONS, version, expected))
     for _ in range(2):  # the second from the cache
-        body = _answer(_context(version, two_phase, share, txn_version))
+        body = _answer(_context(version, two_phase, share, txn_version, share_acks))
         assert b"".join(body.chunks) == wire
         assert body.error_codes == (0,)
 
