@@ -47,9 +47,10 @@ SETTINGS = (
     "group.share.record.lock.duration.ms=3000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
 )
-RECORDS = 400
+RECORDS = 1000
 WORKERS = 3
 KILLS = 6
+MIN_KILLS = 3  # kills while there was work left (the pool may finish first on a fast machine)
 
 
 def _advertised(bootstrap: str) -> set[int]:
@@ -177,23 +178,30 @@ def test_worker_pool_processes_every_record_exactly_once_under_kill_9(tmp_path: 
             logs = "\n".join(w.log_text() for w in workers)
             return f"seed {seed} (SHARE_TXN_SEED replays it)\n{history}\n{logs}"
 
+        def finished() -> bool:
+            return _start_offset(bootstrap) >= RECORDS
+
         try:
             for w in workers:
                 w.start()
             for _ in range(KILLS):
                 victim = rng.choice(workers)
                 wanted = rng.randint(1, 4)  # the victim is busy: it committed a few transactions
-                wait_until(lambda v=victim, n=wanted: v.commits() >= n, 20, "a busy victim", describe=context)
+                wait_until(
+                    lambda v=victim, n=wanted: v.commits() >= n or finished(),
+                    60,
+                    "a busy victim",
+                    describe=context,
+                )
+                if finished():  # the other workers took what was left: no kill mid-work remains possible
+                    break
                 time.sleep(rng.uniform(0, 0.05))  # a random moment inside its next transactions
                 victim.kill()
                 history.append(f"killed worker-{victim.index} after {victim.commits()} commits")
                 victim.start()
-            assert _start_offset(bootstrap) < RECORDS, f"the pool finished before the last kill\n{context()}"
+            assert len(history) >= MIN_KILLS, f"the pool finished after {len(history)} kills\n{context()}"
 
-            def finished() -> bool:
-                return _start_offset(bootstrap) >= RECORDS
-
-            wait_until(finished, 25, "every input record acknowledged", describe=context)
+            wait_until(finished, 90, "every input record acknowledged", describe=context)
             outputs = _outputs(bootstrap)
         finally:
             for w in workers:
