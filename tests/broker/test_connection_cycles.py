@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import socket
+import struct
 from pathlib import Path
 
 import exactly.broker.handlers  # noqa: F401  (registers the handlers)
@@ -40,7 +42,7 @@ async def _until(condition: object, within_s: float = 30.0) -> None:
         await asyncio.sleep(0.01)
 
 
-def test_connections_closed_idle_and_mid_fetch_leave_no_cycle(tmp_path: Path) -> None:
+def test_connections_closed_idle_mid_fetch_or_reset_leave_no_cycle(tmp_path: Path) -> None:
     async def run() -> list[str]:
         props = {
             "log.dirs": str(tmp_path / "data"),
@@ -62,8 +64,15 @@ def test_connections_closed_idle_and_mid_fetch_leave_no_cycle(tmp_path: Path) ->
                 parked = asyncio.ensure_future(polling.request(ApiKey.FETCH, 12, _long_poll("t")))
                 await asyncio.sleep(0.2)  # the Fetch is parked in the broker, waiting for data
                 assert not parked.done()
+                reset = await AsyncKafkaConnection.open("127.0.0.1", broker.port)
+                await reset.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest("t", "1"))
+                # a reset instead of a close: the broker reads ConnectionResetError, which its streams keep
+                reset._writer.get_extra_info("socket").setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
                 idle.close()
                 polling.close()
+                reset.close()
                 parked.cancel()  # the client's reader is gone with its connection: nothing answers it
             await _until(lambda: not broker._connections)
             gc.set_debug(gc.DEBUG_SAVEALL)

@@ -20,6 +20,7 @@ events (connection made and lost, EOF, write flow control) are passed on to one,
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 from exactly.errors import ProtocolError
@@ -57,7 +58,10 @@ class FrameStream(asyncio.BufferedProtocol):
         self._stream.connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stream.connection_lost(exc)
+        # The wrapped stream is told of the loss but not given the error: it would keep it and raise that
+        # very instance from the writer's drain(), taking the raising frames into its traceback, a
+        # reference cycle back to the connection (its drain() raises a fresh ConnectionResetError).
+        self._stream.connection_lost(None)
         if exc is not None and self._error is None:
             self._error = exc
         self._eof = True
@@ -108,7 +112,9 @@ class FrameStream(asyncio.BufferedProtocol):
         """The frames complete so far, waiting for one; [] at EOF. Raises the connection's error."""
         while not self._ready:
             if self._error is not None:
-                raise self._error
+                # a copy: the stored error, raised, would hold this frame (and so this stream) in its
+                # traceback, a reference cycle that keeps the connection until a full GC run
+                raise _fresh(self._error)
             if self._eof:
                 return []
             if self._interrupted:
@@ -141,3 +147,11 @@ class FrameStream(asyncio.BufferedProtocol):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+
+def _fresh(error: BaseException) -> BaseException:
+    """A copy of `error` to raise (type, args, attributes), or `error` itself if it cannot be copied."""
+    try:
+        return copy.copy(error)
+    except Exception:  # noqa: BLE001 (an exception type whose constructor does not take its args back)
+        return error
