@@ -7,18 +7,13 @@ start-up."""
 from __future__ import annotations
 
 import asyncio
-import errno
-import threading
 from pathlib import Path
-
-import pytest
 
 from exactly.broker.transactions import TRANSACTION_TOPIC, TransactionService
 from exactly.cluster.producer_ids import ProducerIdManager
-from exactly.errors import ErrorCode, KafkaError
+from exactly.errors import ErrorCode
 from exactly.records.batch import iter_batches
 from exactly.records.control import ControlRecordType, parse_end_txn_marker
-from exactly.storage import files
 from exactly.storage.log import Isolation
 from exactly.txn import TxnState
 from tests.broker.parts import Parts, build_parts, until
@@ -136,132 +131,5 @@ def test_markers_of_a_recorded_decision_are_resumed_at_start(tmp_path: Path) -> 
         assert _markers(again) == [(pid, ControlRecordType.COMMIT)]
         await resumed.stop()
         await again.close()
-
-    asyncio.run(run())
-
-
-def _hold_state_fsyncs(monkeypatch: pytest.MonkeyPatch, gate: threading.Event, *, fail: bool = False) -> None:
-    """Every fsync of a `__transaction_state` file waits for `gate` (a slow disk), or fails (EIO)."""
-    real = files.fsync
-
-    def held(fd: int, path: Path | str) -> None:
-        if TRANSACTION_TOPIC in str(path):
-            if fail:
-                raise OSError(errno.EIO, "I/O error")
-            assert gate.wait(30), "the test never opened the gate"
-        real(fd, path)
-
-    monkeypatch.setattr(files, "fsync", held)
-
-
-async def _init(parts: Parts, service: TransactionService) -> tuple[int, int]:
-    await parts.topics.create_topic("data", 2, {})
-    init = await service.run(TXN, lambda c: c.init_producer_id(TXN, 60_000))
-    assert init.error == ErrorCode.NONE
-    return init.producer_id, init.producer_epoch
-
-
-def test_add_partitions_answered_on_append_holds_the_transactional_append_until_its_record_is_durable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async def run() -> None:
-        parts = build_parts(tmp_path, transaction_state_log_num_partitions="1")
-        service = _service(parts)
-        service.start()
-        pid, epoch = await _init(parts, service)
-        state = parts.replicas.online_partition(TRANSACTION_TOPIC, 0)
-        data = parts.replicas.online_partition("data", 0)
-        gate = threading.Event()
-        _hold_state_fsyncs(monkeypatch, gate)
-
-        added = await service.run(
-            TXN, lambda c: c.add_partitions(TXN, pid, epoch, [("data", 0)]), answer_on_append=True
-        )
-        assert added.error == ErrorCode.NONE
-        assert state.log.recovery_point < state.log.log_end_offset  # answered before its fsync
-        assert service.coordinator.transactions[TXN].state is TxnState.ONGOING
-        # the Produce that follows: its append (and its answer) waits for the Ongoing record
-        guarded = asyncio.ensure_future(service.append_guard(TXN, "data", 0, pid, epoch))
-        # and so does any other answer that reads the state (here a repeated AddPartitions, no record)
-        again = asyncio.ensure_future(
-            service.run(TXN, lambda c: c.add_partitions(TXN, pid, epoch, [("data", 0)]))
-        )
-        await asyncio.sleep(0.1)
-        assert not guarded.done()
-        assert not again.done()
-        assert data.log.log_end_offset == 0  # nothing of the transaction in the data partition yet
-        gate.set()
-        guard = await guarded
-        assert (await again).error == ErrorCode.NONE
-        assert state.log.recovery_point == state.log.log_end_offset
-        parts.replicas.append_records(
-            data, data_batch(1, pid=pid, epoch=epoch, seq=0, txn=True), verification_guard=guard
-        )
-        ended = await service.run(TXN, lambda c: c.end_transaction(TXN, pid, epoch, True))
-        assert ended.error == ErrorCode.NONE
-        await until(lambda: _markers(parts) == [(pid, ControlRecordType.COMMIT)])
-        await service.stop()
-        await parts.close()
-
-    asyncio.run(run())
-
-
-def test_the_guard_refuses_a_first_append_while_a_record_answered_on_append_is_not_durable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A request of the id that was answered on append between `append_guard`'s wait and the append (a
-    pipelining client): the append is refused, retriably, rather than made before the record is durable."""
-
-    async def run() -> None:
-        parts = build_parts(tmp_path, transaction_state_log_num_partitions="1")
-        service = _service(parts)
-        service.start()
-        pid, epoch = await _init(parts, service)
-        guard = await service.append_guard(TXN, "data", 1, pid, epoch)  # nothing to wait for yet
-        gate = threading.Event()
-        _hold_state_fsyncs(monkeypatch, gate)
-        added = await service.run(
-            TXN, lambda c: c.add_partitions(TXN, pid, epoch, [("data", 1)]), answer_on_append=True
-        )
-        assert added.error == ErrorCode.NONE
-        data = parts.replicas.online_partition("data", 1)
-        with pytest.raises(KafkaError) as refused:
-            parts.replicas.append_records(
-                data, data_batch(1, pid=pid, epoch=epoch, seq=0, txn=True), verification_guard=guard
-            )
-        assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
-        assert data.log.log_end_offset == 0
-        gate.set()
-        await service.confirmed(TXN)
-        parts.replicas.append_records(  # the producer's retry
-            data, data_batch(1, pid=pid, epoch=epoch, seq=0, txn=True), verification_guard=guard
-        )
-        assert data.log.log_end_offset == 1
-        await service.stop()
-        await parts.close()
-
-    asyncio.run(run())
-
-
-def test_a_record_answered_on_append_that_cannot_be_made_durable_refuses_the_append(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async def run() -> None:
-        parts = build_parts(tmp_path, transaction_state_log_num_partitions="1")
-        service = _service(parts)
-        service.start()
-        pid, epoch = await _init(parts, service)
-        _hold_state_fsyncs(monkeypatch, threading.Event(), fail=True)
-        added = await service.run(
-            TXN, lambda c: c.add_partitions(TXN, pid, epoch, [("data", 0)]), answer_on_append=True
-        )
-        assert added.error == ErrorCode.NONE
-        with pytest.raises(KafkaError) as refused:
-            await service.append_guard(TXN, "data", 0, pid, epoch)
-        assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS  # retriable for the producer
-        assert parts.replicas.online_partition("data", 0).log.log_end_offset == 0
-        monkeypatch.undo()
-        await service.stop()
-        await parts.close()
 
     asyncio.run(run())

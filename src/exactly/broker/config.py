@@ -288,9 +288,6 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "exactly.debug.end.txn.pause": ("debug_end_txn_pause", _pause_step),
     # testing only: every marker job waits this long before its first marker (slow markers on demand)
     "exactly.debug.marker.delay.ms": ("debug_marker_delay_ms", _int(0, 600_000)),
-    # testing only: every fsync of a __transaction_state log first sleeps this long (broker/flusher.py),
-    # so that a test can kill -9 the broker between an answer given on append and its record's fsync
-    "exactly.debug.txn.state.flush.delay.ms": ("debug_txn_state_flush_delay_ms", _int(0, 600_000)),
     # testing only: append every data-file fsync to this file (storage/files.py, the fsync ledger)
     "exactly.debug.fsync.ledger": ("debug_fsync_ledger", str),
     # open-file budget: segment files (storage/file_handles.py); connections (broker/connection_slots.py)
@@ -412,7 +409,6 @@ class BrokerConfig:
     debug_principal_by_client_id: bool = False
     debug_end_txn_pause: str = ""
     debug_marker_delay_ms: int = 0
-    debug_txn_state_flush_delay_ms: int = 0
     debug_fsync_ledger: str = ""
     debug_raise_in_api: frozenset[int] = frozenset()
     log_max_open_files: int = -1  # -1: a quarter of the open-file limit (storage/file_handles.py)

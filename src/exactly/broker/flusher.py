@@ -16,19 +16,6 @@ all a flush costs the event loop: no `concurrent.futures.Future` (a Condition ea
 one, and one Task less per request (a request of one partition awaits its flush directly, with no
 `gather`). A waiter that is cancelled does not cancel the flush others wait for (each waits through
 `asyncio.shield`).
-
-Rounds (fewer wake-ups): a waiter does not hand its log to a thread by itself. The logs that need a flush
-gather during one turn of the event loop (`_round`) and are handed over at its end (`loop.call_soon`)
-as jobs of two to `MAX_LOGS_PER_JOB` logs, spread over the threads, each fsyncing its logs one after the
-other: one wake-up of a flush thread and one back to the loop per job, not per log. Two fdatasyncs in a
-row cost about what two on parallel threads do on this machine's ext4 (measured 0.70 ms against
-0.54 ms) and save a wake-up pair; more in one job would serialise what parallel threads do in shared
-journal commits (8 logs: 1.6 ms on 4 threads against 3.9 ms on one) and hold every waiter of the job
-until its last fsync. (No syncfs here: it would sync every other writer of the file system too; only a
-request's own many partitions take that path.) Every log's waiters learn their own log's outcome (a
-failed fsync is that log's KAFKA_STORAGE_ERROR, not its job-mates'). `flush_soon` starts a
-log's flush without waiting for it (the transaction coordinator's AddPartitionsToTxn, whose record the
-Produce that follows waits for).
 """
 
 from __future__ import annotations
@@ -37,7 +24,6 @@ import asyncio
 import contextlib
 import queue
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,10 +33,8 @@ from exactly.storage import files
 from exactly.storage.log import PartitionLog
 
 GROUP_SYNC_MIN_LOGS = 32  # from this many logs to flush at once, one syncfs beats one fsync each
-MAX_LOGS_PER_JOB = 4  # a round's job fsyncs at most this many logs (their waiters wait for all of them)
 
 Job = Callable[[], None]
-_Entry = tuple[PartitionLog, "asyncio.Future[Any]"]  # a log of a round, and the future its waiters await
 
 
 class Flusher:
@@ -62,11 +46,7 @@ class Flusher:
         self._start_lock = threading.Lock()
         self._closed = False
         self._running: dict[int, asyncio.Future[Any]] = {}  # per log (by id): the flush in progress
-        self._round: dict[int, _Entry] | None = None  # the logs gathered in this loop turn, by id
         self.group_syncs = 0  # syncfs calls that made many logs durable at once
-        self.debug_delays: dict[str, float] = {}  # testing only: topic -> seconds each of its flushes sleeps
-        self.rounds = 0  # loop turns whose logs were handed to the flush threads
-        self.jobs = 0  # thread jobs of those rounds (a wake-up of a flush thread and one back each)
 
     async def wait_durable(self, targets: list[tuple[PartitionLog, int]]) -> None:
         """Raises the first KafkaError (KAFKA_STORAGE_ERROR when a flush failed)."""
@@ -127,84 +107,14 @@ class Flusher:
             log.flushed_to(offset)
 
     async def _durable(self, log: PartitionLog, offset: int) -> None:
-        key = id(log)
         while log.needs_flush(offset) and not log.closed:
+            key = id(log)
             running = self._running.get(key)
             if running is None or running.done():  # a finished flush is forgotten only on the next loop turn
-                running = self._enqueue(log)
+                running = self._submit(log.flush)
+                self._running[key] = running
+                running.add_done_callback(self._forget(key, running))
             await asyncio.shield(running)
-
-    def flush_soon(self, log: PartitionLog, offset: int) -> None:
-        """Start making `log` durable below `offset` (at the end of this loop turn) without waiting: a
-        later `wait_durable` finds the flush running, or done."""
-        if log.needs_flush(offset) and not log.closed:
-            running = self._running.get(id(log))
-            if running is None or running.done():
-                self._enqueue(log)
-
-    def _enqueue(self, log: PartitionLog) -> asyncio.Future[Any]:
-        """Add `log` to this loop turn's round (opening it: handed over when the turn ends); the future
-        settles when its job has flushed it."""
-        loop = asyncio.get_running_loop()
-        current = self._round
-        if current is None:
-            current = self._round = {}
-            loop.call_soon(self._hand_over, current)
-        key = id(log)
-        future: asyncio.Future[Any] = loop.create_future()
-        current[key] = (log, future)
-        self._running[key] = future
-        return future
-
-    def _hand_over(self, current: dict[int, tuple[PartitionLog, asyncio.Future[Any]]]) -> None:
-        """The turn ended: its logs go to the flush threads, `MAX_LOGS_PER_JOB` at most a job, at least
-        two, spread over the threads."""
-        if self._round is current:
-            self._round = None
-        entries = list(current.values())
-        size = min(MAX_LOGS_PER_JOB, max(2, -(-len(entries) // self._threads)))
-        chunks = [entries[i : i + size] for i in range(0, len(entries), size)]
-        self.rounds += 1
-        self.jobs += len(chunks)
-        try:
-            if not self._workers:
-                self._start()
-        except RuntimeError as e:  # closed: nobody flushes any more
-            self._chunk_done(entries, {}, e)
-            return
-        loop = asyncio.get_running_loop()
-        for chunk in chunks:
-            self._jobs.put(self._chunk_job(loop, chunk))
-
-    def _chunk_job(self, loop: asyncio.AbstractEventLoop, chunk: list[_Entry]) -> Job:
-        def job() -> None:
-            errors = self._flush_each([log for log, _ in chunk])
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
-                loop.call_soon_threadsafe(self._chunk_done, chunk, errors, None)
-
-        return job
-
-    def _chunk_done(
-        self, chunk: list[_Entry], errors: dict[int, BaseException], error: BaseException | None
-    ) -> None:
-        running = self._running
-        for log, future in chunk:
-            key = id(log)
-            if running.get(key) is future:
-                del running[key]
-            _settle(future, None, errors.get(key, error))
-
-    def _flush_each(self, logs: list[PartitionLog]) -> dict[int, BaseException]:
-        """Flush every log, one after the other; each log's error, by id (on a flush thread)."""
-        errors: dict[int, BaseException] = {}
-        for log in logs:
-            if self.debug_delays and log.needs_flush(log.log_end_offset):
-                time.sleep(self.debug_delays.get(log.topic, 0.0))
-            try:
-                log.flush()  # returns at once when already durable
-            except BaseException as e:  # noqa: BLE001 (handed to this log's waiters, whatever it is)
-                errors[id(log)] = e
-        return errors
 
     def _forget(self, key: int, future: asyncio.Future[Any]) -> Callable[[asyncio.Future[Any]], None]:
         def done(_: asyncio.Future[Any]) -> None:

@@ -116,12 +116,9 @@ class Broker:
         )
         self.configs.apply_to(logs)
         clustered = bool(config.zookeeper_connect)
-        flusher = Flusher(logs.log_dirs)
-        if config.debug_txn_state_flush_delay_ms:
-            flusher.debug_delays["__transaction_state"] = config.debug_txn_state_flush_delay_ms / 1000
         self.replicas = ReplicaManager(
             logs,
-            flusher,
+            Flusher(logs.log_dirs),
             local_id=config.node_id,
             cluster=clustered,
             now_ms=self.clock.monotonic_ms,

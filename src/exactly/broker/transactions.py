@@ -14,33 +14,6 @@
   a partition whose topic was deleted is skipped. Markers on a `__consumer_offsets` partition also
   materialise (or drop) the transaction's pending offsets in the group coordinator.
 * EndTxn is answered once PrepareX is durable (Kafka's order); the markers follow within milliseconds.
-* Answered on append (`run(..., answer_on_append=True)`: AddPartitionsToTxn v0-3, AddOffsetsToTxn): the
-  Ongoing record is appended, applied and answered at once; its flush starts at the same moment
-  (`Flusher.flush_soon`) and overlaps the client's round trip to its Produce. What depends on the record
-  waits for it (`confirmed`: durable here and, in a cluster, committed in the ISR):
-  - the append of the transaction's first batch on a partition: `append_guard` waits before it returns
-    and the Produce / TxnOffsetCommit appends in the same synchronous step; the guard itself refuses
-    (NOT_ENOUGH_REPLICAS, retriable) should a newer record of the id have been answered on append in
-    between; a record that cannot be made durable refuses the append the same way;
-  - a VerifyOnly answer to another partition leader (it appends on NONE);
-  - every other NONE answer of the id (`run` waits before it returns: EndTxn's own PrepareX follows the
-    record in the same log, so its fsync covers it; one with no record of its own waits explicitly).
-  Why no crash loses the membership of an acknowledged transaction: a batch of the transaction reaches a
-  data partition's log (page cache included) only after the record that made the partition a member is
-  durable, so a crash that loses the record (kill -9 before its fsync, then a power loss) finds nothing of
-  the transaction on the partition: no hanging transaction, and the Produce was never acknowledged (it is
-  answered after its own fsync, later still). The client saw an AddPartitionsToTxn answer whose effect was
-  lost; its next Produce fails verification (the partition is not in the transaction), an abortable error,
-  and EndTxn cannot commit data it never got acknowledged. Every record carries the id's whole state, so a
-  later durable record (PrepareX) makes any earlier one moot. Tested: tests/verify/test_disk_txn.py (kill
-  -9 between the answer and the fsync, files cut to the fsync ledger).
-  Kafka (TransactionStateManager.appendTransactionToLog) answers AddPartitionsToTxn only after the record
-  is replicated to the ISR (acks=all; no fsync by default) and keeps the new state pending until then;
-  `TransactionCoordinator.handleAddPartitionsToTransaction` answers from that callback. exactly answers
-  earlier and applies the state earlier, which is safe because the only consumers of the membership
-  before the transaction's own PrepareX are the guarded appends above, each of which waits for the
-  durability Kafka waits for before answering. DescribeTransactions / ListTransactions may show an
-  Ongoing state that a crash then loses (informational, as a CompleteX applied on append already is).
 * At start-up `load()` replays `__transaction_state` before the broker listens and restarts the marker
   jobs of every transaction whose decision is recorded (PrepareX), so a crash between PrepareCommit and
   CompleteCommit finishes the commit.
@@ -170,15 +143,6 @@ class _TurnOf:
             del self._turns[self._key]
 
 
-def _durable_now(appended: AppendResult) -> bool:
-    """The appended record is durable here (its flush policy) and, in a cluster, below the high watermark."""
-    end = appended.durable_offset
-    partition = appended.partition
-    if end is not None and partition.log.needs_flush(end):
-        return False
-    return not partition.replicated or partition.high_watermark > appended.info.last_offset
-
-
 class TransactionService:
     """Built from what it uses: the broker's configs (a value), the replica manager and topic manager
     (through its `CoordinatorRuntime`, and for markers), the clock, the scheduler and the producer-id
@@ -229,8 +193,6 @@ class TransactionService:
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
         self._marker_tasks: dict[int, set[asyncio.Task[None]]] = {}  # partition -> its marker jobs
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
-        # id -> its newest record, applied and answered on append (AddPartitionsToTxn), not yet known durable
-        self._unconfirmed: dict[str, AppendResult] = {}
         self._turns: dict[str, _Turn] = {}  # id -> its requests, one at a time
         self._query_turns: dict[str, _Turn] = {}  # query id -> its batch requests, one at a time
         self.loaded_records = 0
@@ -286,10 +248,6 @@ class TransactionService:
         """The partition is no longer ours (or is being reloaded): its ids go, its marker jobs stop."""
         for task in self._marker_tasks.pop(partition, set()):
             task.cancel()
-        if self._unconfirmed:
-            partition_for = self.coordinator.partition_for
-            for txn_id in [t for t in self._unconfirmed if partition_for(t) == partition]:
-                del self._unconfirmed[txn_id]  # its state goes too; the new leader's log decides
         self.coordinator.unload_partition(partition)
 
     def _leadership_changed(self, partition: Partition) -> None:
@@ -362,20 +320,10 @@ class TransactionService:
     # --- running operations ------------------------------------------------------------------------------
 
     async def run(
-        self,
-        transactional_id: str,
-        op: Callable[[TransactionCoordinator], TxnResult],
-        what: str = "",
-        *,
-        answer_on_append: bool = False,
+        self, transactional_id: str, op: Callable[[TransactionCoordinator], TxnResult], what: str = ""
     ) -> TxnResult:
         """Run an operation on `transactional_id`; its transition (if any) is durable and applied before
         this returns.
-
-        `answer_on_append` (AddPartitionsToTxn, AddOffsetsToTxn of a transaction version 1 client): the
-        transition is applied, and this returns, once its record is appended; its flush starts at once,
-        and whatever depends on it waits for it (`confirmed`: see "Answered on append" in the module
-        docstring).
 
         The requests of one transactional.id run one at a time, in arrival order (across connections
         too), as Kafka's one-request-at-a-time connections and its per-id lock make them: a client may
@@ -399,21 +347,13 @@ class TransactionService:
                 if log.isEnabledFor(logging.DEBUG):
                     self._trace(what, result)
                 if result.transit is not None:
-                    if answer_on_append:  # synchronous: nothing to cancel
-                        error = self._commit_on_append(result)
-                    else:
-                        # Shielded: the record is appended, so it is applied (or its failure undone) even
-                        # when the requester disconnects and its request is cancelled; else the id would
-                        # stay pending.
-                        error = await asyncio.shield(self._spawn(self._commit(result)))
+                    # Shielded: the record is appended, so it is applied (or its failure undone) even
+                    # when the requester disconnects and its request is cancelled; else the id would
+                    # stay pending.
+                    error = await asyncio.shield(self._spawn(self._commit(result)))
                     if error:
                         return TxnResult(result.transactional_id, error)
                 if result.error != ErrorCode.CONCURRENT_TRANSACTIONS or loop.time() >= deadline:
-                    if not answer_on_append and transactional_id in self._unconfirmed:
-                        try:  # an answer that read the state of a record answered on append waits for it
-                            await self.confirmed(transactional_id)
-                        except KafkaError as e:
-                            return TxnResult(result.transactional_id, e.code)
                     return result
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout_at(deadline):
@@ -456,40 +396,6 @@ class TransactionService:
         markers), and which anything that depends on it follows in the same log, so a later record's
         fsync makes it durable first.
         """
-        appended = self._append_transition(result)
-        if isinstance(appended, ErrorCode):
-            return appended
-        txn_id = result.transactional_id
-        if wait_durable:
-            epoch = self.coordinator.coordinator_epoch(appended.partition.index)
-            try:
-                await self.runtime.wait_durable(appended, f"transactional id {txn_id!r}")
-            except KafkaError as e:
-                self.coordinator.abort_transition(txn_id)
-                self._transitioned(txn_id)
-                return e.code
-            if self.coordinator.coordinator_epoch(appended.partition.index) != epoch:
-                self._transitioned(txn_id)  # resigned while the record was appended: the new leader has it
-                return ErrorCode.NOT_COORDINATOR
-            self._confirm(txn_id, appended)
-        return self._apply_transition(result, appended)
-
-    def _commit_on_append(self, result: TxnResult) -> ErrorCode:
-        """Append `result`'s transition and apply it at once; its flush starts now and `confirmed` waits
-        for it. Synchronous: no other request of the id runs in between."""
-        appended = self._append_transition(result)
-        if isinstance(appended, ErrorCode):
-            return appended
-        error = self._apply_transition(result, appended)
-        if error == ErrorCode.NONE:
-            self._unconfirmed[result.transactional_id] = appended
-            if appended.durable_offset is not None:
-                self._replicas.flusher.flush_soon(appended.partition.log, appended.durable_offset)
-        return error
-
-    def _append_transition(self, result: TxnResult) -> AppendResult | ErrorCode:
-        """Append `result`'s transition to its partition of `__transaction_state` (not waiting); on
-        failure the transition is undone and the code returned."""
         transit = result.transit
         assert transit is not None
         txn_id = result.transactional_id
@@ -498,19 +404,19 @@ class TransactionService:
         builder = BatchBuilder()
         builder.append(self._clock.milliseconds(), encode_key(txn_id), value)
         partition = self.coordinator.partition_for(txn_id)
+        epoch = self.coordinator.coordinator_epoch(partition)
         try:
-            return self.runtime.append(partition, builder.build(), f"transactional id {txn_id!r}")
+            await self.runtime.write(
+                partition, builder.build(), f"transactional id {txn_id!r}", wait_durable=wait_durable
+            )
         except KafkaError as e:
             self.coordinator.abort_transition(txn_id)
             self._transitioned(txn_id)
             return e.code
-
-    def _apply_transition(self, result: TxnResult, appended: AppendResult) -> ErrorCode:
-        transit = result.transit
-        assert transit is not None
-        txn_id = result.transactional_id
-        if txn_id not in self.coordinator.transactions or not self.runtime.is_leader(
-            appended.partition.index
+        if (
+            txn_id not in self.coordinator.transactions
+            or not self.runtime.is_leader(partition)
+            or self.coordinator.coordinator_epoch(partition) != epoch
         ):
             self._transitioned(txn_id)  # resigned while the record was appended: the new leader has it
             return ErrorCode.NOT_COORDINATOR
@@ -520,39 +426,6 @@ class TransactionService:
         if job is not None:
             self._start_markers(job)
         return ErrorCode.NONE
-
-    def _confirm(self, transactional_id: str, durable: AppendResult) -> None:
-        """`durable` (a record of the id) is durable: so is every earlier record of the id (same log, lower
-        offset), and each record carries the id's whole state."""
-        earlier = self._unconfirmed.get(transactional_id)
-        if earlier is not None and earlier.info.last_offset <= durable.info.last_offset:
-            del self._unconfirmed[transactional_id]
-
-    async def confirmed(self, transactional_id: str) -> None:
-        """Every record of the id's state answered on append is durable now (and, in a cluster, committed
-        in the ISR). Raises KafkaError (the coordinator's code) when it cannot be made durable. Returns
-        without suspending when there is nothing to wait for, so the caller's next synchronous step (an
-        append, an answer) sees the state this checked."""
-        while (appended := self._unconfirmed.get(transactional_id)) is not None:
-            if not _durable_now(appended):
-                await self.runtime.wait_durable(appended, f"transactional id {transactional_id!r}")
-                if not _durable_now(appended):  # the log closed, or the partition moved, meanwhile
-                    raise KafkaError(
-                        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                        f"the record of transactional id {transactional_id!r} was not made durable",
-                    )
-            if self._unconfirmed.get(transactional_id) is appended:
-                del self._unconfirmed[transactional_id]
-
-    def _unconfirmed_now(self, transactional_id: str) -> bool:
-        """A record of the id answered on append is not durable yet (forgotten once it is)."""
-        appended = self._unconfirmed.get(transactional_id)
-        if appended is None:
-            return False
-        if not _durable_now(appended):
-            return True
-        del self._unconfirmed[transactional_id]
-        return False
 
     # --- markers -----------------------------------------------------------------------------------------
 
@@ -720,12 +593,6 @@ class TransactionService:
         coordinator answers TRANSACTION_ABORTABLE and older versions see INVALID_TXN_STATE)."""
 
         def guard(producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-            if self._unconfirmed and self._unconfirmed_now(transactional_id):
-                # `append_guard` waited for it; a request of the id in between answered on append again
-                raise KafkaError(
-                    ErrorCode.NOT_ENOUGH_REPLICAS,
-                    f"the transaction of {transactional_id!r} is not durable yet: send again",
-                )
             code = self.coordinator.verify(transactional_id, producer_id, producer_epoch, topic, partition)
             if code:
                 if transaction_abortable and code == ErrorCode.INVALID_TXN_STATE:
@@ -799,14 +666,6 @@ class TransactionService:
         if not self.verifies_remotely(transactional_id):
             if add:
                 await self._add_implicitly(transactional_id, topic, partition, producer_id, producer_epoch)
-            if transactional_id in self._unconfirmed:  # the partition's membership must be durable first
-                try:
-                    await self.confirmed(transactional_id)
-                except KafkaError as e:
-                    raise KafkaError(
-                        ErrorCode.NOT_ENOUGH_REPLICAS,
-                        f"the transaction of {transactional_id!r} is not durable ({e.code.name}): send again",
-                    ) from e
             return self.verification_guard(
                 transactional_id, topic, partition, transaction_abortable=transaction_abortable
             )

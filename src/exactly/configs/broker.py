@@ -561,13 +561,6 @@ _DEFS = [
         Range(0, 600_000),
     ),
     _ro(
-        "exactly.debug.txn.state.flush.delay.ms",
-        INT,
-        "0",
-        "Testing only: every fsync of a __transaction_state log first sleeps this long.",
-        Range(0, 600_000),
-    ),
-    _ro(
         "exactly.debug.fsync.ledger",
         STRING,
         "",

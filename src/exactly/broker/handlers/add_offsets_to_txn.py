@@ -34,6 +34,5 @@ async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOff
             [(OFFSETS_TOPIC, partition)],
         ),
         ctx.request_name,
-        answer_on_append=True,  # TxnOffsetCommit waits for the record before it appends (append_guard)
     )
     return AddOffsetsToTxnResponse(error_code=fenced_code(result.error, ctx.version, 2))

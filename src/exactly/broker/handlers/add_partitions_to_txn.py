@@ -11,11 +11,8 @@ need CLUSTER_ACTION on the cluster (a broker's principal). An entry with VerifyO
 answered by `TransactionCoordinator.verify` per partition; one without it is the implicit add of a
 transaction version 2 client's Produce v12 / TxnOffsetCommit v5 (KIP-890 part 2; Kafka's
 `transactionVersionForAddPartitionsToTxn`: above v3 is TV2) and runs `add_partitions` with transaction
-version 2, its record durable before the answer. A VerifyOnly answer waits until the id's records
-answered on append are durable (`TransactionService.confirmed`), since the leader appends on its NONE.
-v0-3 are answered once the Ongoing record is appended (`answer_on_append`; the Produce that follows waits
-for its durability before it appends: exactly.broker.transactions, "Answered on append").
-NOT_COORDINATOR for every partition when this broker does not lead the id's `__transaction_state` partition.
+version 2, its record durable before the answer. NOT_COORDINATOR for every partition when this broker
+does not lead the id's `__transaction_state` partition.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from exactly.broker import guard as authz
 from exactly.broker.context import RequestContext
 from exactly.broker.dispatch import handler
 from exactly.broker.handlers.end_txn import fenced_code
-from exactly.errors import ErrorCode, KafkaError
+from exactly.errors import ErrorCode
 from exactly.protocol.messages import ApiKey
 from exactly.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
@@ -68,7 +65,6 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Add
                 wanted,
             ),
             ctx.request_name,
-            answer_on_append=True,
         )
         error = fenced_code(result.error, ctx.version, 2)
         codes = dict.fromkeys(wanted, error)
@@ -133,10 +129,6 @@ async def _answer(
     if not service.runtime.coordinates(service.partition_for(tid)):
         return dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
     if txn.verify_only:
-        try:  # the leader appends on a NONE: the partition's membership must be durable first
-            await service.confirmed(tid)
-        except KafkaError:
-            return dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         verify = service.coordinator.verify
         return {(name, p): verify(tid, txn.producer_id, txn.producer_epoch, name, p) for name, p in wanted}
     result = await service.run(
