@@ -259,6 +259,7 @@ def test_share_group_survives_the_data_leader_and_the_state_leader(cluster: Clus
 
 def test_transactional_acks_across_two_brokers_answer_not_coordinator(cluster: ClusterProcesses) -> None:
     topic = "acks-apart"
+    cluster.wait_for_brokers(3)  # the test before restarts the brokers it killed: all three back first
     admin = AdminClient({"bootstrap.servers": cs.bootstrap(cluster)})
     for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
         future.result(60)
