@@ -11,6 +11,7 @@ address that was tried, and refused credentials (`kafka.sasl.*`) with the broker
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +21,19 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 
 from exactly.spark.offsets import PartitionOffsets, TopicPartition
 from exactly.spark.options import ReaderOptions, SourceOptionError, SubscriptionKind
+
+# ListOffsets errors of a partition whose leadership is moving, retried until the request timeout
+_RETRIABLE = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+    }
+)
+_RETRY_BACKOFF_S = 0.2
 
 
 class BrokerUnreachableError(ConnectionError):
@@ -113,21 +127,31 @@ class SourceAdmin:
             else IsolationLevel.READ_UNCOMMITTED
         )
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in wanted}
-        try:
-            futures = self._admin.list_offsets(
-                request, isolation_level=isolation, request_timeout=self._timeout
-            )
-            return {
-                TopicPartition(ktp.topic, ktp.partition): future.result(timeout=self._timeout).offset
-                for ktp, future in futures.items()
-            }
-        except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            if error.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN):
-                raise self._unreachable(exc) from None
-            raise RuntimeError(
-                f"ListOffsets failed for {', '.join(map(str, wanted))}: {error.str()}"
-            ) from None
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                futures = self._admin.list_offsets(
+                    request, isolation_level=isolation, request_timeout=self._timeout
+                )
+                return {
+                    TopicPartition(ktp.topic, ktp.partition): future.result(timeout=self._timeout).offset
+                    for ktp, future in futures.items()
+                }
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.code() in (
+                    KafkaError._TRANSPORT,
+                    KafkaError._TIMED_OUT,
+                    KafkaError._ALL_BROKERS_DOWN,
+                ):
+                    raise self._unreachable(exc) from None
+                # a leadership moving (a broker killed or restarted): Kafka's consumer asks again
+                if error.code() in _RETRIABLE and time.monotonic() < deadline:
+                    time.sleep(_RETRY_BACKOFF_S)
+                    continue
+                raise RuntimeError(
+                    f"ListOffsets failed for {', '.join(map(str, wanted))}: {error.str()}"
+                ) from None
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
         """Log start offsets."""
