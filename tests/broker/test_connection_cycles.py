@@ -62,7 +62,8 @@ def test_connections_closed_idle_mid_fetch_or_reset_leave_no_cycle(tmp_path: Pat
                 polling = await AsyncKafkaConnection.open("127.0.0.1", broker.port)
                 await polling.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest("t", "1"))
                 parked = asyncio.ensure_future(polling.request(ApiKey.FETCH, 12, _long_poll("t")))
-                await asyncio.sleep(0.2)  # the Fetch is parked in the broker, waiting for data
+                # the Fetch is parked in the broker, waiting for data
+                await _until(lambda: any(c._requests for c in broker._connections.values()))
                 assert not parked.done()
                 reset = await AsyncKafkaConnection.open("127.0.0.1", broker.port)
                 await reset.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest("t", "1"))
