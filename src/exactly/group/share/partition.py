@@ -341,34 +341,35 @@ class SharePartition:
         """Apply a member's acknowledgements, all or nothing: INVALID_REQUEST for a malformed batch,
         INVALID_RECORD_STATE when an offset is not ACQUIRED by this member (a GAP for an offset that is
         already ARCHIVED is accepted: the window archived it as holding no record)."""
-        planned: list[tuple[int, Event]] = []
-        for ack in acks:
-            count = ack.last_offset - ack.first_offset + 1
-            if count < 1 or len(ack.types) not in (1, count):
-                return ErrorCode.INVALID_REQUEST
-            if any(t not in _ACK_EVENTS for t in ack.types):
-                return ErrorCode.INVALID_REQUEST
-            for i, offset in enumerate(range(ack.first_offset, ack.last_offset + 1)):
-                kind = AckType(ack.types[0] if len(ack.types) == 1 else ack.types[i])
-                record = self._records.get(offset)
-                if kind == AckType.GAP and (record is None or record.state == RecordState.ARCHIVED):
-                    if offset > self.end_offset:
-                        return ErrorCode.INVALID_RECORD_STATE
-                    continue
-                if not self._held_by(record, member_id):
-                    return ErrorCode.INVALID_RECORD_STATE
-                planned.append((offset, _ACK_EVENTS[kind]))
-        for offset, event in planned:
-            self._transition(self._records[offset], event)
+        planned = self._plan_acks(member_id, acks, once=False)
+        if isinstance(planned, ErrorCode):
+            return planned
+        for offset, kind in planned:
+            self._transition(self._records[offset], _ACK_EVENTS[kind])
         self._advance()
         return ErrorCode.NONE
 
     def add_pending(self, member_id: str, producer_id: int, acks: Sequence[AckBatch]) -> ErrorCode:
         """Acknowledgements inside producer `producer_id`'s transaction, all or nothing: checked as
         `acknowledge` checks them (INVALID_REQUEST, INVALID_RECORD_STATE — also for an offset whose ack is
-        already pending), then held until `end_pending`. A GAP for an ARCHIVED offset needs nothing."""
+        already pending, or named twice), then held until `end_pending`. A GAP for an ARCHIVED offset needs
+        nothing."""
         if producer_id < 0:
             return ErrorCode.INVALID_REQUEST
+        planned = self._plan_acks(member_id, acks, once=True)
+        if isinstance(planned, ErrorCode):
+            return planned
+        for offset, kind in planned:
+            self._pend(self._records[offset], producer_id, kind)
+        return ErrorCode.NONE
+
+    def _plan_acks(
+        self, member_id: str, acks: Sequence[AckBatch], *, once: bool
+    ) -> ErrorCode | list[tuple[int, AckType]]:
+        """The (offset, type) each of `acks` applies to, or the error that refuses them all: INVALID_REQUEST
+        for a malformed batch, INVALID_RECORD_STATE for an offset not ACQUIRED by `member_id` (or, with
+        `once`, named a second time). GAPs for offsets the window archived (or never reached, up to its
+        end) need nothing and are left out."""
         planned: list[tuple[int, AckType]] = []
         seen: set[int] = set()
         for ack in acks:
@@ -384,13 +385,11 @@ class SharePartition:
                     if offset > self.end_offset:
                         return ErrorCode.INVALID_RECORD_STATE
                     continue
-                if offset in seen or not self._held_by(record, member_id):
+                if (once and offset in seen) or not self._held_by(record, member_id):
                     return ErrorCode.INVALID_RECORD_STATE
                 seen.add(offset)
                 planned.append((offset, kind))
-        for offset, kind in planned:
-            self._pend(self._records[offset], producer_id, kind)
-        return ErrorCode.NONE
+        return planned
 
     def end_pending(self, producer_id: int, commit: bool) -> int:
         """The producer's transaction ended (its COMMIT/ABORT marker): commit applies each pending ack as
