@@ -29,8 +29,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from exactly.broker.peer_connections import EndpointOf, PeerConnections
 from exactly.broker.share_coordinator import ShareCoordinatorService
-from exactly.client.connection import AsyncKafkaConnection
 from exactly.client.security import ClientSecurity
 from exactly.errors import ErrorCode, KafkaError
 from exactly.group.share.coordinator import Outcome, StateWrite
@@ -60,7 +60,6 @@ _REQUEST_TIMEOUT_S = 40.0  # the coordinator waits up to 30 s for its ISR before
 _MAX_BACKOFF_S = 1.0
 
 CoordinatorOf = Callable[[SharePartitionKey], int]  # key -> the broker id of its share coordinator (-1: none)
-EndpointOf = Callable[[int], tuple[str, int] | None]  # broker id -> its inter-broker (host, port)
 
 
 class SharePersister:
@@ -78,10 +77,7 @@ class SharePersister:
         self.timeout_s = timeout_s
         self.retry_backoff_s = retry_backoff_s
         self._coordinator_of: CoordinatorOf | None = None
-        self._endpoint_of: EndpointOf | None = None
-        self._security: ClientSecurity | None = None
-        self._connections: dict[int, AsyncKafkaConnection] = {}
-        self._opening: dict[int, asyncio.Lock] = {}
+        self._peers: PeerConnections | None = None
         self.remote_requests = 0  # sent to another broker's coordinator (tests, metrics)
 
     def route(
@@ -89,8 +85,7 @@ class SharePersister:
     ) -> None:
         """In a cluster: where each key's coordinator is and how to reach it."""
         self._coordinator_of = coordinator_of
-        self._endpoint_of = endpoint_of
-        self._security = security
+        self._peers = PeerConnections(f"exactly-share-persister-{self.local_id}", endpoint_of, security)
 
     # --- operations ---------------------------------------------------------------------------------------
 
@@ -214,45 +209,29 @@ class SharePersister:
     async def _remote(
         self, broker: int, api: ApiKey, request: Any, answer: Callable[[Any], Outcome]
     ) -> Outcome:
+        peers = self._peers
+        if peers is None:  # not routed: every key is this broker's
+            return Outcome(ErrorCode.NOT_COORDINATOR, message=f"broker {broker}: no route to other brokers")
         try:
             async with asyncio.timeout(_REQUEST_TIMEOUT_S):
-                connection = await self._connection(broker)
+                connection = await peers.get(broker)
                 self.remote_requests += 1
                 response = await connection.request(api, 0, request)
         except TimeoutError as e:
-            self._close(broker)
+            peers.close(broker)
             return Outcome(ErrorCode.REQUEST_TIMED_OUT, message=f"broker {broker}: {e}")
         except (OSError, ConnectionError, KafkaError) as e:
             log.info("share coordinator request to broker %d failed (%s); will retry", broker, e)
-            self._close(broker)
+            peers.close(broker)
             return Outcome(ErrorCode.NETWORK_EXCEPTION, message=f"broker {broker}: {e}")
         try:
             return answer(response)
         except (IndexError, ValueError) as e:
             return Outcome(ErrorCode.UNKNOWN_SERVER_ERROR, message=f"broker {broker}: malformed answer ({e})")
 
-    async def _connection(self, broker: int) -> AsyncKafkaConnection:
-        lock = self._opening.setdefault(broker, asyncio.Lock())
-        async with lock:
-            connection = self._connections.get(broker)
-            if connection is None:
-                endpoint = None if self._endpoint_of is None else self._endpoint_of(broker)
-                if endpoint is None:
-                    raise ConnectionError(f"broker {broker} has no inter-broker endpoint")
-                connection = await AsyncKafkaConnection.open(
-                    *endpoint, client_id=f"exactly-share-persister-{self.local_id}", security=self._security
-                )
-                self._connections[broker] = connection
-            return connection
-
-    def _close(self, broker: int) -> None:
-        connection = self._connections.pop(broker, None)
-        if connection is not None:
-            connection.close()
-
     def stop(self) -> None:
-        for broker in list(self._connections):
-            self._close(broker)
+        if self._peers is not None:
+            self._peers.close_all()
 
 
 def _only(response: Any) -> Any:

@@ -30,7 +30,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from exactly.client.connection import AsyncKafkaConnection
+from exactly.broker.peer_connections import EndpointOf, PeerConnections
 from exactly.client.security import ClientSecurity
 from exactly.errors import ErrorCode, KafkaError
 from exactly.protocol.messages import ApiKey
@@ -59,7 +59,6 @@ _MOVED = frozenset(
 )
 
 CoordinatorOf = Callable[[str], int]  # transactional id -> the broker id of its coordinator (-1: none)
-EndpointOf = Callable[[int], tuple[str, int] | None]  # broker id -> its inter-broker (host, port)
 
 
 class TransactionVerifier:
@@ -74,11 +73,8 @@ class TransactionVerifier:
     ) -> None:
         self.local_id = local_id
         self._coordinator_of = coordinator_of
-        self._endpoint_of = endpoint_of
-        self._security = security
         self._timeout = request_timeout_s
-        self._connections: dict[int, AsyncKafkaConnection] = {}
-        self._opening: dict[int, asyncio.Lock] = {}
+        self._peers = PeerConnections(f"exactly-txn-verify-{local_id}", endpoint_of, security)
 
     async def verify(
         self,
@@ -108,39 +104,19 @@ class TransactionVerifier:
         )
         try:
             async with asyncio.timeout(self._timeout):
-                connection = await self._connection(broker)
+                connection = await self._peers.get(broker)
                 version = ADD_VERSION if add else VERIFY_VERSION
                 response = await connection.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, request)
         except (OSError, ConnectionError, TimeoutError, KafkaError) as e:
             log.info("verifying %r on broker %d failed (%s)", transactional_id, broker, e)
-            self._close(broker)
+            self._peers.close(broker)
             return _UNANSWERED
         assert isinstance(response, AddPartitionsToTxnResponse)
         code = _answer(response, transactional_id, topic, partition)
         return _UNANSWERED if code in _MOVED else code
 
-    async def _connection(self, broker: int) -> AsyncKafkaConnection:
-        lock = self._opening.setdefault(broker, asyncio.Lock())
-        async with lock:
-            connection = self._connections.get(broker)
-            if connection is None:
-                endpoint = self._endpoint_of(broker)
-                if endpoint is None:
-                    raise ConnectionError(f"broker {broker} has no inter-broker endpoint")
-                connection = await AsyncKafkaConnection.open(
-                    *endpoint, client_id=f"exactly-txn-verify-{self.local_id}", security=self._security
-                )
-                self._connections[broker] = connection
-            return connection
-
-    def _close(self, broker: int) -> None:
-        connection = self._connections.pop(broker, None)
-        if connection is not None:
-            connection.close()
-
     def stop(self) -> None:
-        for broker in list(self._connections):
-            self._close(broker)
+        self._peers.close_all()
 
 
 def _answer(
