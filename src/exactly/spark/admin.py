@@ -22,8 +22,9 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 from exactly.spark.offsets import PartitionOffsets, TopicPartition
 from exactly.spark.options import ReaderOptions, SourceOptionError, SubscriptionKind
 
-# ListOffsets errors of a partition whose leadership is moving, retried until the request timeout
-_RETRIABLE = frozenset(
+# a partition whose leadership is moving (a cluster's failover): ListOffsets and the reader's watermark
+# lookups ask again until their timeout
+LEADERSHIP_MOVING = frozenset(
     {
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
@@ -146,7 +147,7 @@ class SourceAdmin:
                 ):
                     raise self._unreachable(exc) from None
                 # a leadership moving (a broker killed or restarted): Kafka's consumer asks again
-                if error.code() in _RETRIABLE and time.monotonic() < deadline:
+                if error.code() in LEADERSHIP_MOVING and time.monotonic() < deadline:
                     time.sleep(_RETRY_BACKOFF_S)
                     continue
                 raise RuntimeError(

@@ -33,7 +33,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from exactly.spark.admin import SourceAdmin
+from exactly.spark.admin import LEADERSHIP_MOVING, SourceAdmin
 from exactly.spark.arrow import RecordColumns
 from exactly.spark.offsets import (
     EARLIEST,
@@ -173,18 +173,14 @@ def _checked_start(consumer: Any, options: ReaderOptions, offsets: OffsetRange) 
     return int(low)
 
 
-# a partition's leader died or moved (a cluster's failover): asked again until the lookup timeout
-_LEADER_GONE = frozenset(
-    {
-        KafkaError._DESTROY_BROKER,
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._TIMED_OUT,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.REQUEST_TIMED_OUT,
-    }
-)
+# a partition's leader died (the client's own transport errors) or moved: asked again until the lookup timeout
+_LEADER_GONE = LEADERSHIP_MOVING | {
+    KafkaError._DESTROY_BROKER,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT,
+    KafkaError.REQUEST_TIMED_OUT,
+}
 _LEADER_RETRY_S = 0.2
 # one lookup's own timeout: librdkafka keeps a request for a dead leader until it times out, and a
 # failover takes a ZooKeeper session (6 s) and an election; asking again reaches the new leader
