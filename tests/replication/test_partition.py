@@ -85,3 +85,42 @@ def test_a_replica_that_does_not_lead_refuses_appends_and_deletes(tmp_path: Path
         assert refused.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert partition.log_end_offset == 2
     assert partition.log_start_offset == 0
+
+
+def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_offset_not_available(
+    tmp_path: Path,
+) -> None:
+    """Kafka's fetchOffsetForTimestamp after an election: "latest" (and a lookup past what may be read) is
+    OFFSET_NOT_AVAILABLE until the high watermark reaches the start of the new epoch, never an offset
+    below what the previous leader had exposed; the earliest offset and lookups below it still answer."""
+    partition = Partition(open_log(tmp_path / "t-0"), local_id=1)
+    partition.make_leader(1, (1, 2, 3), (1, 2, 3), 1, now_ms=0)
+    for follower in (2, 3):
+        partition.update_follower_fetch_state(follower, 0, now_ms=0, log_start_offset=0)
+    partition.append_records_to_leader(data_batch(10))
+    for follower in (2, 3):
+        partition.update_follower_fetch_state(follower, 4, now_ms=1, log_start_offset=0)
+    assert (partition.high_watermark, partition.log_end_offset) == (4, 10)
+    assert partition.offset_for_timestamp(-1, Isolation.READ_UNCOMMITTED).offset == 4  # type: ignore[union-attr]
+
+    partition.make_leader(2, (1, 2, 3), (1, 2, 3), 2, now_ms=2)  # a new epoch, starting at 10
+    assert partition.leader_epoch_start_offset == 10
+    for isolation in (Isolation.READ_UNCOMMITTED, Isolation.READ_COMMITTED):
+        with pytest.raises(KafkaError) as raised:
+            partition.offset_for_timestamp(-1, isolation)
+        assert raised.value.code is ErrorCode.OFFSET_NOT_AVAILABLE
+    with pytest.raises(KafkaError) as past:
+        partition.offset_for_timestamp(1 << 62, Isolation.READ_UNCOMMITTED)  # found nowhere below the HWM
+    assert past.value.code is ErrorCode.OFFSET_NOT_AVAILABLE
+    assert partition.offset_for_timestamp(-2, Isolation.READ_UNCOMMITTED).offset == 0  # type: ignore[union-attr]
+    assert partition.offset_for_timestamp(0, Isolation.READ_UNCOMMITTED).offset == 0  # type: ignore[union-attr]
+    assert partition.offset_for_timestamp(-1, Isolation.LOG_END).offset == 10  # type: ignore[union-attr]
+
+    for follower in (2, 3):
+        partition.update_follower_fetch_state(follower, 10, now_ms=3, log_start_offset=0)
+    assert partition.high_watermark == 10
+    assert partition.offset_for_timestamp(-1, Isolation.READ_UNCOMMITTED).offset == 10  # type: ignore[union-attr]
+    assert partition.offset_for_timestamp(-1, Isolation.READ_COMMITTED).offset == 10  # type: ignore[union-attr]
+
+    partition.make_follower(3, 3, (3, 2), (1, 2, 3), 3)
+    assert partition.leader_epoch_start_offset is None

@@ -11,6 +11,11 @@ Acks: `append_records_to_leader` answers whether the producer's ack must wait fo
 (`AppendResult.durable_offset`): acks=all on a topic whose flush policy says acks wait for the disk
 (`LogConfig.ack_waits_for_fsync`), and only when the batch is not already durable.
 
+ListOffsets after an election (Kafka's `fetchOffsetForTimestamp`): a new leader's high watermark waits for
+its followers, so it may lie below what the previous leader had already exposed. Until it reaches the
+start of the leader's epoch, a client's "latest" (and a timestamp lookup past what it may read) answers
+OFFSET_NOT_AVAILABLE (retriable) rather than an offset that went backwards.
+
 Leader epochs (`check_leader_epoch`): a client that names a current leader epoch newer than ours gets
 UNKNOWN_LEADER_EPOCH (its metadata is ahead of this broker), an older one FENCED_LEADER_EPOCH (its
 metadata is stale); -1 means the client does not check.
@@ -46,6 +51,8 @@ from exactly.errors import ErrorCode, KafkaError
 from exactly.records.control import EndTxnMarker
 from exactly.storage.config import LogConfig
 from exactly.storage.log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
     Buffer,
     FetchDataInfo,
     Isolation,
@@ -102,6 +109,7 @@ class Partition:
         "is_leader",
         "isr",
         "leader_epoch",
+        "leader_epoch_start_offset",
         "leader_id",
         "local_id",
         "log",
@@ -121,6 +129,9 @@ class Partition:
         self.isr: tuple[int, ...] = (local_id,)
         self.pending_isr: tuple[int, ...] | None = None  # an ISR change written to ZooKeeper, unconfirmed
         self.followers: dict[int, FollowerState] = {}
+        # the log end offset when this replica became leader of its current epoch (None: not the leader
+        # of a replicated partition; one broker's high watermark always follows its log end)
+        self.leader_epoch_start_offset: int | None = None
 
     @property
     def topic(self) -> str:
@@ -204,7 +215,24 @@ class Partition:
         return self.log.read(fetch_offset, max_bytes, isolation, min_one_message, zero_copy)
 
     def offset_for_timestamp(self, timestamp: int, isolation: Isolation) -> TimestampAndOffset | None:
-        return self.log.offset_for_timestamp(timestamp, isolation)
+        """A client's ListOffsets. KafkaError OFFSET_NOT_AVAILABLE while a new leader's high watermark lags
+        the start of its epoch, for "latest" and for a timestamp found nowhere below what it may read."""
+        found = self.log.offset_for_timestamp(timestamp, isolation)
+        start = self.leader_epoch_start_offset
+        if (
+            start is None
+            or timestamp == EARLIEST_TIMESTAMP
+            or isolation is Isolation.LOG_END
+            or start <= self.log.high_watermark
+        ):
+            return found
+        if timestamp == LATEST_TIMESTAMP or found is None:
+            raise KafkaError(
+                ErrorCode.OFFSET_NOT_AVAILABLE,
+                f"{self.topic}-{self.index}: the high watermark {self.log.high_watermark} lags the start of leader "
+                f"epoch {self.leader_epoch} ({start})",
+            )
+        return found
 
     def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch as the leader answers it: (epoch, end offset) from the log's leader-epoch
@@ -274,6 +302,7 @@ class Partition:
         self.partition_epoch = partition_epoch
         self.pending_isr = None
         if new_epoch:
+            self.leader_epoch_start_offset = self.log.log_end_offset
             self.log.start_leader_epoch(leader_epoch)
             self.followers = {
                 b: FollowerState(b, last_caught_up_ms=now_ms if b in self.isr else 0)
@@ -311,6 +340,7 @@ class Partition:
         self.partition_epoch = partition_epoch
         self.pending_isr = None
         self.followers = {}
+        self.leader_epoch_start_offset = None
         return changed
 
     def update_isr(self, isr: Sequence[int], partition_epoch: int) -> None:

@@ -213,7 +213,7 @@ class VerifyCluster:
             data = root / f"broker-{b}"
             data.mkdir(parents=True, exist_ok=True)
             self.brokers[b] = BrokerProcess(
-                data, *items, port=client_port, log_level="WARNING", log_path=logs / f"broker-{b}.log"
+                data, *items, port=client_port, log_level="INFO", log_path=logs / f"broker-{b}.log"
             )
         self.proxy = FaultProxies(fault_proxies)
         self._zk: Any = None
