@@ -347,9 +347,23 @@ def _poll_records(
     out: dict[str, list[tuple[int, int]]] = {}
     for msg in consumer.consume(num_messages=max_records, timeout=timeout):
         if msg.error() is not None:
+            _log_consumer_error(f"{msg.topic()}-{msg.partition()}: {msg.error()}")
             continue
         out.setdefault(key_of(msg.topic(), msg.partition()), []).append((msg.offset(), int(msg.value())))
     return out
+
+
+_CONSUMER_ERRORS_LOGGED: dict[str, float] = {}
+
+
+def _log_consumer_error(text: str) -> None:
+    """A consumer error event, to the worker's log (each distinct one at most every 10 s): the evidence
+    when a worker stops making progress."""
+    now = time.monotonic()
+    if now - _CONSUMER_ERRORS_LOGGED.get(text, -10.0) >= 10.0:
+        _CONSUMER_ERRORS_LOGGED[text] = now
+        sys.stderr.write(f"{time.strftime('%H:%M:%S')} consumer error: {text}\n")
+        sys.stderr.flush()
 
 
 def _positions(consumer: Any, partitions: list[Any]) -> tuple[list[Any], Any]:
@@ -390,10 +404,21 @@ def run_copier(w: Worker) -> None:
         for tp in consumer.committed(partitions, OP_TIMEOUT_S):
             consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
 
+    idle_since = time.monotonic()
     while not Stop.requested:
         read = _poll_records(consumer, max_records=w.rng.randint(20, 200), timeout=0.5)
         if not read:
+            if time.monotonic() - idle_since >= 15.0:  # evidence for a copier that makes no progress
+                idle_since = time.monotonic()
+                try:
+                    where = consumer.position(partitions)
+                    _log_consumer_error(
+                        f"nothing read for 15 s; positions {[(t.partition, t.offset) for t in where]}"
+                    )
+                except KafkaException as e:
+                    _log_consumer_error(f"nothing read for 15 s; positions unknown ({e})")
             continue
+        idle_since = time.monotonic()
         sends = [(key_of("copy-out", split_key(k)[1]), v) for k, rs in sorted(read.items()) for _, v in rs]
         input_offsets = {k: rs[-1][0] + 1 for k, rs in read.items()}
         op = w.transaction(
