@@ -209,3 +209,60 @@ def test_close_finishes_the_flushes_queued_and_stops_its_threads(tmp_path: Path)
         _wait(flusher, logs[:1])
     for log in logs:
         log.close()
+
+
+def test_a_lone_flush_runs_inline_and_fails_as_a_threaded_one_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`inline_when` true: a one-log flush runs on the event loop's own thread (no flush thread starts);
+    false, or with a flush already running, it goes to the threads as before. A failing inline fsync is
+    the same KAFKA_STORAGE_ERROR."""
+    logs = _logs(tmp_path / "data", 4)
+    flusher = Flusher(tmp_path / "data")
+    alone = True
+    flusher.inline_when = lambda: alone
+    flushed_on: list[str] = []
+    real = files.fsync
+
+    def recording(fd: int, path: Path | str) -> None:
+        flushed_on.append(threading.current_thread().name)
+        real(fd, path)
+
+    monkeypatch.setattr(files, "fsync", recording)
+    try:
+        assert _wait(flusher, [logs[0]]) == [None]
+        assert logs[0].recovery_point == 3
+        assert flusher.inline_flushes == 1
+        assert flushed_on
+        assert set(flushed_on) == {"MainThread"}
+        assert not flusher._workers  # no flush thread was needed
+
+        alone = False
+        flushed_on.clear()
+        assert _wait(flusher, [logs[1]]) == [None]
+        assert logs[1].recovery_point == 3
+        assert flusher.inline_flushes == 1
+        assert flushed_on
+        assert all(name.startswith("exactly-flush_") for name in flushed_on)
+
+        alone = True  # two logs of one request: nothing runs in a thread, so each is flushed inline in turn
+        flushed_on.clear()
+        assert _wait(flusher, logs[2:]) == [None, None]
+        assert [log.recovery_point for log in logs[2:]] == [3, 3]
+        assert flusher.inline_flushes == 3
+        assert set(flushed_on) == {"MainThread"}
+
+        def failing(fd: int, path: Path | str) -> None:
+            raise OSError(errno.EIO, "I/O error")
+
+        monkeypatch.setattr(files, "fsync", failing)
+        leader_append(logs[0], data_batch(1))
+        failed = _wait(flusher, [logs[0]])[0]
+        assert isinstance(failed, KafkaError)
+        assert failed.code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert logs[0].recovery_point == 3
+    finally:
+        flusher.close()
+        monkeypatch.undo()
+    for log in logs:
+        log.close()

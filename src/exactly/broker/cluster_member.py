@@ -56,6 +56,7 @@ from kazoo.exceptions import KazooException
 from exactly.broker.config import BrokerConfig, ConfigError
 from exactly.broker.config_store import ZkConfigStore
 from exactly.broker.controller import Controller
+from exactly.broker.event_waits import wait_event
 from exactly.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.security_store import ZkSecurityStore
@@ -257,8 +258,7 @@ class ClusterMember:
             if time.monotonic() > deadline:
                 return False
             self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), 0.2)
+            await wait_event(self._changed, 0.2)
         return True
 
     async def _remove_stray_logs_when_loaded(self) -> None:
@@ -328,8 +328,7 @@ class ClusterMember:
                 log.info("controlled shutdown: broker %d leads no replicated partition", me)
                 return
             self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), 0.5)
+            await wait_event(self._changed, 0.5)
         log.warning(
             "controlled shutdown: still leading %d partitions; stopping anyway",
             len(self.movable_led_partitions()),
@@ -733,8 +732,7 @@ class ClusterMember:
                 await asyncio.sleep(RECONNECT_POLL_S)  # the session's state arrives through the loop
                 if not self.zk.connected:
                     self._session_up.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._session_up.wait(), max(0.0, deadline - time.monotonic()))
+                    await wait_event(self._session_up, deadline - time.monotonic())
 
     async def _set_or_create(self, path: str, data: bytes) -> None:
         try:
@@ -906,5 +904,4 @@ class ClusterMember:
                     f"topic {topic!r}: partitions {missing[:5]} have no leader yet",
                 )
             self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
+            await wait_event(self._changed, min(remaining, 0.5))

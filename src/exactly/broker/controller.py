@@ -25,6 +25,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from exactly.broker.event_waits import wait_event
 from exactly.broker.zookeeper import (
     BadVersionError,
     NodeExistsError,
@@ -150,8 +151,7 @@ class Controller:
     async def _run(self) -> None:
         while self.active:
             try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._poked.wait(), 5.0)
+                await wait_event(self._poked, 5.0)
                 self._poked.clear()
                 await asyncio.sleep(0.01)  # let a burst of watch events land: one pass for all of them
                 await self._pass()

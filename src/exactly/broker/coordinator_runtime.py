@@ -31,11 +31,11 @@ what turns such a shard into a service:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
 
+from exactly.broker.event_waits import wait_event
 from exactly.broker.replica_manager import ReplicaManager
 from exactly.broker.topic_manager import TopicManager
 from exactly.errors import ErrorCode, KafkaError
@@ -319,8 +319,7 @@ class DeadlineTimer:
                 self._sleep_until = deadline
                 self._wakeup.clear()
                 timeout = _MAX_SLEEP_S if deadline is None else min(_MAX_SLEEP_S, (deadline - now) / 1000)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+                await wait_event(self._wakeup, timeout)
             except asyncio.CancelledError:
                 raise
             except Exception:

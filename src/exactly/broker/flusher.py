@@ -10,6 +10,14 @@ syncfs(2) of each log dir's file system (`files.synced_together`), then moves th
 that sync fail, the logs are still behind their targets and take the one-by-one path, which reports each
 log's own error.
 
+One flush inline: when `inline_when()` says nothing else is being handled (the broker: no request but
+the one waiting; a parked Fetch, a follower's included, counts), a one-log flush with no flush of that log
+running is done on the event loop itself. Nobody else needs the loop during that fsync, and the two
+thread hand-overs it saves (the wake of a flush thread, the wake of the loop when it is done) cost more
+CPU than the fsync's own system time for a small write: 447 -> 350 us of broker CPU per serial
+OffsetCommit (bench/cpu-profile.md). Requests that arrive meanwhile wait in the socket for at most that
+fsync, as they would for their own.
+
 The threads are the flusher's own (`threads` of them, started with the first flush), fed through a
 `queue.SimpleQueue`; a finished job settles its asyncio future with one `call_soon_threadsafe`. That is
 all a flush costs the event loop: no `concurrent.futures.Future` (a Condition each) chained to an asyncio
@@ -47,6 +55,8 @@ class Flusher:
         self._closed = False
         self._running: dict[int, asyncio.Future[Any]] = {}  # per log (by id): the flush in progress
         self.group_syncs = 0  # syncfs calls that made many logs durable at once
+        self.inline_when: Callable[[], bool] | None = None  # nothing else needs the loop: flush inline
+        self.inline_flushes = 0
 
     async def wait_durable(self, targets: list[tuple[PartitionLog, int]]) -> None:
         """Raises the first KafkaError (KAFKA_STORAGE_ERROR when a flush failed)."""
@@ -107,6 +117,12 @@ class Flusher:
             log.flushed_to(offset)
 
     async def _durable(self, log: PartitionLog, offset: int) -> None:
+        inline = self.inline_when
+        alone = inline is not None and not self._running and inline()
+        if alone and log.needs_flush(offset) and not log.closed:
+            self.inline_flushes += 1
+            log.flush()  # KafkaError (KAFKA_STORAGE_ERROR) as from a flush thread
+            return
         while log.needs_flush(offset) and not log.closed:
             key = id(log)
             running = self._running.get(key)

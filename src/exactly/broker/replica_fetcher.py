@@ -37,6 +37,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from exactly.broker.event_waits import wait_event
 from exactly.client.connection import AsyncKafkaConnection
 from exactly.client.security import ClientSecurity, SaslRefusedError
 from exactly.errors import ErrorCode, KafkaError
@@ -193,8 +194,7 @@ class _LeaderFetcher:
 
     async def _rest(self, seconds: float) -> None:
         self._changed.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), seconds)
+        await wait_event(self._changed, seconds)
 
     async def _connect(self) -> AsyncKafkaConnection:
         if self._connection is None:

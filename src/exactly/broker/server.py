@@ -82,6 +82,7 @@ class Broker:
         except TlsConfigError as e:
             raise ConfigError(str(e)) from None
         self.clock: Clock = clock or SystemClock()
+        self.handling = 0  # requests whose handler is running (parked ones included), on every connection
         if config.debug_fsync_ledger:
             files.open_fsync_ledger(Path(config.debug_fsync_ledger), config.data_dir)
         self.metadata = ClusterMetadata(config.data_dir)
@@ -123,6 +124,7 @@ class Broker:
             cluster=clustered,
             now_ms=self.clock.monotonic_ms,
         )
+        self.replicas.flusher.inline_when = self._alone  # a lone request's fsync skips the thread hand-over
         self.topics = TopicManager(self.metadata, self.replicas, self.configs)
         self.scheduler = Scheduler()
         self.cluster: ClusterMember | None = None
@@ -310,6 +312,10 @@ class Broker:
             await asyncio.sleep(0)  # requests are served between steps
 
     # --- lifecycle ---------------------------------------------------------------------------------------
+
+    def _alone(self) -> bool:
+        """At most one request is being handled (the one about to wait for a flush), or none."""
+        return self.handling <= 1
 
     async def start(self) -> None:
         logs = self.replicas.logs
