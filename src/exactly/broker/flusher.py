@@ -10,13 +10,12 @@ syncfs(2) of each log dir's file system (`files.synced_together`), then moves th
 that sync fail, the logs are still behind their targets and take the one-by-one path, which reports each
 log's own error.
 
-One flush inline: when `inline_when()` says nothing else is being handled (the broker: no request but
-the one waiting; a parked Fetch, a follower's included, counts), a one-log flush with no flush of that log
-running is done on the event loop itself. Nobody else needs the loop during that fsync, and the two
-thread hand-overs it saves (the wake of a flush thread, the wake of the loop when it is done) cost more
-CPU than the fsync's own system time for a small write: 447 -> 350 us of broker CPU per serial
+Flushes inline: when `inline_when()` says nothing else is being handled (the broker: no request but
+the one waiting; a parked Fetch, a follower's included, counts) and no flush is running, a log is flushed
+on the event loop itself. Nobody else needs the loop during that fsync, and the two thread hand-overs it
+saves (waking a flush thread, then the loop) are ~100 us of broker CPU: 447 -> 350 us per serial
 OffsetCommit (bench/cpu-profile.md). Requests that arrive meanwhile wait in the socket for at most that
-fsync, as they would for their own.
+fsync. With two requests in flight the threads take the flush, so group commit is unchanged.
 
 The threads are the flusher's own (`threads` of them, started with the first flush), fed through a
 `queue.SimpleQueue`; a finished job settles its asyncio future with one `call_soon_threadsafe`. That is
