@@ -229,8 +229,8 @@ class Partition:
         if timestamp == LATEST_TIMESTAMP or found is None:
             raise KafkaError(
                 ErrorCode.OFFSET_NOT_AVAILABLE,
-                f"{self.topic}-{self.index}: the high watermark {self.log.high_watermark} lags the start of leader "
-                f"epoch {self.leader_epoch} ({start})",
+                f"{self.topic}-{self.index}: the high watermark {self.log.high_watermark} lags the start "
+                f"of leader epoch {self.leader_epoch} ({start})",
             )
         return found
 
