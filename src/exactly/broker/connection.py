@@ -497,27 +497,26 @@ class Connection:
         broker = self.broker
         broker.handling += 1  # the flusher's inline fsync is for a request handled alone
         try:
-            try:
-                if self._debug_raise and context.header.api_key in self._debug_raise:
-                    raise RuntimeError("exactly.debug.raise.in.api")
-                # request_percentage quotas and metrics: time the handler's steps (not its waits)
-                if timing is not None or self.broker.metadata.client_quotas:
-                    timed = HandlingTime(handler(context, body))
-                    response = await timed
-                else:
-                    response = await handler(context, body)
-                if self._debug_unencodable and context.header.api_key in self._debug_unencodable:
-                    response = _Unencodable()
-                throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
-                # encoded here, so that a response the handler got wrong is a handler failure too
-                chunks = None if response is None else encode_response(context.header, response)
-                if timing is not None:
-                    self._answered(timing, timed, response)
-                return chunks
-            except ProtocolError:
-                raise  # malformed input the handler found: the connection closes, as Kafka does
-            except Exception as e:  # noqa: BLE001 (a bug: answered with an error, the connection stays, as in Kafka)
-                response = self._error_response(context, body, e)
+            if self._debug_raise and context.header.api_key in self._debug_raise:
+                raise RuntimeError("exactly.debug.raise.in.api")
+            # request_percentage quotas and metrics: time the handler's steps (not its waits)
+            if timing is not None or self.broker.metadata.client_quotas:
+                timed = HandlingTime(handler(context, body))
+                response = await timed
+            else:
+                response = await handler(context, body)
+            if self._debug_unencodable and context.header.api_key in self._debug_unencodable:
+                response = _Unencodable()
+            throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
+            # encoded here, so that a response the handler got wrong is a handler failure too
+            chunks = None if response is None else encode_response(context.header, response)
+            if timing is not None:
+                self._answered(timing, timed, response)
+            return chunks
+        except ProtocolError:
+            raise  # malformed input the handler found: the connection closes, as Kafka does
+        except Exception as e:  # noqa: BLE001 (a bug: answered with an error, the connection stays, as in Kafka)
+            response = self._error_response(context, body, e)
             if timing is not None:
                 self._answered(timing, timed, response)
             if response is None:

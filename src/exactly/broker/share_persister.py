@@ -77,7 +77,8 @@ class SharePersister:
         self.timeout_s = timeout_s
         self.retry_backoff_s = retry_backoff_s
         self._coordinator_of: CoordinatorOf | None = None
-        self._peers: PeerConnections | None = None
+        # without `route` (one broker) no key is another broker's: nothing is ever opened
+        self._peers = PeerConnections(f"exactly-share-persister-{local_id}", lambda broker: None, None)
         self.remote_requests = 0  # sent to another broker's coordinator (tests, metrics)
 
     def route(
@@ -210,8 +211,6 @@ class SharePersister:
         self, broker: int, api: ApiKey, request: Any, answer: Callable[[Any], Outcome]
     ) -> Outcome:
         peers = self._peers
-        if peers is None:  # not routed: every key is this broker's
-            return Outcome(ErrorCode.NOT_COORDINATOR, message=f"broker {broker}: no route to other brokers")
         try:
             async with asyncio.timeout(_REQUEST_TIMEOUT_S):
                 connection = await peers.get(broker)
@@ -230,8 +229,7 @@ class SharePersister:
             return Outcome(ErrorCode.UNKNOWN_SERVER_ERROR, message=f"broker {broker}: malformed answer ({e})")
 
     def stop(self) -> None:
-        if self._peers is not None:
-            self._peers.close_all()
+        self._peers.close_all()
 
 
 def _only(response: Any) -> Any:
