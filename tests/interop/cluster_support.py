@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from exactly.spark.admin import LEADERSHIP_MOVING
 from exactly.testing.cluster import ClusterProcesses
 
 Partitions = dict[int, tuple[int, list[int], list[int]]]  # partition -> (leader, replicas, ISR)
@@ -76,6 +77,23 @@ def segments(cluster: ClusterProcesses, broker_id: int, topic: str, partition: i
     return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
 
 
+def high_watermark(consumer: Consumer, topic: str, partition: int, timeout: float = 30) -> int:
+    """A partition's high watermark, asked again while its leadership moves: a leader elected a moment
+    ago answers OFFSET_NOT_AVAILABLE until its high watermark reaches the start of its epoch (as Kafka's
+    does), and confluent-kafka's `get_watermark_offsets` hands that error over rather than retrying."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=10, cached=False
+            )
+            return int(high)
+        except KafkaException as e:
+            if e.args[0].code() not in LEADERSHIP_MOVING or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
 def read_committed(cluster: ClusterProcesses, topic: str, timeout: float = 60) -> list[bytes]:
     """Every record a read_committed consumer sees, read up to each partition's end (no open
     transaction may remain)."""
@@ -95,10 +113,7 @@ def read_committed(cluster: ClusterProcesses, topic: str, timeout: float = 60) -
     )
     try:
         count = len(partitions(cluster, topic))
-        ends = {
-            p: ends_reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(count)
-        }
+        ends = {p: high_watermark(ends_reader, topic, p) for p in range(count)}
         ends_reader.close()
         consumer.assign([TopicPartition(topic, p, 0) for p in range(count)])
         seen: list[bytes] = []

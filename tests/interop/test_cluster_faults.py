@@ -235,9 +235,7 @@ def _read_all(cluster: ClusterProcesses, topic: str) -> dict[int, list[tuple[int
         }
     )
     try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
-        }
+        ends = {p: cs.high_watermark(consumer, topic, p) for p in partitions}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in partitions}
         deadline = time.monotonic() + 60
