@@ -46,6 +46,7 @@ def test_spark_bench_prints_the_three_figures() -> None:
         rf"spark batch read \(local\[2\]\)\s*:\s*{NUMBER} records/s",
         rf"one confluent-kafka consumer\s*:\s*{NUMBER} records/s",
         rf"ratio spark / consumer\s*:\s*{NUMBER}",
+        rf"first spark read \(cold\)\s*:\s*{NUMBER} s",
         rf"p50\s*:\s*{NUMBER} ms",
         rf"p99\s*:\s*{NUMBER} ms",
     ):

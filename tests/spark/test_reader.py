@@ -20,6 +20,7 @@ from tests.spark.support import (
     aborted,
     add_partitions,
     committed,
+    kafka_schema,
     new_topic,
     produce,
     unique_name,
@@ -365,30 +366,6 @@ def test_data_loss_fails_or_skips_per_fail_on_data_loss(spark: Any, spark_broker
 # --- read_range on its own (what one Spark task does), around offset gaps ---------------------------
 
 
-def _kafka_schema() -> Any:
-    from pyspark.sql.types import (
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
-
-    return StructType(
-        [
-            StructField("key", BinaryType()),
-            StructField("value", BinaryType()),
-            StructField("topic", StringType()),
-            StructField("partition", IntegerType()),
-            StructField("offset", LongType()),
-            StructField("timestamp", TimestampType()),
-            StructField("timestampType", IntegerType()),
-        ]
-    )
-
-
 def test_read_range_tolerates_gaps_at_both_ends(spark_broker: BrokerProcess) -> None:
     from exactly.spark.offsets import OffsetRange
     from exactly.spark.options import parse_reader_options
@@ -403,7 +380,7 @@ def test_read_range_tolerates_gaps_at_both_ends(spark_broker: BrokerProcess) -> 
     options = parse_reader_options(
         {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "kafkaConsumer.pollTimeoutMs": "20000"}
     )
-    schema = _kafka_schema()
+    schema = kafka_schema()
 
     def read(start: int, until: int) -> list[tuple[int, bytes]]:
         batches = list(read_range(options, schema, OffsetRange(topic, 0, start, until)))
@@ -417,3 +394,23 @@ def test_read_range_tolerates_gaps_at_both_ends(spark_broker: BrokerProcess) -> 
     assert read(1, 5) == [(1, b"c1")]  # ends inside the aborted transaction
     assert read(3, 7) == [(6, b"c2")]  # starts inside it
     assert read(7, 8) == []  # the last marker alone
+
+
+def test_read_range_bounds_each_batch_by_bytes(spark_broker: BrokerProcess, monkeypatch: Any) -> None:
+    """Arrow batches hold at most BATCH_BYTES of keys and values (a BINARY column holds < 2 GiB), however
+    many records fit in a consume call."""
+    from exactly.spark import reader
+    from exactly.spark.offsets import OffsetRange
+    from exactly.spark.options import parse_reader_options
+
+    bootstrap = spark_broker.bootstrap
+    topic = new_topic(bootstrap, "bytes")
+    values = [bytes([i]) * 1000 for i in range(50)]
+    produce(bootstrap, topic, [(0, v) for v in values])
+    monkeypatch.setattr(reader, "BATCH_BYTES", 8000)
+    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic})
+    batches = list(reader.read_range(options, kafka_schema(), OffsetRange(topic, 0, 0, 50)))
+    sizes = [sum(len(v) for v in batch.column("value").to_pylist()) for batch in batches]
+    assert all(size <= 8000 for size in sizes), sizes
+    assert len(batches) >= 7
+    assert [row["value"] for batch in batches for row in batch.to_pylist()] == values

@@ -47,6 +47,7 @@ class Plan:
     spark_rounds: int
     spark_seconds: float
     spark_warmup_seconds: float
+    spark_read_runs: int
     cluster_argv: tuple[str, ...]  # `exactly bench cluster` options ("--out" is the report's)
 
 
@@ -97,6 +98,7 @@ FULL = Plan(
     spark_rounds=spark_defaults.DEFAULT_ROUNDS,
     spark_seconds=spark_defaults.DEFAULT_SECONDS,
     spark_warmup_seconds=spark_defaults.DEFAULT_WARMUP_SECONDS,
+    spark_read_runs=spark_defaults.DEFAULT_READ_RUNS,
     cluster_argv=FULL_CLUSTER_ARGV,
 )
 
@@ -131,6 +133,7 @@ QUICK = Plan(
     spark_rounds=0,
     spark_seconds=0.0,
     spark_warmup_seconds=0.0,
+    spark_read_runs=0,
     cluster_argv=QUICK_CLUSTER_ARGV,
 )
 

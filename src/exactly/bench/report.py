@@ -193,7 +193,8 @@ def run_all(run: Run) -> None:
         run.section("cluster", cluster_command, lambda sheet: suite.run_cluster(plan, sheet))
     spark_command = (
         f"exactly bench spark --size-mib {plan.spark_size_mib:g} --rounds {plan.spark_rounds} "
-        f"--seconds {plan.spark_seconds:g} --warmup-seconds {plan.spark_warmup_seconds:g} --read-runs 1"
+        f"--seconds {plan.spark_seconds:g} --warmup-seconds {plan.spark_warmup_seconds:g} "
+        f"--read-runs {plan.spark_read_runs}"
     )
     missing = suite.spark_available()
     if not plan.spark:

@@ -582,7 +582,7 @@ def run_spark(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
             plan.spark_size_mib,
             plan.spark_rounds,
             plan.spark_seconds,
-            1,
+            plan.spark_read_runs,
             Path(tmp),
             plan.spark_warmup_seconds,
         )

