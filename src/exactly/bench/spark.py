@@ -321,6 +321,7 @@ class SparkRun:
     streams: tuple[StreamRound, ...]
     spark_reads: tuple[ReadRate, ...]
     consumer_reads: tuple[ReadRate, ...]
+    cold_read: ReadRate  # the session's first batch read, not in the medians
     latency_ms: tuple[float, ...]  # commit -> aggregate visible, one per measured record
 
 
@@ -426,6 +427,7 @@ def run_samples(
         tuple(streams[EXACTLY_ONCE] + streams[AT_LEAST_ONCE]),
         tuple(spark_reads),
         tuple(consumer_reads),
+        cold,
         delays,
     )
 
