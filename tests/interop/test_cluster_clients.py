@@ -370,3 +370,31 @@ def test_a_fetch_with_a_fenced_epoch_names_the_leader(cluster: ClusterProcesses)
     assert (data.current_leader.leader_id, data.current_leader.leader_epoch) == (leader, epoch)
     endpoint = (leader, "127.0.0.1", cluster.brokers[leader].port, RACKS[leader])
     assert [(n.node_id, n.host, n.port, n.rack) for n in response.node_endpoints] == [endpoint]
+
+
+def test_the_spark_sources_offset_lookups_follow_a_killed_leader(cluster: ClusterProcesses) -> None:
+    """The Spark source's driver asks ListOffsets while the partition's leader was just killed: it asks
+    again (each attempt bounded) until the new leader answers, rather than reporting an unreachable
+    broker (the dead leader's refused connection) or waiting out one request to it."""
+    from exactly.spark.admin import SourceAdmin
+    from exactly.spark.offsets import TopicPartition as SourcePartition
+    from exactly.spark.options import parse_reader_options
+
+    topic = "spark-offsets"
+    _create(cluster, topic, [3, 1, 2])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(10):
+        producer.produce(topic, f"r{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    options = {"kafka.bootstrap.servers": cs.bootstrap(cluster, via=[1, 2]), "subscribe": topic}
+    admin = SourceAdmin(parse_reader_options(options))
+    tp = SourcePartition(topic, 0)
+    assert admin.latest([tp]) == {tp: 10}
+    cluster.brokers[3].kill()
+    try:
+        assert admin.latest([tp]) == {tp: 10}
+        assert admin.earliest([tp]) == {tp: 0}
+        assert cs.partitions(cluster, topic, via=[1, 2])[0][0] in (1, 2)
+    finally:
+        cluster.brokers[3].start()
+        cluster.wait_for_brokers(3)

@@ -18,7 +18,8 @@ With ``brokers`` > 1 (`exactly demo --brokers 3`) step 1 is a ZooKeeper and a re
 becomes two: from two fifths of the flights read (after the restarted driver finished a batch), during a
 micro-batch, the broker leading the busiest input partitions is killed -9; once producer and sink commits
 went on without it (or `BROKER_DOWN_MAX` passed) it is restarted, and once every replica is in sync again
-the coordinator of the sink's transactions is killed and restarted the same way, if it is another broker.
+the coordinator of the sink's transactions is killed and restarted the same way, if it is another broker
+(the replay runs only two transactions ahead of the job meanwhile, so the stream lasts until then).
 Nothing of the pipeline is restarted for them: the clients fail over.
 """
 
@@ -315,7 +316,7 @@ class DemoRun:
                 if progress.error is not None:
                     raise DemoError(f"replay failed: {progress.error}")
                 consumed = min(self.state.consumed, expected)
-                replay.allow_until(consumed + progress.rows_aborted + s.lead_rows)
+                replay.allow_until(consumed + progress.rows_aborted + self.lead_rows())
                 live.update(progress, consumed, self.state)
                 if progress.finished and not sentinel_sent:
                     replay.commit_sentinel()
@@ -336,6 +337,15 @@ class DemoRun:
                 if time.monotonic() > deadline:
                     raise DemoError(f"the stream did not finish within {RUN_TIMEOUT:g} s")
                 time.sleep(POLL_INTERVAL)
+
+    def lead_rows(self) -> int:
+        """How far the replay may run ahead of the job: `Settings.lead_rows`, but two transactions from the
+        first broker's restart to the second kill (which waits `SETTLE_MIN` and for the replicas to catch
+        up), so that small micro-batches keep the stream running until that kill, however fast the job
+        reads."""
+        if self.second_kill_due is not None:
+            return 2 * self.settings.transaction_rows
+        return self.settings.lead_rows
 
     def maybe_kill(self, consumed: int, expected: int, replay: ReplayProgress) -> None:
         """Kill -9 the driver once a third of the flights is read, the broker at two thirds (after the

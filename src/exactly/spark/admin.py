@@ -10,6 +10,8 @@ address that was tried, and refused credentials (`kafka.sasl.*`) with the broker
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -34,7 +36,18 @@ LEADERSHIP_MOVING = frozenset(
         KafkaError.REPLICA_NOT_AVAILABLE,
     }
 )
+# ... and a leader that died (the client's own transport errors and timeouts)
+LEADER_GONE = LEADERSHIP_MOVING | {
+    KafkaError._DESTROY_BROKER,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT,
+    KafkaError.REQUEST_TIMED_OUT,
+}
 _RETRY_BACKOFF_S = 0.2
+# one lookup's own timeout: librdkafka keeps a request for a dead leader until it times out, and a
+# failover takes a ZooKeeper session (6 s) and an election; asking again reaches the new leader
+ATTEMPT_S = 5.0
 
 
 class BrokerUnreachableError(ConnectionError):
@@ -130,29 +143,43 @@ class SourceAdmin:
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in wanted}
         deadline = time.monotonic() + self._timeout
         while True:
+            # each attempt is bounded: a request sent to a leader that was just killed waits for its own
+            # timeout, while asking again (after a metadata refresh) reaches the new one
+            attempt = min(max(deadline - time.monotonic(), _RETRY_BACKOFF_S), ATTEMPT_S)
             try:
                 futures = self._admin.list_offsets(
-                    request, isolation_level=isolation, request_timeout=self._timeout
+                    request, isolation_level=isolation, request_timeout=attempt
                 )
-                return {
-                    TopicPartition(ktp.topic, ktp.partition): future.result(timeout=self._timeout).offset
+                found = {
+                    TopicPartition(ktp.topic, ktp.partition): future.result(timeout=attempt + 1).offset
                     for ktp, future in futures.items()
                 }
-            except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                if error.code() in (
-                    KafkaError._TRANSPORT,
-                    KafkaError._TIMED_OUT,
-                    KafkaError._ALL_BROKERS_DOWN,
-                ):
-                    raise self._unreachable(exc) from None
-                # a leadership moving (a broker killed or restarted): Kafka's consumer asks again
-                if error.code() in LEADERSHIP_MOVING and time.monotonic() < deadline:
-                    time.sleep(_RETRY_BACKOFF_S)
-                    continue
-                raise RuntimeError(
-                    f"ListOffsets failed for {', '.join(map(str, wanted))}: {error.str()}"
-                ) from None
+                if all(offset >= 0 for offset in found.values()):
+                    return found
+                # librdkafka 2.x answers a partition whose request went to a dead leader with offset
+                # -1001 and no error, and keeps asking that leader until its metadata is refreshed
+                error = KafkaError(KafkaError._TIMED_OUT, "no answer from the partition's leader")
+            except (KafkaException, concurrent.futures.TimeoutError) as exc:
+                error = (
+                    exc.args[0]
+                    if isinstance(exc, KafkaException)
+                    else KafkaError(KafkaError._TIMED_OUT, f"no answer within {attempt + 1:g} s")
+                )
+            # a leadership moving or a leader gone (a broker killed or restarted): Kafka's consumer
+            # refreshes its metadata and asks again
+            if error.code() in LEADER_GONE and time.monotonic() < deadline:
+                time.sleep(_RETRY_BACKOFF_S)
+                self._refresh_metadata({tp.topic for tp in wanted}, attempt)
+                continue
+            if error.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN):
+                raise self._unreachable(KafkaException(error))
+            raise RuntimeError(f"ListOffsets failed for {', '.join(map(str, wanted))}: {error.str()}")
+
+    def _refresh_metadata(self, topics: set[str], timeout: float) -> None:
+        """A Metadata request for `topics`, which updates the leaders librdkafka's ListOffsets asks."""
+        for topic in sorted(topics):
+            with contextlib.suppress(KafkaException):
+                self._admin.list_topics(topic, timeout=timeout)
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
         """Log start offsets."""

@@ -34,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from exactly.spark.admin import LEADERSHIP_MOVING, SourceAdmin
+from exactly.spark.admin import ATTEMPT_S, LEADER_GONE, SourceAdmin
 from exactly.spark.arrow import RecordColumns
 from exactly.spark.offsets import (
     EARLIEST,
@@ -205,39 +205,28 @@ def _checked_start(consumer: Any, options: ReaderOptions, offsets: OffsetRange) 
     return int(low)
 
 
-# a partition's leader died (the client's own transport errors) or moved: asked again until the lookup timeout
-_LEADER_GONE = LEADERSHIP_MOVING | {
-    KafkaError._DESTROY_BROKER,
-    KafkaError._TRANSPORT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._TIMED_OUT,
-    KafkaError.REQUEST_TIMED_OUT,
-}
 _LEADER_RETRY_S = 0.2
-# one lookup's own timeout: librdkafka keeps a request for a dead leader until it times out, and a
-# failover takes a ZooKeeper session (6 s) and an election; asking again reaches the new leader
-_LEADER_ATTEMPT_S = 5.0
 
 
 def _log_start(consumer: Any, tp: KafkaTopicPartition, timeout: float) -> int:
-    """The partition's log start offset, asked again (each attempt for `_LEADER_ATTEMPT_S` at most) while
+    """The partition's log start offset, asked again (each attempt for `ATTEMPT_S` at most) while
     its leader is gone, until `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            attempt = min(max(deadline - time.monotonic(), _LEADER_RETRY_S), _LEADER_ATTEMPT_S)
+            attempt = min(max(deadline - time.monotonic(), _LEADER_RETRY_S), ATTEMPT_S)
             low, _ = consumer.get_watermark_offsets(tp, timeout=attempt, cached=False)
             return int(low)
         except KafkaException as e:
             error = e.args[0] if e.args else None
-            transient = isinstance(error, KafkaError) and (error.code() in _LEADER_GONE or error.retriable())
+            transient = isinstance(error, KafkaError) and (error.code() in LEADER_GONE or error.retriable())
             if not transient or time.monotonic() >= deadline:
                 raise
             log.info("log start of %s-%d: %s; asking again", tp.topic, tp.partition, error)
             time.sleep(_LEADER_RETRY_S)
             # an unassigned partition's leader is not refreshed by librdkafka: ask for it (the new leader)
             with contextlib.suppress(KafkaException):
-                consumer.list_topics(tp.topic, timeout=_LEADER_ATTEMPT_S)
+                consumer.list_topics(tp.topic, timeout=ATTEMPT_S)
 
 
 class ExactlyBatchReader(DataSourceReader):
