@@ -343,7 +343,7 @@ class DemoRun:
         first broker's restart to the second kill (which waits `SETTLE_MIN` and for the replicas to catch
         up), so that small micro-batches keep the stream running until that kill, however fast the job
         reads."""
-        if self.second_kill_due is not None:
+        if self.second_kill_due is not None and len(self.broker_kills) < 2:
             return 2 * self.settings.transaction_rows
         return self.settings.lead_rows
 
