@@ -1,7 +1,7 @@
 """exactly's two-phase commit extension (the Spark sink's) on a three-broker cluster: `TwoPhaseClient`
 given a bootstrap of one broker that coordinates nothing of the query finds the coordinator
 (FindCoordinator); the batch's transactions, placed in the query id's `__transaction_state` partition by
-their ids (`exactly.txn.coordinator.placement_key`), are decided there and visible exactly once; after
+their ids (`exactly.txn.placement.placement_key`), are decided there and visible exactly once; after
 that coordinator is killed -9, the same client (its coordinator forgotten on the lost connection /
 NOT_COORDINATOR) decides the next batch at the new leader, and a repeated decision of the first batch
 answers AlreadyDecided with its winners.

@@ -15,7 +15,7 @@ from exactly.spark.txn_ids import (
     pooled_id,
     slot_order,
 )
-from exactly.txn.coordinator import placement_key
+from exactly.txn.placement import placement_key
 
 Q = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"  # a Spark query id
 

@@ -11,7 +11,7 @@ The kills (`exactly.demo.runner` decides when): first the broker that leads the 
 (the most records under its leadership, `busiest_leader`); once producer and sink commits went on without
 it, it is restarted and, once every replica is back in sync, the broker that coordinates the sink's
 transactions (the sink's transactional ids live in their query id's partition, see
-`exactly.txn.coordinator.placement_key`) is killed the same way, if it is another broker. A kill's pause is
+`exactly.txn.placement.placement_key`) is killed the same way, if it is another broker. A kill's pause is
 the gap between the last successful commit before it and the first after it (`commit_gap`), for the
 replay's producer commits and for the sink's (the checkpoint's ``commits/N`` files) apart, with the time
 from the kill to the first commit after it (`first_after`; the gap also holds idle time before the kill,
@@ -33,7 +33,7 @@ from exactly.group.partitioning import partition_for
 from exactly.testing.cluster import ClusterProcesses
 from exactly.testing.processes import child_env, tail
 from exactly.testing.zookeeper import ZooKeeperNotInstalled, ZooKeeperProcess
-from exactly.txn.coordinator import placement_key
+from exactly.txn.placement import placement_key
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 TRANSACTION_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions (the default)

@@ -9,7 +9,7 @@ number of batches. Format::
     exactly-spark.<query id>.<Spark partition id>.<slot>        slot in 0 .. POOL_SIZE - 1
     slot = parity * POOL_LANES + lane        parity = batch id % 2, lane = attempt number % POOL_LANES
 
-(`exactly.txn.coordinator.placement_key` places it in its query's `__transaction_state` partition.)
+(`exactly.txn.placement.placement_key` places it in its query's `__transaction_state` partition.)
 Reuse is safe because InitProducerId on an id bumps its epoch and aborts the transaction an older
 instance left Ongoing (the zombie is fenced), and PrepareTxn names the producer instance (id, epoch) it
 prepares for, so a zombie cannot prepare the transaction of the instance that took its id over.
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from exactly.txn.coordinator import TWO_PHASE_ID_PREFIX
+from exactly.txn.placement import TWO_PHASE_ID_PREFIX
 
 __all__ = [
     "POOL_LANES",

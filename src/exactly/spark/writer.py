@@ -47,14 +47,14 @@ from exactly.spark.preflight import ColumnLayout
 from exactly.spark.txn_ids import PoolExhaustedError, choose_transactional_id
 from exactly.spark.writer_hooks import load_hooks
 from exactly.spark.writer_options import Guarantee, WriterOptions
-from exactly.txn.coordinator import TWO_PHASE_ID_PREFIX
+from exactly.txn.placement import TWO_PHASE_ID_PREFIX
 
 if TYPE_CHECKING:
     from exactly.client.twopc import TwoPhaseClient
 
 log = logging.getLogger("exactly.spark.writer")
 
-TRANSACTIONAL_ID_PREFIX = TWO_PHASE_ID_PREFIX  # its ids live with their query (txn/coordinator.py)
+TRANSACTIONAL_ID_PREFIX = TWO_PHASE_ID_PREFIX  # its ids live with their query (txn/placement.py)
 FLUSH_TIMEOUT = 120.0
 TXN_TIMEOUT = 60.0
 BATCH_JOB_ID = 0  # the batch id of a df.write job

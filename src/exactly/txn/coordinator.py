@@ -69,25 +69,11 @@ from exactly.txn.metadata import (
     TxnTransit,
     is_epoch_exhausted,
 )
+from exactly.txn.placement import placement_key
 from exactly.txn.records import TransactionLogValue
 from exactly.txn.results import BatchResult, MarkerJob, TxnConfig, TxnResult
 from exactly.txn.state import TxnState
 from exactly.txn.two_phase import PreparedIndex, TwoPhaseCommit
-
-#: transactional ids `<prefix>.<query id>.<rest>`: the Spark sink's tasks (placed with their query)
-TWO_PHASE_ID_PREFIX = "exactly-spark"
-
-
-def placement_key(key: str) -> str:
-    """What places `key` in a partition: the query id of a two-phase commit task's transactional id,
-    else `key` itself."""
-    prefix, dot, rest = key.partition(".")
-    if dot and prefix == TWO_PHASE_ID_PREFIX:
-        query, dot, _ = rest.partition(".")
-        if dot and query:
-            return query
-    return key
-
 
 __all__ = ["TV2", "BatchResult", "MarkerJob", "TransactionCoordinator", "TxnConfig", "TxnResult"]
 
