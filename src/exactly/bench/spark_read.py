@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from exactly.bench.broker import BROKER_START_TIMEOUT
+from exactly.spark.options import FETCH_QUEUE_BACKOFF_MS
 from exactly.testing.processes import BrokerProcess
 
 
@@ -79,6 +80,8 @@ def consumer_read_rate(bootstrap: str, topic: str, timeout: float = 300.0) -> Re
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "isolation.level": "read_committed",
+            # the data source's consumers' setting (spark/options.py), so that both read alike
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         }
     )
     started = time.perf_counter()
