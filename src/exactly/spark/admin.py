@@ -44,10 +44,16 @@ LEADER_GONE = LEADERSHIP_MOVING | {
     KafkaError._TIMED_OUT,
     KafkaError.REQUEST_TIMED_OUT,
 }
-_RETRY_BACKOFF_S = 0.2
+RETRY_BACKOFF_S = 0.2
 # one lookup's own timeout: librdkafka keeps a request for a dead leader until it times out, and a
 # failover takes a ZooKeeper session (6 s) and an election; asking again reaches the new leader
 ATTEMPT_S = 5.0
+
+
+def attempt_timeout(deadline: float) -> float:
+    """The timeout of one lookup attempt before `deadline` (monotonic): `ATTEMPT_S` at most, the time left
+    otherwise, and never less than the back-off."""
+    return min(max(deadline - time.monotonic(), RETRY_BACKOFF_S), ATTEMPT_S)
 
 
 class BrokerUnreachableError(ConnectionError):
@@ -145,7 +151,7 @@ class SourceAdmin:
         while True:
             # each attempt is bounded: a request sent to a leader that was just killed waits for its own
             # timeout, while asking again (after a metadata refresh) reaches the new one
-            attempt = min(max(deadline - time.monotonic(), _RETRY_BACKOFF_S), ATTEMPT_S)
+            attempt = attempt_timeout(deadline)
             try:
                 futures = self._admin.list_offsets(
                     request, isolation_level=isolation, request_timeout=attempt
@@ -168,7 +174,7 @@ class SourceAdmin:
             # a leadership moving or a leader gone (a broker killed or restarted): Kafka's consumer
             # refreshes its metadata and asks again
             if error.code() in LEADER_GONE and time.monotonic() < deadline:
-                time.sleep(_RETRY_BACKOFF_S)
+                time.sleep(RETRY_BACKOFF_S)
                 self._refresh_metadata({tp.topic for tp in wanted}, attempt)
                 continue
             if error.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN):

@@ -130,11 +130,12 @@ def _binary_array(values: list[bytes | None], arrow_type: pa.DataType) -> pa.Arr
     """A BINARY column. The usual cases are built from two buffers, each allocated once: the values
     joined, and their end offsets (`pa.array` of a list grows its buffers as it goes, and was a third of
     a reading task's CPU); all null (records without keys) is a null array; a mix goes through pa.array."""
-    if not values or values.count(None) == 0:
+    nulls = values.count(None)
+    if nulls == 0:
         ends = array.array("i", [0])
         ends.extend(itertools.accumulate(map(len, values)))  # type: ignore[arg-type]
         data = b"".join(values)  # type: ignore[arg-type]
         return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(ends), pa.py_buffer(data)])
-    if values.count(None) == len(values):
+    if nulls == len(values):
         return pa.nulls(len(values), type=arrow_type)
     return pa.array(values, type=arrow_type)

@@ -34,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from exactly.spark.admin import ATTEMPT_S, LEADER_GONE, SourceAdmin
+from exactly.spark.admin import ATTEMPT_S, LEADER_GONE, RETRY_BACKOFF_S, SourceAdmin, attempt_timeout
 from exactly.spark.arrow import RecordColumns
 from exactly.spark.offsets import (
     EARLIEST,
@@ -205,16 +205,13 @@ def _checked_start(consumer: Any, options: ReaderOptions, offsets: OffsetRange) 
     return int(low)
 
 
-_LEADER_RETRY_S = 0.2
-
-
 def _log_start(consumer: Any, tp: KafkaTopicPartition, timeout: float) -> int:
     """The partition's log start offset, asked again (each attempt for `ATTEMPT_S` at most) while
     its leader is gone, until `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            attempt = min(max(deadline - time.monotonic(), _LEADER_RETRY_S), ATTEMPT_S)
+            attempt = attempt_timeout(deadline)
             low, _ = consumer.get_watermark_offsets(tp, timeout=attempt, cached=False)
             return int(low)
         except KafkaException as e:
@@ -223,7 +220,7 @@ def _log_start(consumer: Any, tp: KafkaTopicPartition, timeout: float) -> int:
             if not transient or time.monotonic() >= deadline:
                 raise
             log.info("log start of %s-%d: %s; asking again", tp.topic, tp.partition, error)
-            time.sleep(_LEADER_RETRY_S)
+            time.sleep(RETRY_BACKOFF_S)
             # an unassigned partition's leader is not refreshed by librdkafka: ask for it (the new leader)
             with contextlib.suppress(KafkaException):
                 consumer.list_topics(tp.topic, timeout=ATTEMPT_S)
