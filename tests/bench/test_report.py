@@ -123,9 +123,20 @@ def test_quick_report(tmp_path: Path) -> None:
     assert len(fsync) == 200
     assert close(figure(report, "bounds.fsync_p50_ms"), nearest_rank(fsync, 0.5))
     assert close(figure(report, "bounds.fsync_p99_ms"), nearest_rank(fsync, 0.99))
+    sustained = [v for run in bounds["sustained_write_mb_s"].values() for v in run]
+    assert len(sustained) == 3
+    assert all(v > 0 for v in sustained)
+    assert close(figure(report, "bounds.sustained_write_mb_s"), statistics.median(sustained))
+    # quick plan: 1 s of warm-up and 2 s measured per round, one row per whole second
+    assert all(len(run) == 3 for run in bounds["sustained_write_window_mb_s"].values())
+    assert re.search(r"\| `broker\.produce_mb_s` \|[^\n]*[\d.]+ x sustained-write bound", report)
     produce = [v for run in broker["produce_mb_s"].values() for v in run]
     assert len(produce) == 2  # one row per round
     assert close(figure(report, "broker.produce_mb_s"), statistics.median(produce))
+    # OffsetCommit paced (4 committers x 100/s for 2 s in the quick plan): every commit timed.
+    paced = sheets["raw/groups.csv"]["offset_commit_paced_ms"][0]
+    assert 100 <= len(paced) <= 4 * 201
+    assert close(figure(report, "groups.offset_commit_paced_p50_ms"), nearest_rank(paced, 0.5))
     commit_runs = txn["commit_ms"]
     assert sorted(commit_runs) == [0, 1]
     assert all(len(run) == 30 for run in commit_runs.values())

@@ -12,7 +12,11 @@
      consumer's `subscribe()` to the last `on_assign` callback.
 2. OffsetCommit requests/s — `--committers` connections commit one partition each of one group, one
    request in flight per connection, every commit fsynced before it is acknowledged (group commit);
-   with the broker's CPU time (/proc/PID/stat utime + stime) per request.
+   with the broker's CPU time (/proc/PID/stat utime + stime) per request. The committers are threads
+   of this process sending back to back, so their latency at that saturation is committers divided by
+   requests/s (Little's law) and tells the throughput again; the latency of a commit is measured a
+   second time with the same committers paced to `--paced-rate` commits/s each (`PACED_RATE`), timed
+   from when each commit was due, not when it was sent (a late send counts its wait).
 3. Coordinator load time — `--load-records` OffsetCommit records (100 per batch) written to a
    `__consumer_offsets` partition, then replayed by a fresh `GroupCoordinator` as at broker start-up:
    once with every key distinct, once with each key committed 100 times.
@@ -300,8 +304,15 @@ def _client_rebalances(bootstrap: str, members: int, rounds: int, heartbeat_ms: 
 # --- OffsetCommit throughput --------------------------------------------------------------------------
 
 
-def _commit_throughput(port: int, committers: int, seconds: float) -> tuple[float, list[float], int]:
-    """(requests/s, the latency of every 10th request of each committer, requests)"""
+PACED_RATE = 100.0  # commits/s of each committer in the paced run
+
+
+def _commit_throughput(
+    port: int, committers: int, seconds: float, rate: float | None = None
+) -> tuple[float, list[float], int]:
+    """(requests/s, latencies, requests). `rate` None: back to back, the latency of every 10th request
+    of each committer; else each committer's commits are due every 1/`rate` s and every one is timed
+    from when it was due."""
     counts = [0] * committers
     latencies: list[float] = []
     stop_at = time.perf_counter() + seconds
@@ -309,8 +320,14 @@ def _commit_throughput(port: int, committers: int, seconds: float) -> tuple[floa
     def committer(index: int) -> None:
         connection = KafkaConnection.open("127.0.0.1", port, client_id="bench", timeout=None)
         commits = 0
+        # Spread the committers' schedules over one interval, so the paced commits do not arrive in bursts.
+        due = time.perf_counter() + (index / committers / rate if rate else 0.0)
         try:
             while (now := time.perf_counter()) < stop_at:
+                if rate is not None:
+                    if now < due:
+                        time.sleep(due - now)
+                    now, due = due, due + 1.0 / rate
                 commits += 1
                 request = OffsetCommitRequest(
                     "bench-commits",
@@ -327,7 +344,7 @@ def _commit_throughput(port: int, committers: int, seconds: float) -> tuple[floa
                 response = connection.request(ApiKey.OFFSET_COMMIT, 8, request)
                 assert response.topics[0].partitions[0].error_code == 0
                 counts[index] += 1
-                if commits % 10 == 0:
+                if rate is not None or commits % 10 == 0:
                     latencies.append(time.perf_counter() - now)
         finally:
             connection.close()
@@ -407,6 +424,8 @@ class GroupsResult:
     commit_requests_s: float
     commit_latencies: tuple[float, ...]  # every 10th request of each committer
     commit_broker_cpu_ms: float  # the broker's CPU time (utime + stime) per OffsetCommit request
+    paced_rate: float  # commits/s of each committer in the paced run
+    paced_latencies: tuple[float, ...]  # every commit of the paced run, from when it was due
     loads: tuple[LoadRun, ...]
 
 
@@ -441,6 +460,7 @@ def measure(
             cpu = cpu_seconds(broker.pid)
             rate, commit_latencies, commits = _commit_throughput(broker.port, committers, commit_seconds)
             commit_cpu_ms = (cpu_seconds(broker.pid) - cpu) / max(1, commits) * 1e3
+            _, paced, _ = _commit_throughput(broker.port, committers, commit_seconds, PACED_RATE)
         finally:
             broker.stop()
         for label, distinct in (
@@ -460,6 +480,8 @@ def measure(
         commit_requests_s=rate,
         commit_latencies=tuple(commit_latencies),
         commit_broker_cpu_ms=commit_cpu_ms,
+        paced_rate=PACED_RATE,
+        paced_latencies=tuple(paced),
         loads=tuple(loads),
     )
 
@@ -497,6 +519,12 @@ def main(argv: list[str] | None = None) -> GroupsResult:
     print(
         f"   {result.commit_requests_s:,.0f} requests/s; latency p50 {statistics.median(ms):.2f} ms, "
         f"p99 {ms[int(len(ms) * 0.99)]:.2f} ms; broker CPU {result.commit_broker_cpu_ms:.3f} ms per request"
+    )
+    paced = sorted(v * 1000 for v in result.paced_latencies)
+    offered = result.paced_rate * args.committers
+    print(
+        f"   paced to {offered:,.0f} commits/s ({args.committers} x {result.paced_rate:.0f}/s): latency "
+        f"p50 {statistics.median(paced):.2f} ms, p99 {paced[int(len(paced) * 0.99)]:.2f} ms (from when due)"
     )
     print(f"\n3. coordinator load time ({args.load_records:,} OffsetCommit records, 100 per batch)")
     for load in result.loads:

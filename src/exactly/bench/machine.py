@@ -4,7 +4,20 @@ Bounds (what no broker on this machine can beat, measured next to the broker's f
 - fsync latency: write 4 KiB + fsync, one after the other, on the filesystem of the brokers' data
   directories (a temporary directory, like every benchmark's data directory); one sample per fsync;
 - sequential write with fsync: `exactly.bench.broker.raw_disk_write_mb_s` (384 KiB writes, an fsync
-  after each: the broker's pattern for 6 partitions x 64 KiB), MB/s per round;
+  after each: the broker's pattern for 6 partitions x 64 KiB), MB/s per round -- a burst of 128 MiB;
+- sustained write (`sustained_write`): what a produce round asks of the kernel, without a broker: 1 MiB
+  writes to 6 files in turn (one per partition), an fdatasync after each (the broker's pattern with
+  1 MB requests), for as long as a produce round (warm-up, then the measured seconds), the files
+  deleted at its end as a round's topic is; MB/s per second and the writer thread's CPU per GB.
+
+Why both writes: on this machine (a Firecracker VM whose free memory goes back to the host a few seconds
+after it is freed) the first write of a page of memory the guest has not used lately costs a fault on
+the host, charged to whoever copies into the page -- for a file write, the writer's `write` call. A
+128 MiB burst lands in memory the guest used a moment ago (0.2-0.7 s of CPU per GB here); a round of
+several GB runs out of it after about 3 GB and then pays ~2.5 s of system CPU per GB in
+`copy_folio_from_iter_atomic` alone (measured with perf, the broker under produce and a plain Python
+write loop alike). The sustained writer pays the same, so a broker compared with it is compared with
+what the kernel charges for the same bytes in the same conditions.
 - loopback TCP copy: `exactly.bench.broker.raw_loopback_mb_s` (1 MiB sendall into a reader thread over
   127.0.0.1), MB/s per round.
 """
@@ -12,12 +25,15 @@ Bounds (what no broker on this machine can beat, measured next to the broker's f
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +49,77 @@ class Bounds:
     seq_write_bytes: int  # per round
     loopback_mb_s: tuple[float, ...]  # per round
     loopback_bytes: int  # per round
+    sustained: tuple[SustainedWrite, ...]  # per round
     directory: str
     filesystem: str
+
+
+@dataclass(frozen=True, slots=True)
+class SustainedWrite:
+    """One round of `sustained_write`: bytes written in each second of the round (warm-up included) and
+    over the measured seconds, and the writer thread's CPU (user + system) over the measured seconds."""
+
+    window_bytes: tuple[int, ...]  # index = second since the round began
+    measured_bytes: int
+    measured_seconds: float
+    cpu_seconds: float
+
+    @property
+    def mb_s(self) -> float:
+        return self.measured_bytes / self.measured_seconds / 1e6 if self.measured_seconds else math.nan
+
+    @property
+    def cpu_s_per_gb(self) -> float:
+        return self.cpu_seconds / (self.measured_bytes / 1e9) if self.measured_bytes else math.nan
+
+
+def thread_cpu_seconds() -> float:
+    """User + system CPU seconds of the calling thread (Linux RUSAGE_THREAD)."""
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return usage.ru_utime + usage.ru_stime
+
+
+def sustained_write(
+    directory: Path,
+    warmup_s: float,
+    seconds: float,
+    files: int = 6,
+    chunk: int = MiB,
+    clock: Callable[[], float] = time.perf_counter,
+    cpu: Callable[[], float] = thread_cpu_seconds,
+) -> SustainedWrite:
+    """Write `chunk`-byte blocks to `files` files in turn, an fdatasync after each, for `warmup_s` +
+    `seconds`; measure the last `seconds`. The files are deleted at the end."""
+    data = os.urandom(chunk)
+    paths = [directory / f"sustained-{i}.bin" for i in range(files)]
+    fds = [os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) for path in paths]
+    windows: list[int] = []
+    measured = writes = 0
+    started: tuple[float, float] | None = None  # (clock, thread CPU) when the measured seconds began
+    try:
+        begin = clock()
+        while (now := clock()) < begin + warmup_s + seconds:
+            if started is None and now >= begin + warmup_s:
+                started = (now, cpu())
+            fd = fds[writes % files]
+            writes += 1
+            written = os.write(fd, data)
+            os.fdatasync(fd)
+            second = int(clock() - begin)
+            windows.extend([0] * (second + 1 - len(windows)))
+            windows[second] += written
+            if started is not None:
+                measured += written
+        stopped = (clock(), cpu())
+    finally:
+        for fd in fds:
+            os.close(fd)
+        for path in paths:
+            path.unlink(missing_ok=True)
+    whole = tuple(windows[: int(warmup_s + seconds)])  # the seconds that ran to their end
+    if started is None:
+        return SustainedWrite(whole, 0, 0.0, 0.0)
+    return SustainedWrite(whole, measured, stopped[0] - started[0], stopped[1] - started[1])
 
 
 def fsync_latencies(directory: Path, count: int) -> list[float]:
@@ -56,17 +141,26 @@ def fsync_latencies(directory: Path, count: int) -> list[float]:
 
 
 def measure_bounds(
-    directory: Path, fsyncs: int, seq_write_bytes: int, loopback_bytes: int, rounds: int
+    directory: Path,
+    fsyncs: int,
+    seq_write_bytes: int,
+    loopback_bytes: int,
+    rounds: int,
+    sustained_s: tuple[float, float],
 ) -> Bounds:
+    """`sustained_s`: the warm-up and measured seconds of each sustained-write round (a produce
+    round's)."""
     fsync = fsync_latencies(directory, fsyncs)
     seq = [raw_disk_write_mb_s(directory, seq_write_bytes, 6 * 64 * 1024) for _ in range(rounds)]
     loop = [raw_loopback_mb_s(loopback_bytes, MiB) for _ in range(rounds)]
+    sustained = [sustained_write(directory, *sustained_s) for _ in range(rounds)]
     return Bounds(
         tuple(fsync),
         tuple(seq),
         seq_write_bytes,
         tuple(loop),
         loopback_bytes,
+        tuple(sustained),
         str(directory),
         filesystem(directory),
     )

@@ -146,6 +146,8 @@ class BoundFigures:
     fsync_p99_ms: float = math.nan
     seq_write_mb_s: float = math.nan
     loopback_mb_s: float = math.nan
+    sustained_write_mb_s: float = math.nan
+    sustained_write_cpu_s_per_gb: float = math.nan
 
 
 def figure(

@@ -291,6 +291,17 @@ def _plot_inputs(run: Run) -> dict[str, str]:
             ("broker CPU, consume (cores)", _per_round(broker, "consume_broker_cores")),
         ]
         warmups = [plan.broker_warmup_s, plan.consume_warmup_s, plan.broker_warmup_s, plan.consume_warmup_s]
+        bounds = run.sheets.get("bounds")
+        sources = (
+            "`raw/broker.csv` series `produce_window_mb_s`, `consume_window_mb_s`, `produce_broker_cores`, "
+        )
+        if bounds is not None and bounds.runs("sustained_write_window_mb_s"):
+            # The kernel alone, same length and same bytes per write: where the produce line's step is from.
+            panels.insert(
+                1, ("sustained writer MB/s (no broker)", _per_round(bounds, "sustained_write_window_mb_s"))
+            )
+            warmups.insert(1, plan.broker_warmup_s)
+            sources = "`raw/bounds.csv` series `sustained_write_window_mb_s`; " + sources
         plots.timeline_plot(
             out / PLOTS["throughput"],
             panels,
@@ -298,8 +309,7 @@ def _plot_inputs(run: Run) -> dict[str, str]:
             f"exactly: {plan.broker_rounds} timed rounds, MB/s and broker CPU in each second",
         )
         made["throughput"] = (
-            "`raw/broker.csv` series `produce_window_mb_s`, `consume_window_mb_s`, `produce_broker_cores`, "
-            "`consume_broker_cores` (run = round, index = second since the round began)"
+            sources + "`consume_broker_cores` (run = round, index = second since the round began)"
         )
     sections = {s.key: s for s in run.sections}
     peer_section = sections.get("peers")
@@ -448,6 +458,7 @@ def render(
 HEADLINE = {
     "bounds.fsync_p50_ms",
     "bounds.seq_write_fsync_mb_s",
+    "bounds.sustained_write_mb_s",
     "bounds.loopback_mb_s",
     "broker.produce_mb_s",
     "broker.paced_latency_p50_ms",

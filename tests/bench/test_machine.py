@@ -1,0 +1,48 @@
+"""The machine's own bounds (`exactly.bench.machine`): the sustained writer's accounting, on a real file
+system with an injected clock and CPU reading."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+from exactly.bench.machine import MiB, SustainedWrite, sustained_write
+
+
+def test_the_sustained_writer_counts_only_the_measured_seconds(tmp_path: Path) -> None:
+    # Every clock read advances 0.25 s; the writer reads it twice per write (before, after the sync).
+    ticks = itertools.count()
+
+    def clock() -> float:
+        return next(ticks) * 0.25
+
+    cpu_reads = iter([10.0, 10.5])
+    written = sustained_write(
+        tmp_path, 1.0, 2.0, files=2, chunk=64 * 1024, clock=clock, cpu=lambda: next(cpu_reads)
+    )
+    # begin = 0; the loop checks the clock at 0.25, 0.75, ..., each write ends 0.25 s after its check.
+    # Warm-up: the writes checked at 0.25 and 0.75 (ending in seconds 0 and 1); measured: the writes
+    # checked at 1.25 .. 2.75 (ending at 1.5 .. 3.0), until the check at 3.25 ends the loop and the
+    # clock reads 3.5: 2.25 s for 4 writes. The partial second 3 is left out of the windows.
+    assert written.window_bytes == (64 * 1024, 2 * 64 * 1024, 2 * 64 * 1024)
+    assert written.measured_bytes == 4 * 64 * 1024
+    assert written.cpu_seconds == 0.5
+    assert abs(written.measured_seconds - 2.25) < 1e-9
+    assert abs(written.mb_s - 4 * 64 * 1024 / 2.25 / 1e6) < 1e-9
+    assert list(tmp_path.iterdir()) == []  # the files are gone, as a round's topic is
+
+
+def test_per_gb_of_an_empty_round_is_not_a_number() -> None:
+    empty = SustainedWrite((), 0, 0.0, 0.0)
+    assert math.isnan(empty.mb_s)
+    assert math.isnan(empty.cpu_s_per_gb)
+
+
+def test_a_real_second_of_sustained_writes_lands_on_disk(tmp_path: Path) -> None:
+    written = sustained_write(tmp_path, 0.2, 1.0, files=3, chunk=MiB)
+    assert written.measured_bytes >= MiB
+    assert written.measured_bytes % MiB == 0
+    assert sum(written.window_bytes) >= written.measured_bytes
+    assert written.cpu_seconds > 0
+    assert written.mb_s > 0
