@@ -1,7 +1,7 @@
 """The sizes of `exactly bench report`'s two runs, and the helpers its figures are made with.
 
-`FULL` is `make bench` (about 25 minutes on 2 shared cores); `QUICK` is `--quick` (about 4 minutes:
-Spark skipped, every other benchmark tiny), which the test runs.
+`FULL` is `make bench` (about 11 minutes on 2 quiet cores, 20-25 on loaded ones); `QUICK` is `--quick`
+(about 4 minutes: Spark skipped, every other benchmark tiny), which the test runs.
 """
 
 from __future__ import annotations
