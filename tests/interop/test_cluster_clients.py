@@ -53,7 +53,10 @@ def cluster(
 
 
 def _create(cluster: ClusterProcesses, name: str, assignment: list[int]) -> None:
-    """A one-partition topic on `assignment` (its first broker leads), once every replica is in sync."""
+    """A one-partition topic on `assignment` (its first broker leads), once every replica is in sync.
+    Waits first for every broker to be registered: a test before may have restarted one a moment ago,
+    and the controller refuses an assignment that names a broker it does not know yet."""
+    cluster.wait_for_brokers(3)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     for future in admin.create_topics([NewTopic(name, 1, replica_assignment=[assignment])]).values():
         future.result(60)
@@ -351,6 +354,7 @@ def test_clients_produce_and_consume_across_a_leader_kill(cluster: ClusterProces
             kcat_consumer.kill()
             kcat_consumer.wait()
         cluster.brokers[1].start()
+        cluster.wait_for_brokers(3)
     metadata = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(topic, timeout=10)
     assert metadata.topics[topic].partitions[0].leader in (2, 3)  # someone else took over
 
