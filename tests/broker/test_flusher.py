@@ -211,19 +211,6 @@ def test_close_finishes_the_flushes_queued_and_stops_its_threads(tmp_path: Path)
         log.close()
 
 
-def _fsync_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of the thread of every `files.fsync` from now on (the fsync still happens)."""
-    names: list[str] = []
-    real = files.fsync
-
-    def recording(fd: int, path: Path | str) -> None:
-        names.append(threading.current_thread().name)
-        real(fd, path)
-
-    monkeypatch.setattr(files, "fsync", recording)
-    return names
-
-
 def test_a_lone_flush_runs_inline_and_fails_as_a_threaded_one_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -234,7 +221,14 @@ def test_a_lone_flush_runs_inline_and_fails_as_a_threaded_one_would(
     flusher = Flusher(tmp_path / "data")
     alone = True
     flusher.inline_when = lambda: alone
-    flushed_on = _fsync_threads(monkeypatch)
+    flushed_on: list[str] = []
+    real = files.fsync
+
+    def recording(fd: int, path: Path | str) -> None:
+        flushed_on.append(threading.current_thread().name)
+        real(fd, path)
+
+    monkeypatch.setattr(files, "fsync", recording)
     try:
         assert _wait(flusher, [logs[0]]) == [None]
         assert logs[0].recovery_point == 3
@@ -267,33 +261,6 @@ def test_a_lone_flush_runs_inline_and_fails_as_a_threaded_one_would(
         assert isinstance(failed, KafkaError)
         assert failed.code == ErrorCode.KAFKA_STORAGE_ERROR
         assert logs[0].recovery_point == 3
-    finally:
-        flusher.close()
-        monkeypatch.undo()
-    for log in logs:
-        log.close()
-
-
-def test_a_caller_behind_an_unwritten_answer_gets_the_threads_even_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`inline=False` (the coordinator's markers, started while EndTxn is answered): the fsync goes to a
-    flush thread even when `inline_when` says the loop is free, so the loop can write the answer."""
-    logs = _logs(tmp_path / "data", 2)
-    flusher = Flusher(tmp_path / "data")
-    flusher.inline_when = lambda: True
-    flushed_on = _fsync_threads(monkeypatch)
-
-    async def run() -> list[object]:
-        targets = [(log, log.log_end_offset) for log in logs]
-        return list(await flusher.wait_durable_each(targets, inline=False))
-
-    try:
-        assert asyncio.run(run()) == [None, None]
-        assert [log.recovery_point for log in logs] == [3, 3]
-        assert flusher.inline_flushes == 0
-        assert len(flushed_on) >= 2
-        assert all(name.startswith("exactly-flush_") for name in flushed_on)
     finally:
         flusher.close()
         monkeypatch.undo()
