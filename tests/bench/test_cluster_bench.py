@@ -50,9 +50,11 @@ def test_throughput_of_both_replication_factors_and_their_ratio(
             assert run.records_s > 0
             assert len(run.cpu_s) == 3
             assert all(cpu >= 0 for cpu in run.cpu_s)
-    # the leader (broker 1) does work in both; the followers replicate only RF 3
-    assert all(run.cpu_s[0] > 0 for run in result.throughput)
-    assert all(run.cpu_s[1] + run.cpu_s[2] > 0 for run in result.runs(3))
+    # the leader (broker 1) does work in both; the followers replicate only RF 3. CPU is counted in
+    # clock ticks (10 ms): a quick run can end within one tick of a broker, so the sums are asserted.
+    assert sum(run.cpu_s[0] for run in result.runs(1)) > 0
+    assert sum(run.cpu_s[0] for run in result.runs(3)) > 0
+    assert sum(run.cpu_s[1] + run.cpu_s[2] for run in result.runs(3)) > 0
 
 
 def test_one_failover_sample_per_signal_with_its_breakdown(
