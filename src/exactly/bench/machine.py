@@ -8,7 +8,10 @@ Bounds (what no broker on this machine can beat, measured next to the broker's f
 - sustained write (`sustained_write`): what a produce round asks of the kernel, without a broker: 1 MiB
   writes to 6 files in turn (one per partition), an fdatasync after each (the broker's pattern with
   1 MB requests), for as long as a produce round (warm-up, then the measured seconds), the files
-  deleted at its end as a round's topic is; MB/s per second and the writer thread's CPU per GB.
+  deleted at its end as a round's topic is; MB/s per second and the writer thread's CPU per GB
+  (`time.thread_time`);
+- loopback TCP copy: `exactly.bench.broker.raw_loopback_mb_s` (1 MiB sendall into a reader thread over
+  127.0.0.1), MB/s per round.
 
 Why both writes: on this machine (a Firecracker VM whose free memory goes back to the host a few seconds
 after it is freed) the first write of a page of memory the guest has not used lately costs a fault on
@@ -18,8 +21,6 @@ several GB runs out of it after about 3 GB and then pays ~2.5 s of system CPU pe
 `copy_folio_from_iter_atomic` alone (measured with perf, the broker under produce and a plain Python
 write loop alike). The sustained writer pays the same, so a broker compared with it is compared with
 what the kernel charges for the same bytes in the same conditions.
-- loopback TCP copy: `exactly.bench.broker.raw_loopback_mb_s` (1 MiB sendall into a reader thread over
-  127.0.0.1), MB/s per round.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import importlib.metadata
 import math
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -73,12 +73,6 @@ class SustainedWrite:
         return self.cpu_seconds / (self.measured_bytes / 1e9) if self.measured_bytes else math.nan
 
 
-def thread_cpu_seconds() -> float:
-    """User + system CPU seconds of the calling thread (Linux RUSAGE_THREAD)."""
-    usage = resource.getrusage(resource.RUSAGE_THREAD)
-    return usage.ru_utime + usage.ru_stime
-
-
 def sustained_write(
     directory: Path,
     warmup_s: float,
@@ -86,7 +80,7 @@ def sustained_write(
     files: int = 6,
     chunk: int = MiB,
     clock: Callable[[], float] = time.perf_counter,
-    cpu: Callable[[], float] = thread_cpu_seconds,
+    cpu: Callable[[], float] = time.thread_time,
 ) -> SustainedWrite:
     """Write `chunk`-byte blocks to `files` files in turn, an fdatasync after each, for `warmup_s` +
     `seconds`; measure the last `seconds`. The files are deleted at the end."""
