@@ -137,7 +137,7 @@ class Options:
 
 
 FULL = Options(records=100_000, producers=1, rounds=3, kills=10, shutdowns=5)
-QUICK = Options(records=5_000, producers=1, rounds=1, kills=2, shutdowns=2, quick=True)
+QUICK = Options(records=20_000, producers=1, rounds=1, kills=2, shutdowns=2, quick=True)
 
 
 @dataclass(frozen=True, slots=True)
