@@ -260,24 +260,38 @@ class VerifyCluster:
                 handler = logging.FileHandler(self.logs / "runner-zookeeper.log")
                 handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
                 logger.addHandler(handler)
+            # `retry` (every read below) outlives a ZooKeeper restart that expires this session: a
+            # controller-kill drawn just after a zookeeper-restart once failed on SessionExpiredError
             self._zk = KazooClient(  # type: ignore[call-arg]  # the stub lacks `logger`
-                hosts=self.zookeeper.connect_string, timeout=10.0, logger=logger
+                hosts=self.zookeeper.connect_string,
+                timeout=10.0,
+                logger=logger,
+                command_retry={"max_tries": -1, "max_delay": 2.0, "deadline": 60.0},
             )
             self._zk.start(timeout=30)
         return self._zk
 
     def _read(self, path: str) -> Any:
-        data, _ = self.zk().get(path)
+        data, _ = self.zk().retry(self.zk().get, path)
         return json.loads(data)
 
     def live_brokers(self) -> set[int]:
-        return {int(b) for b in self.zk().get_children("/brokers/ids")}
+        return {int(b) for b in self.zk().retry(self.zk().get_children, "/brokers/ids")}
 
     def controller(self) -> int:
         return int(self._read("/controller")["brokerid"])
 
     def leader(self, topic: str, partition: int) -> int:
-        return int(self._read(f"/brokers/topics/{topic}/partitions/{partition}/state")["leader"])
+        return self.leadership(topic, partition)[0]
+
+    def leadership(self, topic: str, partition: int) -> tuple[int, int]:
+        """(leader, leader epoch) of a partition as ZooKeeper has it."""
+        state = self._read(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        return int(state["leader"]), int(state["leader_epoch"])
+
+    def client_bootstrap(self, broker_id: int) -> str:
+        """The client address (through its fault proxy) of one broker."""
+        return self.proxy.proxies[broker_id - 1].bootstrap
 
     def partitions(self, topic: str) -> int:
         return len(self._read(f"/brokers/topics/{topic}")["partitions"])
@@ -293,9 +307,9 @@ class VerifyCluster:
         missing = [f"broker {b} not running" for b, p in self.brokers.items() if not p.running]
         live = self.live_brokers()
         missing += [f"broker {b} not registered" for b in self.brokers if b not in live]
-        if not self.zk().exists("/controller"):
+        if not self.zk().retry(self.zk().exists, "/controller"):
             missing.append("no controller")
-        for topic in self.zk().get_children("/brokers/topics"):
+        for topic in self.zk().retry(self.zk().get_children, "/brokers/topics"):
             assignment = self._read(f"/brokers/topics/{topic}")["partitions"]
             for p, replicas in assignment.items():
                 try:

@@ -426,12 +426,13 @@ class Run:
 
     # --- samples and scans --------------------------------------------------------------------------
 
-    def _consumer(self, isolation: str) -> Any:
+    def _consumer(self, isolation: str, bootstrap: str | None = None) -> Any:
         from confluent_kafka import Consumer
 
         return Consumer(
             {
                 **self.clients,
+                **({} if bootstrap is None else {"bootstrap.servers": bootstrap}),
                 "group.id": "verify-runner",
                 "isolation.level": isolation,
                 "enable.auto.commit": False,
@@ -440,20 +441,71 @@ class Run:
         )
 
     def sample_offsets(self, timeout: float = 5.0) -> dict[str, list[int]] | None:
+        """[log start, LSO, HWM] of every key, or None when a key could not be sampled.
+
+        In a cluster each key is asked of the leader ZooKeeper names, and the sample is void if a leader
+        changed meanwhile. An isolated leader (ZooKeeper mode, as in Kafka) keeps answering as the leader
+        of the epoch it knows until the controller reaches it: two fresh clients bootstrapped at random
+        once got the LSO from the new leader and the HWM from the isolated one ([0, 10, 1]), then the
+        reverse ([0, 0, 19]) — their old values, not the partition's."""
+        if self.cluster is None:
+            return self._record_sample(self._sample_at(None, self.keys(), timeout))
+        from kazoo.exceptions import KazooException
+
+        cluster = self.cluster
+        try:
+            leadership = {k: cluster.leadership(*split_key(k)) for k in self.keys()}
+        except KazooException:
+            return None
+        by_leader: dict[int, list[str]] = {}
+        for k, (leader, _) in leadership.items():
+            by_leader.setdefault(leader, []).append(k)
+        out: dict[str, list[int]] = {}
+        for leader, keys in sorted(by_leader.items()):
+            if leader not in self.brokers:
+                return None  # no leader (-1)
+            part = self._sample_at(leader, keys, timeout)
+            if part is None:
+                return None
+            out.update(part)
+        try:
+            if any(cluster.leadership(*split_key(k)) != was for k, was in leadership.items()):
+                return None
+        except KazooException:
+            return None
+        return self._record_sample(out)
+
+    def _record_sample(self, sample: dict[str, list[int]] | None) -> dict[str, list[int]] | None:
+        if sample is not None:
+            self.history.record("offsets", OpType.OK, sample)
+        return sample
+
+    def _sample_at(self, leader: int | None, keys: list[str], timeout: float) -> dict[str, list[int]] | None:
+        """The keys' offsets from the runner's bootstrap (one broker) or from `leader` alone: None when
+        they could not be read, or when a client's metadata does not name `leader`."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        rc, ru = self._consumer("read_committed"), self._consumer("read_uncommitted")
+        bootstrap = None if leader is None or self.cluster is None else self.cluster.client_bootstrap(leader)
+        rc, ru = self._consumer("read_committed", bootstrap), self._consumer("read_uncommitted", bootstrap)
         try:
+            if leader is not None:
+                wanted: dict[str, list[int]] = {}
+                for topic, partition in map(split_key, keys):
+                    wanted.setdefault(topic, []).append(partition)
+                for client in (rc, ru):
+                    for topic, partitions in wanted.items():
+                        known = client.list_topics(topic, timeout).topics[topic].partitions
+                        if any(known[p].leader != leader for p in partitions):
+                            return None
             out: dict[str, list[int]] = {}
-            for k in self.keys():
+            for k in keys:
                 tp = TopicPartition(*split_key(k))
                 # LSO before HWM: both only grow, so lso <= hwm holds across the two requests
                 low, lso = rc.get_watermark_offsets(tp, timeout)
                 _, hwm = ru.get_watermark_offsets(tp, timeout)
                 out[k] = [low, lso, hwm]
-            self.history.record("offsets", OpType.OK, out)
             return out
-        except KafkaException:
+        except (KafkaException, KeyError):
             return None
         finally:
             rc.close()
