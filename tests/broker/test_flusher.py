@@ -266,3 +266,37 @@ def test_a_lone_flush_runs_inline_and_fails_as_a_threaded_one_would(
         monkeypatch.undo()
     for log in logs:
         log.close()
+
+
+def test_a_caller_behind_an_unwritten_answer_gets_the_threads_even_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`inline=False` (the coordinator's markers, started while EndTxn is answered): the fsync goes to a
+    flush thread even when `inline_when` says the loop is free, so the loop can write the answer."""
+    logs = _logs(tmp_path / "data", 2)
+    flusher = Flusher(tmp_path / "data")
+    flusher.inline_when = lambda: True
+    flushed_on: list[str] = []
+    real = files.fsync
+
+    def recording(fd: int, path: Path | str) -> None:
+        flushed_on.append(threading.current_thread().name)
+        real(fd, path)
+
+    monkeypatch.setattr(files, "fsync", recording)
+
+    async def run() -> list[object]:
+        targets = [(log, log.log_end_offset) for log in logs]
+        return list(await flusher.wait_durable_each(targets, inline=False))
+
+    try:
+        assert asyncio.run(run()) == [None, None]
+        assert [log.recovery_point for log in logs] == [3, 3]
+        assert flusher.inline_flushes == 0
+        assert len(flushed_on) >= 2
+        assert all(name.startswith("exactly-flush_") for name in flushed_on)
+    finally:
+        flusher.close()
+        monkeypatch.undo()
+    for log in logs:
+        log.close()

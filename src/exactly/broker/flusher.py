@@ -15,7 +15,9 @@ the one waiting; a parked Fetch, a follower's included, counts) and no flush is 
 on the event loop itself. Nobody else needs the loop during that fsync, and the two thread hand-overs it
 saves (waking a flush thread, then the loop) are ~100 us of broker CPU: 447 -> 350 us per serial
 OffsetCommit (bench/cpu-profile.md). Requests that arrive meanwhile wait in the socket for at most that
-fsync. With two requests in flight the threads take the flush, so group commit is unchanged.
+fsync. With two requests in flight the threads take the flush, so group commit is unchanged. A caller
+that runs behind an answer still to be written asks for the threads (`inline=False`): the transaction
+coordinator's markers, started as EndTxn is answered, would otherwise hold that answer for their fsync.
 
 The threads are the flusher's own (`threads` of them, started with the first flush), fed through a
 `queue.SimpleQueue`; a finished job settles its asyncio future with one `call_soon_threadsafe`. That is
@@ -65,17 +67,20 @@ class Flusher:
             return
         await asyncio.gather(*(self._durable(log, offset) for log, offset in targets))
 
-    async def wait_durable_each(self, targets: list[tuple[PartitionLog, int]]) -> list[KafkaError | None]:
-        """Like `wait_durable`, but every target's own outcome: None, or the KafkaError its flush raised."""
+    async def wait_durable_each(
+        self, targets: list[tuple[PartitionLog, int]], *, inline: bool = True
+    ) -> list[KafkaError | None]:
+        """Like `wait_durable`, but every target's own outcome: None, or the KafkaError its flush raised.
+        `inline=False`: never on the event loop (the caller runs behind an answer still to be written)."""
         await self._flush_together(targets)
         if len(targets) == 1:
             try:
-                await self._durable(*targets[0])
+                await self._durable(*targets[0], inline=inline)
             except KafkaError as e:
                 return [e]
             return [None]
         results = await asyncio.gather(
-            *(self._durable(log, offset) for log, offset in targets), return_exceptions=True
+            *(self._durable(log, offset, inline=inline) for log, offset in targets), return_exceptions=True
         )
         outcome: list[KafkaError | None] = []
         for result in results:
@@ -115,9 +120,9 @@ class Flusher:
         for log, offset in written:
             log.flushed_to(offset)
 
-    async def _durable(self, log: PartitionLog, offset: int) -> None:
-        inline = self.inline_when
-        alone = inline is not None and not self._running and inline()
+    async def _durable(self, log: PartitionLog, offset: int, *, inline: bool = True) -> None:
+        when = self.inline_when
+        alone = inline and when is not None and not self._running and when()
         if alone and log.needs_flush(offset) and not log.closed:
             self.inline_flushes += 1
             log.flush()  # KafkaError (KAFKA_STORAGE_ERROR) as from a flush thread

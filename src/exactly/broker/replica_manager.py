@@ -380,10 +380,13 @@ class ReplicaManager:
         """Every target fsynced below its offset (raises the first KafkaError)."""
         await self.flusher.wait_durable([(partition.log, offset) for partition, offset in targets])
 
-    async def wait_durable_each(self, targets: list[DurableTarget]) -> list[KafkaError | None]:
-        """Like `wait_durable`, but each target's own outcome: None, or its KafkaError."""
+    async def wait_durable_each(
+        self, targets: list[DurableTarget], *, inline: bool = True
+    ) -> list[KafkaError | None]:
+        """Like `wait_durable`, but each target's own outcome: None, or its KafkaError (`inline`: see
+        `Flusher.wait_durable_each`)."""
         return await self.flusher.wait_durable_each(
-            [(partition.log, offset) for partition, offset in targets]
+            [(partition.log, offset) for partition, offset in targets], inline=inline
         )
 
     async def wait_end_durable(self, partition: Partition) -> None:

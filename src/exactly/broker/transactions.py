@@ -187,7 +187,7 @@ class TransactionService:
         )
         replicas.leadership_listeners.append(self._leadership_changed)
         replicas.marker_listeners.append(self._marker_appended)
-        self.markers = MarkerChannel(config.node_id, self.write_markers)
+        self.markers = MarkerChannel(config.node_id, self._write_own_markers)
         self.verifier: TransactionVerifier | None = None  # in a cluster (set by the broker)
         self._verified: dict[tuple[str, int, int], int] = {}  # (topic, partition, pid) -> verified epoch
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
@@ -444,10 +444,18 @@ class TransactionService:
         )
         return self._replicas.append_end_txn_marker(topic, partition, producer_id, producer_epoch, marker)
 
-    async def write_markers(self, markers: Markers, partitions: Sequence[TopicPartition]) -> Codes:
+    async def _write_own_markers(self, markers: Markers, partitions: Sequence[TopicPartition]) -> Codes:
+        """The coordinator's markers to partitions this broker leads. They start while the EndTxn that
+        decided them is being answered: their fsync goes to the flusher's threads, so that the answer is
+        written meanwhile rather than after it (one fsync less in every EndTxn)."""
+        return await self.write_markers(markers, partitions, inline=False)
+
+    async def write_markers(
+        self, markers: Markers, partitions: Sequence[TopicPartition], *, inline: bool = True
+    ) -> Codes:
         """Append the markers to partitions this broker leads, then wait until they are durable here and
         committed in their ISR (acks=all): each partition's code. The one path of every marker: the
-        coordinator's own, and the WriteTxnMarkers API's."""
+        coordinator's own, and the WriteTxnMarkers API's. `inline`: see `Flusher.wait_durable_each`."""
         codes: Codes = {}
         durable: list[tuple[TopicPartition, DurableTarget]] = []
         replicated: list[tuple[TopicPartition, DurableTarget]] = []
@@ -471,7 +479,9 @@ class TransactionService:
             if written.partition.replicated:
                 replicated.append(((topic, index), (written.partition, written.info.last_offset + 1)))
         if durable:
-            failures = await self._replicas.wait_durable_each([target for _, target in durable])
+            failures = await self._replicas.wait_durable_each(
+                [target for _, target in durable], inline=inline
+            )
             for (key, _), failure in zip(durable, failures, strict=True):
                 if failure is not None:
                     codes[key] = failure.code
