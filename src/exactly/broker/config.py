@@ -292,6 +292,8 @@ _BROKER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "exactly.debug.fsync.ledger": ("debug_fsync_ledger", str),
     # open-file budget: segment files (storage/file_handles.py); connections (broker/connection_slots.py)
     "exactly.log.max.open.files": ("log_max_open_files", _int(-1, 2**31 - 1)),
+    # page cache drop-behind after each segment fsync (storage/drop_behind.py)
+    "exactly.log.drop.behind.bytes": ("log_drop_behind_bytes", _int(-1)),
     "max.connections": ("max_connections", _int(0, 2**31 - 1)),
     # connections per client address and per listener (quotas/connections.py, broker/connection_slots.py)
     "max.connections.per.ip": ("max_connections_per_ip", _int(0, 2**31 - 1)),
@@ -412,6 +414,7 @@ class BrokerConfig:
     debug_fsync_ledger: str = ""
     debug_raise_in_api: frozenset[int] = frozenset()
     log_max_open_files: int = -1  # -1: a quarter of the open-file limit (storage/file_handles.py)
+    log_drop_behind_bytes: int = -1  # -1: off (storage/drop_behind.py)
     max_connections: int = 2**31 - 1  # and at most the open-file limit's share (connection_slots.py)
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)  # host -> limit

@@ -60,6 +60,7 @@ from exactly.security.principal import ANONYMOUS, KafkaPrincipal
 from exactly.security.sasl import OAUTHBEARER, SaslSession, sasl_mechanisms
 from exactly.security.tls import TlsConfigError, TlsListener, tls_listeners
 from exactly.storage import files
+from exactly.storage.drop_behind import DROP_BEHIND
 from exactly.storage.file_handles import HANDLES, open_files_budget
 from exactly.storage.log_manager import LogManager
 
@@ -97,6 +98,7 @@ class Broker:
                 "WITHOUT AUTHENTICATION; for tests only, never in production"
             )
         HANDLES.budget = open_files_budget(config.log_max_open_files)
+        DROP_BEHIND.window = config.log_drop_behind_bytes
         self.connection_descriptors = descriptor_share(HANDLES.budget)
         self._ip_limits = IpLimits()
         self.connection_slots = ConnectionSlots(

@@ -574,6 +574,16 @@ _DEFS = [
         "open-file limit, the rest is for connections (max.connections) and files opened for a moment.",
     ),
     _ro(
+        "exactly.log.drop.behind.bytes",
+        LONG,
+        "-1",
+        "After each fsync of a segment, drop from the page cache what lies more than this many bytes "
+        "behind its synced end (posix_fadvise DONTNEED); -1: off, as in Kafka. For VMs that return free "
+        "memory to their host, where growing the page cache costs a host fault per page; consumers "
+        "further behind then read from the disk (storage/drop_behind.py).",
+        Range(-1, LONG_MAX),
+    ),
+    _ro(
         "exactly.debug.raise.in.api",
         STRING,
         "",

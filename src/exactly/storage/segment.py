@@ -31,6 +31,7 @@ from exactly.errors import CorruptRecordError
 from exactly.records.batch import BATCH_HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD, MAGIC, RecordBatch
 from exactly.storage import files
 from exactly.storage.config import LogConfig
+from exactly.storage.drop_behind import DROP_BEHIND
 from exactly.storage.file_handles import HANDLES
 from exactly.storage.offset_index import OffsetIndex
 from exactly.storage.time_index import TimeIndex
@@ -91,6 +92,7 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self.bytes_since_last_index_entry = 0
         self.flushed_size = 0
+        self.dropped_size = 0  # bytes below this one were dropped from the page cache (drop_behind.py)
         self.io_lock = threading.Lock()
         self.closed = False
         self.indexes_durable = False
@@ -512,6 +514,7 @@ class LogSegment:
             files.note_length(files.log_file(self.directory, self.base_offset), valid)
             self.size = valid
             self.flushed_size = min(self.flushed_size, valid)
+            self.dropped_size = min(self.dropped_size, valid)
         return truncated
 
     def truncate_to(self, offset: int) -> int:
@@ -553,7 +556,9 @@ class LogSegment:
             if files.deferring():  # no descriptor needed: the block's syncfs covers the file
                 files.defer_fsync(self.log_path)
             else:
-                files.fsync(self.fd, self.log_path)
+                fd = self.fd
+                files.fsync(fd, self.log_path)
+                self.dropped_size = DROP_BEHIND.after_sync(fd, self.dropped_size, size)
             if self.txn_index.has_pending or indexes:
                 self.txn_index.flush(fsync=True)
             if indexes:
