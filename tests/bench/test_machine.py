@@ -7,6 +7,8 @@ import itertools
 import math
 from pathlib import Path
 
+import pytest
+
 from exactly.bench.machine import MiB, SustainedWrite, sustained_write
 
 
@@ -51,3 +53,26 @@ def test_a_real_second_of_sustained_writes_lands_on_disk(tmp_path: Path) -> None
     assert written.cpu_seconds > 0
     assert written.mb_s > 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_drop_behind_writer_leaves_only_its_window_in_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second sustained writer (`drop_behind`): its files keep at most the window plus one 2 MiB
+    step cached; read by mincore before the writer deletes them."""
+    from exactly.storage.drop_behind import ALIGN
+    from tests.storage.test_drop_behind import resident
+
+    seen: list[tuple[float, float]] = []
+    real_unlink = Path.unlink
+
+    def unlink(path: Path, missing_ok: bool = False) -> None:
+        size = path.stat().st_size
+        seen.append((resident(path, 0, size - 2 * MiB - ALIGN), resident(path, size - MiB, size)))
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    written = sustained_write(tmp_path, 0.0, 0.5, files=2, chunk=MiB, drop_behind=2 * MiB)
+    assert written.measured_bytes >= 2 * (2 * MiB + ALIGN + MiB)  # both files went past the window
+    assert len(seen) == 2
+    assert all(behind == 0.0 and tail > 0.9 for behind, tail in seen), seen

@@ -25,6 +25,7 @@ SECTIONS = [
     "Protocol codec",
     "Storage engine",
     "Broker: produce and consume",
+    "Broker with page cache drop-behind",
     "Transactions",
     "Consumer groups",
     "Cluster: replication and failover",
@@ -133,6 +134,22 @@ def test_quick_report(tmp_path: Path) -> None:
     produce = [v for run in broker["produce_mb_s"].values() for v in run]
     assert len(produce) == 2  # one row per round
     assert close(figure(report, "broker.produce_mb_s"), statistics.median(produce))
+    # the drop-behind writer and broker: their own rows, the broker compared with that writer
+    dropping = [v for run in bounds["drop_behind_write_cpu_s_per_gb"].values() for v in run]
+    assert len(dropping) == 3
+    assert close(figure(report, "bounds.drop_behind_write_cpu_s_per_gb"), statistics.median(dropping))
+    dropbehind = sheets["raw/dropbehind.csv"]
+    dropped = [v for run in dropbehind["produce_cpu_s_per_gb"].values() for v in run]
+    assert len(dropped) == 2
+    assert close(figure(report, "dropbehind.produce_cpu_s_per_gb"), statistics.median(dropped))
+    writer = statistics.median(v for run in bounds["drop_behind_write_mb_s"].values() for v in run)
+    ratio = re.search(r"\| `dropbehind\.produce_mb_s` \|[^\n]*?([\d.]+) x sustained-write bound", report)
+    assert ratio is not None
+    # three significant digits
+    assert math.isclose(
+        float(ratio.group(1)), figure(report, "dropbehind.produce_mb_s") / writer, rel_tol=5e-3
+    )
+    check_png(out / "throughput_dropbehind.png")
     # OffsetCommit paced (4 committers x 100/s for 2 s in the quick plan): every commit timed.
     paced = sheets["raw/groups.csv"]["offset_commit_paced_ms"][0]
     assert 100 <= len(paced) <= 4 * 201

@@ -9,7 +9,8 @@ Bounds (what no broker on this machine can beat, measured next to the broker's f
   writes to 6 files in turn (one per partition), an fdatasync after each (the broker's pattern with
   1 MB requests), for as long as a produce round (warm-up, then the measured seconds), the files
   deleted at its end as a round's topic is; MB/s per second and the writer thread's CPU per GB
-  (`time.thread_time`);
+  (`time.thread_time`); once as is, once with the pages more than `DROP_BEHIND_WINDOW` behind each
+  file's end dropped after its fdatasync (what `exactly.log.drop.behind.bytes` makes the broker do);
 - loopback TCP copy: `exactly.bench.broker.raw_loopback_mb_s` (1 MiB sendall into a reader thread over
   127.0.0.1), MB/s per round.
 
@@ -20,7 +21,8 @@ the host, charged to whoever copies into the page -- for a file write, the write
 several GB runs out of it after about 3 GB and then pays ~2.5 s of system CPU per GB in
 `copy_folio_from_iter_atomic` alone (measured with perf, the broker under produce and a plain Python
 write loop alike). The sustained writer pays the same, so a broker compared with it is compared with
-what the kernel charges for the same bytes in the same conditions.
+what the kernel charges for the same bytes in the same conditions. Dropping the pages behind the writes
+frees them for the next writes before the host takes them back: the second sustained writer measures that.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exactly.bench.broker import raw_disk_write_mb_s, raw_loopback_mb_s
+from exactly.storage.drop_behind import DropBehind
 
 MiB = 1 << 20
+#: the drop-behind window of the report's second sustained writer and of its drop-behind broker
+DROP_BEHIND_WINDOW = 64 * MiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +55,7 @@ class Bounds:
     loopback_mb_s: tuple[float, ...]  # per round
     loopback_bytes: int  # per round
     sustained: tuple[SustainedWrite, ...]  # per round
+    sustained_drop_behind: tuple[SustainedWrite, ...]  # per round, DROP_BEHIND_WINDOW
     directory: str
     filesystem: str
 
@@ -81,12 +87,17 @@ def sustained_write(
     chunk: int = MiB,
     clock: Callable[[], float] = time.perf_counter,
     cpu: Callable[[], float] = time.thread_time,
+    drop_behind: int = -1,
 ) -> SustainedWrite:
     """Write `chunk`-byte blocks to `files` files in turn, an fdatasync after each, for `warmup_s` +
-    `seconds`; measure the last `seconds`. The files are deleted at the end."""
+    `seconds`; measure the last `seconds`. The files are deleted at the end. `drop_behind` >= 0: after
+    each fdatasync drop what lies that far behind the file's end from the page cache, as the broker's
+    segments do with `exactly.log.drop.behind.bytes`."""
     data = os.urandom(chunk)
     paths = [directory / f"sustained-{i}.bin" for i in range(files)]
     fds = [os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) for path in paths]
+    dropper = DropBehind(drop_behind)
+    sizes, dropped = [0] * files, [0] * files
     windows: list[int] = []
     measured = writes = 0
     started: tuple[float, float] | None = None  # (clock, thread CPU) when the measured seconds began
@@ -95,10 +106,13 @@ def sustained_write(
         while (now := clock()) < begin + warmup_s + seconds:
             if started is None and now >= begin + warmup_s:
                 started = (now, cpu())
-            fd = fds[writes % files]
+            i = writes % files
+            fd = fds[i]
             writes += 1
             written = os.write(fd, data)
             os.fdatasync(fd)
+            sizes[i] += written
+            dropped[i] = dropper.after_sync(fd, dropped[i], sizes[i])
             second = int(clock() - begin)
             windows.extend([0] * (second + 1 - len(windows)))
             windows[second] += written
@@ -147,7 +161,10 @@ def measure_bounds(
     fsync = fsync_latencies(directory, fsyncs)
     seq = [raw_disk_write_mb_s(directory, seq_write_bytes, 6 * 64 * 1024) for _ in range(rounds)]
     loop = [raw_loopback_mb_s(loopback_bytes, MiB) for _ in range(rounds)]
-    sustained = [sustained_write(directory, *sustained_s) for _ in range(rounds)]
+    sustained, dropping = [], []
+    for _ in range(rounds):
+        sustained.append(sustained_write(directory, *sustained_s))
+        dropping.append(sustained_write(directory, *sustained_s, drop_behind=DROP_BEHIND_WINDOW))
     return Bounds(
         tuple(fsync),
         tuple(seq),
@@ -155,6 +172,7 @@ def measure_bounds(
         tuple(loop),
         loopback_bytes,
         tuple(sustained),
+        tuple(dropping),
         str(directory),
         filesystem(directory),
     )

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -148,6 +149,16 @@ class BoundFigures:
     loopback_mb_s: float = math.nan
     sustained_write_mb_s: float = math.nan
     sustained_write_cpu_s_per_gb: float = math.nan
+    drop_behind_write_mb_s: float = math.nan  # the sustained writer with its pages dropped behind it
+    drop_behind_write_cpu_s_per_gb: float = math.nan
+
+    def dropping_behind(self) -> BoundFigures:
+        """These bounds with the drop-behind writer as the sustained one (for a drop-behind broker)."""
+        return dataclasses.replace(
+            self,
+            sustained_write_mb_s=self.drop_behind_write_mb_s,
+            sustained_write_cpu_s_per_gb=self.drop_behind_write_cpu_s_per_gb,
+        )
 
 
 def figure(

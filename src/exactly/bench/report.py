@@ -51,15 +51,18 @@ from exactly.bench.figures import (
     percentile,
     with_spread,
 )
-from exactly.bench.machine import Machine, describe_machine, git_commit
+from exactly.bench.machine import DROP_BEHIND_WINDOW, Machine, describe_machine, git_commit
 from exactly.bench.peers import PeerProcess, find_peers
 
-SECTIONS = ("bounds", "codec", "storage", "broker", "txn", "groups", "cluster", "spark", "peers")
+SECTIONS = (
+    "bounds", "codec", "storage", "broker", "dropbehind", "txn", "groups", "cluster", "spark", "peers",
+)  # fmt: skip
 TITLES = {
     "bounds": "Machine bounds",
     "codec": "Protocol codec",
     "storage": "Storage engine",
     "broker": "Broker: produce and consume",
+    "dropbehind": "Broker with page cache drop-behind",
     "txn": "Transactions",
     "groups": "Consumer groups",
     "cluster": "Cluster: replication and failover",
@@ -68,17 +71,23 @@ TITLES = {
 }
 PLOTS = {
     "throughput": "throughput.png",
+    "throughput_dropbehind": "throughput_dropbehind.png",
     "peers": "peers.png",
     "latency": "latency.png",
     "commit_cdf": "commit_cdf.png",
-    **{f"section_{key}": f"section_{key}.png" for key in SECTIONS if key not in ("broker", "peers")},
+    **{
+        f"section_{key}": f"section_{key}.png"
+        for key in SECTIONS
+        if key not in ("broker", "dropbehind", "peers")
+    },
 }
 # The plots shown under each section (all of them are also listed under "Plots").
 SECTION_PLOTS = {
     "broker": ("throughput",),
+    "dropbehind": ("throughput_dropbehind",),
     "peers": ("peers",),
     "txn": ("commit_cdf", "section_txn"),
-    **{key: (f"section_{key}",) for key in SECTIONS if key not in ("broker", "peers", "txn")},
+    **{key: (f"section_{key}",) for key in SECTIONS if key not in ("broker", "dropbehind", "peers", "txn")},
 }
 
 
@@ -172,6 +181,11 @@ def run_all(run: Run) -> None:
         f"warmup={plan.broker_warmup_s} s, {plan.broker_seconds} s) + consume_round(consumers="
         f"{plan.broker_consumers}, warmup={plan.consume_warmup_s} s, {plan.consume_seconds} s))",
         lambda sheet: suite.run_broker(plan, work, sheet, run.bounds),
+    )
+    run.section(
+        "dropbehind",
+        f"the broker section's benchmark, broker setting exactly.log.drop.behind.bytes={DROP_BEHIND_WINDOW}",
+        lambda sheet: suite.run_drop_behind(plan, work, sheet, run.bounds),
     )
     run.section(
         "txn",
@@ -281,36 +295,13 @@ def _plot_inputs(run: Run) -> dict[str, str]:
 
     out = run.options.out
     made: dict[str, str] = {}
-    broker = run.sheets.get("broker")
-    if broker is not None and broker.runs("produce_window_mb_s"):
-        plan = run.plan
-        panels = [
-            ("produce MB/s", _per_round(broker, "produce_window_mb_s")),
-            ("consume MB/s", _per_round(broker, "consume_window_mb_s")),
-            ("broker CPU, produce (cores)", _per_round(broker, "produce_broker_cores")),
-            ("broker CPU, consume (cores)", _per_round(broker, "consume_broker_cores")),
-        ]
-        warmups = [plan.broker_warmup_s, plan.consume_warmup_s, plan.broker_warmup_s, plan.consume_warmup_s]
-        bounds = run.sheets.get("bounds")
-        sources = (
-            "`raw/broker.csv` series `produce_window_mb_s`, `consume_window_mb_s`, `produce_broker_cores`, "
-        )
-        if bounds is not None and bounds.runs("sustained_write_window_mb_s"):
-            # The kernel alone, same length and same bytes per write: where the produce line's step is from.
-            panels.insert(
-                1, ("sustained writer MB/s (no broker)", _per_round(bounds, "sustained_write_window_mb_s"))
-            )
-            warmups.insert(1, plan.broker_warmup_s)
-            sources = "`raw/bounds.csv` series `sustained_write_window_mb_s`; " + sources
-        plots.timeline_plot(
-            out / PLOTS["throughput"],
-            panels,
-            warmups,
-            f"exactly: {plan.broker_rounds} timed rounds, MB/s and broker CPU in each second",
-        )
-        made["throughput"] = (
-            sources + "`consume_broker_cores` (run = round, index = second since the round began)"
-        )
+    for name, key, writer, what in (
+        ("throughput", "broker", "sustained_write", "exactly"),
+        ("throughput_dropbehind", "dropbehind", "drop_behind_write", "exactly, drop-behind"),
+    ):
+        drawn = _throughput_plot(run, out / PLOTS[name], key, writer, what)
+        if drawn is not None:
+            made[name] = drawn
     sections = {s.key: s for s in run.sections}
     peer_section = sections.get("peers")
     if peer_section is not None and peer_section.figures and "broker" in sections:
@@ -365,6 +356,38 @@ def _plot_inputs(run: Run) -> dict[str, str]:
             "`raw/txn.csv` series `commit_ms`, `end_txn_ms`; lines: `raw/bounds.csv` `fsync_4k_ms` p50/p99"
         )
     return made
+
+
+def _throughput_plot(run: Run, path: Path, key: str, writer: str, what: str) -> str | None:
+    """Per-second MB/s and broker cores of section `key`'s rounds, the bounds' `writer` (the kernel
+    alone, same length and same bytes per write) above them; returns what it was drawn from."""
+    from exactly.bench import plots
+
+    broker = run.sheets.get(key)
+    if broker is None or not broker.runs("produce_window_mb_s"):
+        return None
+    plan = run.plan
+    panels = [
+        ("produce MB/s", _per_round(broker, "produce_window_mb_s")),
+        ("consume MB/s", _per_round(broker, "consume_window_mb_s")),
+        ("broker CPU, produce (cores)", _per_round(broker, "produce_broker_cores")),
+        ("broker CPU, consume (cores)", _per_round(broker, "consume_broker_cores")),
+    ]
+    warmups = [plan.broker_warmup_s, plan.consume_warmup_s, plan.broker_warmup_s, plan.consume_warmup_s]
+    sources = f"`raw/{key}.csv` series `produce_window_mb_s`, `consume_window_mb_s`, `produce_broker_cores`, "
+    bounds = run.sheets.get("bounds")
+    if bounds is not None and bounds.runs(f"{writer}_window_mb_s"):
+        title = f"{writer.replace('_', ' ')}r MB/s (no broker)"
+        panels.insert(1, (title, _per_round(bounds, f"{writer}_window_mb_s")))
+        warmups.insert(1, plan.broker_warmup_s)
+        sources = f"`raw/bounds.csv` series `{writer}_window_mb_s`; " + sources
+    plots.timeline_plot(
+        path,
+        panels,
+        warmups,
+        f"{what}: {plan.broker_rounds} timed rounds, MB/s and broker CPU in each second",
+    )
+    return sources + "`consume_broker_cores` (run = round, index = second since the round began)"
 
 
 def _per_round(sheet: Sheet, series: str) -> list[list[tuple[float, float]]]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from exactly.bench import broker as broker_bench
 from exactly.bench.figures import Figure, Sheet, percentile
+from exactly.bench.machine import DROP_BEHIND_WINDOW
 from exactly.bench.plan import MB, BoundFigures, Plan, figure, times
 from exactly.bench.rounds import TimedRound
 
@@ -40,11 +41,19 @@ def run_bounds(plan: Plan, work: Path, sheet: Sheet) -> tuple[list[Figure], Boun
         sheet.add("sustained_write_mb_s", [written.mb_s], "MB/s", run=r)
         sheet.add("sustained_write_cpu_s_per_gb", [written.cpu_s_per_gb], "s/GB", run=r)
         sheet.add("sustained_write_window_mb_s", (b / MB for b in written.window_bytes), "MB/s", run=r)
+    for r, written in enumerate(bounds.sustained_drop_behind):
+        sheet.add("drop_behind_write_mb_s", [written.mb_s], "MB/s", run=r)
+        sheet.add("drop_behind_write_cpu_s_per_gb", [written.cpu_s_per_gb], "s/GB", run=r)
+        sheet.add("drop_behind_write_window_mb_s", (b / MB for b in written.window_bytes), "MB/s", run=r)
     p50, p99 = sheet.pct("fsync_4k_ms", 0.5), sheet.pct("fsync_4k_ms", 0.99)
     seq, loop = sheet.median("seq_write_fsync_mb_s"), sheet.median("loopback_mb_s")
     sustained, sustained_cpu = (
         sheet.median("sustained_write_mb_s"),
         sheet.median("sustained_write_cpu_s_per_gb"),
+    )
+    dropping, dropping_cpu = (
+        sheet.median("drop_behind_write_mb_s"),
+        sheet.median("drop_behind_write_cpu_s_per_gb"),
     )
     figures = [
         figure("bounds.fsync_p50_ms", "write 4 KiB + fsync, p50", p50, "ms", sheet),
@@ -73,6 +82,23 @@ def run_bounds(plan: Plan, work: Path, sheet: Sheet) -> tuple[list[Figure], Boun
             "s/GB",
             sheet,
         ),
+        figure(
+            "bounds.drop_behind_write_mb_s",
+            f"the same sustained write, pages more than {DROP_BEHIND_WINDOW >> 20} MiB behind each file's "
+            "end dropped after its fdatasync",
+            dropping,
+            "MB/s",
+            sheet,
+            times(dropping[0], sustained[0], "the sustained writer"),
+        ),
+        figure(
+            "bounds.drop_behind_write_cpu_s_per_gb",
+            "the drop-behind writer's CPU per GB",
+            dropping_cpu,
+            "s/GB",
+            sheet,
+            times(dropping_cpu[0], sustained_cpu[0], "the sustained writer"),
+        ),
     ]
     notes = [
         f"Measured in `{bounds.directory}` ({bounds.filesystem}): the filesystem of the brokers' data "
@@ -85,8 +111,15 @@ def run_bounds(plan: Plan, work: Path, sheet: Sheet) -> tuple[list[Figure], Boun
         "the guest had given back (Firecracker returns free memory a few seconds after it is freed), "
         "~2.5 s of system CPU per GB in the copy into the page cache. A produce round writes as much as "
         "the sustained writer and pays the same: the broker's produce figures are compared with it.",
+        f"The drop-behind writer is the sustained writer telling the kernel after each fdatasync to drop "
+        f"what lies more than {DROP_BEHIND_WINDOW >> 20} MiB behind the file's end "
+        "(`posix_fadvise(DONTNEED)`): the next writes reuse those pages before the host takes them back. "
+        "The `dropbehind` section's broker does the same (`exactly.log.drop.behind.bytes`) and is "
+        "compared with it.",
     ]
-    bound = BoundFigures(p50[0], p99[0], seq[0], loop[0], sustained[0], sustained_cpu[0])
+    bound = BoundFigures(
+        p50[0], p99[0], seq[0], loop[0], sustained[0], sustained_cpu[0], dropping[0], dropping_cpu[0]
+    )
     return figures, bound, notes
 
 
@@ -309,24 +342,47 @@ def _add_round(sheet: Sheet, kind: str, done: TimedRound, r: int) -> None:
     sheet.add_indexed(f"{kind}_broker_cores", done.cores_per_second(), "cores", run=r)
 
 
-def run_broker(plan: Plan, work: Path, sheet: Sheet, bounds: BoundFigures) -> tuple[list[Figure], list[str]]:
+def run_broker(
+    plan: Plan, work: Path, sheet: Sheet, bounds: BoundFigures, prefix: str = "broker", *settings: str
+) -> tuple[list[Figure], list[str]]:
+    """The client benchmark against a broker of its own (`settings`: broker key=value lines)."""
     from exactly.testing.processes import BrokerProcess
 
-    (work / "broker").mkdir(parents=True, exist_ok=True)
-    broker = BrokerProcess(work / "broker" / "data").start()
+    (work / prefix).mkdir(parents=True, exist_ok=True)
+    broker = BrokerProcess(work / prefix / "data", *settings).start()
     try:
         assert broker.proc is not None
-        figures = client_benchmark(plan, broker.bootstrap, sheet, bounds, "broker", broker.proc.pid)
+        figures = client_benchmark(plan, broker.bootstrap, sheet, bounds, prefix, broker.proc.pid)
         rss = broker_bench._peak_rss_mb(broker.proc.pid)
     finally:
         broker.stop(60)
     sheet.add("broker_peak_rss_mb", [rss], "MB")
     figures.append(
         figure(
-            "broker.peak_rss_mb", "broker peak RSS (VmHWM)", sheet.median("broker_peak_rss_mb"), "MB", sheet
+            f"{prefix}.peak_rss_mb",
+            "broker peak RSS (VmHWM)",
+            sheet.median("broker_peak_rss_mb"),
+            "MB",
+            sheet,
         )
     )
     return figures, client_notes(plan)
+
+
+def run_drop_behind(
+    plan: Plan, work: Path, sheet: Sheet, bounds: BoundFigures
+) -> tuple[list[Figure], list[str]]:
+    """The broker section again, its broker dropping the pages behind its writes, compared with the
+    drop-behind writer."""
+    setting = f"exactly.log.drop.behind.bytes={DROP_BEHIND_WINDOW}"
+    figures, _ = run_broker(plan, work, sheet, bounds.dropping_behind(), "dropbehind", setting)
+    return figures, [
+        f"The broker section's benchmark against a broker started with `{setting}`: after each fsync of a "
+        "segment it drops what lies more than 64 MiB behind the segment's end from the page cache "
+        '(docs/storage.md). Its "sustained-write bound" is the drop-behind writer of the bounds section. '
+        "A consume round's first pass over a topic reads what was dropped from the disk; the passes after "
+        "it read from the page cache.",
+    ]
 
 
 def client_notes(plan: Plan) -> list[str]:
