@@ -34,6 +34,19 @@ def _wait(flusher: Flusher, logs: list[PartitionLog]) -> list[object]:
     return asyncio.run(run())
 
 
+def _fsync_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the threads that call `files.fsync` from now on, in order."""
+    names: list[str] = []
+    real = files.fsync
+
+    def recording(fd: int, path: Path | str) -> None:
+        names.append(threading.current_thread().name)
+        real(fd, path)
+
+    monkeypatch.setattr(files, "fsync", recording)
+    return names
+
+
 def test_many_logs_are_made_durable_by_one_sync_and_recorded_in_the_ledger(tmp_path: Path) -> None:
     data = tmp_path / "data"
     logs = _logs(data, GROUP_SYNC_MIN_LOGS + 8)
@@ -221,14 +234,7 @@ def test_a_lone_flush_runs_inline_and_fails_as_a_threaded_one_would(
     flusher = Flusher(tmp_path / "data")
     alone = True
     flusher.inline_when = lambda: alone
-    flushed_on: list[str] = []
-    real = files.fsync
-
-    def recording(fd: int, path: Path | str) -> None:
-        flushed_on.append(threading.current_thread().name)
-        real(fd, path)
-
-    monkeypatch.setattr(files, "fsync", recording)
+    flushed_on = _fsync_threads(monkeypatch)
     try:
         assert _wait(flusher, [logs[0]]) == [None]
         assert logs[0].recovery_point == 3
@@ -276,14 +282,7 @@ def test_a_caller_behind_an_unwritten_answer_gets_the_threads_even_alone(
     logs = _logs(tmp_path / "data", 2)
     flusher = Flusher(tmp_path / "data")
     flusher.inline_when = lambda: True
-    flushed_on: list[str] = []
-    real = files.fsync
-
-    def recording(fd: int, path: Path | str) -> None:
-        flushed_on.append(threading.current_thread().name)
-        real(fd, path)
-
-    monkeypatch.setattr(files, "fsync", recording)
+    flushed_on = _fsync_threads(monkeypatch)
 
     async def run() -> list[object]:
         targets = [(log, log.log_end_offset) for log in logs]

@@ -1,6 +1,6 @@
 """The sizes of `exactly bench report`'s two runs, and the helpers its figures are made with.
 
-`FULL` is `make bench` (about 11 minutes on 2 quiet cores, 20-25 on loaded ones); `QUICK` is `--quick`
+`FULL` is `make bench` (about 14 minutes on 2 quiet cores, 25-30 on loaded ones); `QUICK` is `--quick`
 (about 4 minutes: Spark skipped, every other benchmark tiny), which the test runs.
 """
 
