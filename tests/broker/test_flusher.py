@@ -13,9 +13,11 @@ import pytest
 from exactly.broker.flusher import GROUP_SYNC_MIN_LOGS, Flusher
 from exactly.errors import ErrorCode, KafkaError
 from exactly.storage import files
+from exactly.storage.drop_behind import ALIGN, DROP_BEHIND
 from exactly.storage.log import PartitionLog
 from exactly.verify.disk import read_ledger
 from tests.storage.helpers import data_batch, leader_append, open_log
+from tests.storage.test_drop_behind import resident
 
 
 def _logs(data: Path, count: int) -> list[PartitionLog]:
@@ -64,6 +66,31 @@ def test_many_logs_are_made_durable_by_one_sync_and_recorded_in_the_ledger(tmp_p
     for i, log in enumerate(logs):  # every log file at its full length, through the group path's ledger lines
         assert durable[f"t-{i}/00000000000000000000.log"] == log.size_in_bytes
     for log in logs:
+        log.close()
+
+
+def test_a_group_sync_drops_behind_as_a_flush_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With drop-behind on (window 0 here), the logs of one syncfs leave the page cache up to their last
+    2 MiB boundary after it, as a one-log fsync would (storage/drop_behind.py)."""
+    monkeypatch.setattr(DROP_BEHIND, "window", 0)
+    data = tmp_path / "data"
+    value = b"v" * (64 << 10)
+    logs = []
+    for i in range(GROUP_SYNC_MIN_LOGS):
+        log = open_log(data / f"t-{i}")
+        for _ in range(ALIGN // len(value) + 1):  # just past one 2 MiB step
+            leader_append(log, data_batch(1, value=value))
+        logs.append(log)
+    flusher = Flusher(data)
+    try:
+        assert _wait(flusher, logs) == [None] * len(logs)
+        assert flusher.group_syncs == 1
+    finally:
+        flusher.close()
+    for log in logs:
+        segment = log.active_segment
+        assert segment.dropped_size == ALIGN
+        assert resident(segment.log_path, 0, ALIGN) == 0.0
         log.close()
 
 

@@ -119,6 +119,7 @@ class Flusher:
         self.group_syncs += 1
         for log, offset in written:
             log.flushed_to(offset)
+            log.drop_behind()
 
     async def _durable(self, log: PartitionLog, offset: int, *, inline: bool = True) -> None:
         when = self.inline_when

@@ -11,8 +11,9 @@ and 1.9-2.6 s for every later one; with a 64 MiB window it costs 0.31-0.33 s per
 
 The cost: a consumer more than `window` bytes behind a partition's log end reads from the disk instead of
 the page cache (on that VM ~1 s of CPU per GB read the first time, 0.04 s cached). Consumers at the tail
-read within the window. What is dropped is only ever clean (synced) data; a flush that defers its sync to
-one syncfs (`files.synced_together`: many small partitions) drops nothing.
+read within the window. What is dropped is only ever clean (synced) data: after a segment's own fsync,
+or for a group of logs synced by one syncfs (`files.synced_together`) after that sync
+(`PartitionLog.drop_behind`).
 
 The advice is per segment: a rolled segment keeps its last `window` bytes cached until the kernel evicts
 them, as any page would be. Advice that fails is logged once and otherwise ignored: it is only advice.

@@ -817,7 +817,8 @@ class PartitionLog:
 
     def flush_deferred(self) -> int | None:
         """Inside `files.synced_together()`: what `flush` writes, its fsyncs left to the block's one sync.
-        Returns the offset to pass to `flushed_to` once that sync succeeded (None: nothing to flush)."""
+        Returns the offset to pass to `flushed_to` once that sync succeeded (None: nothing to flush);
+        `drop_behind` then does what `flush` would have done to the page cache."""
         with self._flush_lock:
             if self.closed or self._recovery_point >= self._log_end_offset:
                 return None
@@ -838,6 +839,12 @@ class PartitionLog:
         except OSError as e:
             raise files.storage_error(e, f"{self.topic}-{self.partition}") from e
         return leo
+
+    def drop_behind(self) -> None:
+        """The page cache drop-behind of every segment, after a deferred flush's sync (drop_behind.py)."""
+        with self._flush_lock:
+            for seg in list(self._segments):
+                seg.drop_behind()
 
     def flushed_to(self, offset: int) -> int:
         """Everything before `offset` is durable: move the recovery point (never back)."""

@@ -558,7 +558,7 @@ class LogSegment:
             else:
                 fd = self.fd
                 files.fsync(fd, self.log_path)
-                self.dropped_size = DROP_BEHIND.after_sync(fd, self.dropped_size, size)
+                self.dropped_size = DROP_BEHIND.after_sync(fd, self.dropped_size, size)  # synced: `size`
             if self.txn_index.has_pending or indexes:
                 self.txn_index.flush(fsync=True)
             if indexes:
@@ -566,6 +566,13 @@ class LogSegment:
                 self.time_index.flush(fsync=True)
                 self.indexes_durable = True
             self.flushed_size = max(self.flushed_size, size)
+
+    def drop_behind(self) -> None:
+        """After a sync that covered `flushed_size` (a group's syncfs, `files.synced_together`): what
+        `flush` drops after its own fsync (drop_behind.py)."""
+        with self.io_lock:
+            if not self.closed and self.flushed_size - self.dropped_size > DROP_BEHIND.window >= 0:
+                self.dropped_size = DROP_BEHIND.after_sync(self.fd, self.dropped_size, self.flushed_size)
 
     def write_indexes(self) -> None:
         """Write pending index entries without fsync (clean shutdown fsyncs via `flush`)."""
