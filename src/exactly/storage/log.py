@@ -71,6 +71,7 @@ from exactly.records.control import EndTxnMarker, build_end_txn_marker_batch, pa
 from exactly.storage import files
 from exactly.storage.append_analysis import VerificationGuard, analyze_append
 from exactly.storage.config import LogConfig
+from exactly.storage.drop_behind import DROP_BEHIND
 from exactly.storage.file_slice import FileSlice
 from exactly.storage.leader_epoch import LeaderEpochCache, write_checkpoint
 from exactly.storage.producer_state import (
@@ -842,6 +843,8 @@ class PartitionLog:
 
     def drop_behind(self) -> None:
         """The page cache drop-behind of every segment, after a deferred flush's sync (drop_behind.py)."""
+        if DROP_BEHIND.window < 0:
+            return  # off: not even the lock
         with self._flush_lock:
             for seg in list(self._segments):
                 seg.drop_behind()
