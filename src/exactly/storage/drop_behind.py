@@ -6,7 +6,7 @@ Why (`exactly.log.drop.behind.bytes`, off by default, as Kafka has no such knob)
 free memory to its host (virtio-balloon free page reporting: Firecracker, cloud-hypervisor), the first
 write into a page the host took back faults on the host, and the guest pays it in the kernel's copy. On
 this project's 2-core VM a plain writer (1 MiB writes, fdatasync each) costs 0.7 s of CPU for its first GB
-and 1.9-2.6 s for every later one; with a 64 MiB window it costs 0.31-0.33 s per GB at twice the rate
+and 1.9-2.6 s for every later one; with a 64 MiB window it costs 0.31-0.33 s per GB at ~4 x the rate
 (bench/cpu-profile.md). On a machine whose free memory stays backed, dropping saves nothing.
 
 The cost: a consumer more than `window` bytes behind a partition's log end reads from the disk instead of
