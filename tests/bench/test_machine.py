@@ -61,7 +61,7 @@ def test_the_drop_behind_writer_leaves_only_its_window_in_the_page_cache(
     """The second sustained writer (`drop_behind`): its files keep at most the window plus one 2 MiB
     step cached; read by mincore before the writer deletes them."""
     from exactly.storage.drop_behind import ALIGN
-    from tests.storage.test_drop_behind import resident
+    from tests.storage.helpers import resident
 
     seen: list[tuple[float, float]] = []
     real_unlink = Path.unlink

@@ -16,8 +16,7 @@ from exactly.storage import files
 from exactly.storage.drop_behind import ALIGN, DROP_BEHIND
 from exactly.storage.log import PartitionLog
 from exactly.verify.disk import read_ledger
-from tests.storage.helpers import data_batch, leader_append, open_log
-from tests.storage.test_drop_behind import resident
+from tests.storage.helpers import data_batch, leader_append, open_log, resident
 
 
 def _logs(data: Path, count: int) -> list[PartitionLog]:

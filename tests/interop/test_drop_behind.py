@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Producer
 
 from exactly.storage.drop_behind import ALIGN
 from tests.interop.support import create_topic, running_broker
-from tests.storage.test_drop_behind import resident
+from tests.storage.helpers import resident
 
 pytestmark = pytest.mark.interop
 

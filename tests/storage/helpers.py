@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +141,21 @@ def leader_append_marker(
     info = log.append_end_txn_marker(producer_id, producer_epoch, marker, **kwargs)
     log.update_high_watermark(log.log_end_offset)
     return info
+
+
+def resident(path: Path, start: int, end: int) -> float:
+    """The fraction of the file's pages in [start, end) held by the page cache (mincore(2) on a private
+    mapping: writable for ctypes, and no page of it is ever copied since nothing writes to it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    size = path.stat().st_size
+    vec = ctypes.create_string_buffer((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE)
+    with path.open("rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) as mm:
+        view = (ctypes.c_char * size).from_buffer(mm)
+        try:
+            if libc.mincore(ctypes.addressof(view), size, vec) != 0:
+                raise OSError(ctypes.get_errno(), "mincore")
+        finally:
+            del view  # the mapping cannot close while exported
+    flags = vec.raw[start // mmap.PAGESIZE : (end + mmap.PAGESIZE - 1) // mmap.PAGESIZE]
+    return sum(b & 1 for b in flags) / max(1, len(flags))

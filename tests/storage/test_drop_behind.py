@@ -3,37 +3,15 @@ files, and a segment whose dropped bytes still read back."""
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from exactly.storage.drop_behind import ALIGN, DROP_BEHIND, DropBehind
-from tests.storage.helpers import data_batch, open_log, read_all
+from tests.storage.helpers import data_batch, open_log, read_all, resident
 
 MIB = 1 << 20
-PAGE = mmap.PAGESIZE
-
-
-def resident(path: Path, start: int, end: int) -> float:
-    """The fraction of the file's pages in [start, end) held by the page cache (mincore(2) on a private
-    mapping: writable for ctypes, and no page of it is ever copied since nothing writes to it)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-    size = path.stat().st_size
-    vec = ctypes.create_string_buffer((size + PAGE - 1) // PAGE)
-    with path.open("rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) as mm:
-        view = (ctypes.c_char * size).from_buffer(mm)
-        try:
-            if libc.mincore(ctypes.addressof(view), size, vec) != 0:
-                raise OSError(ctypes.get_errno(), "mincore")
-        finally:
-            del view  # the mapping cannot close while exported
-    flags = vec.raw[start // PAGE : (end + PAGE - 1) // PAGE]
-    return sum(b & 1 for b in flags) / max(1, len(flags))
 
 
 def write_synced(path: Path, size: int) -> int:
@@ -79,13 +57,9 @@ def test_advice_that_fails_keeps_the_mark_and_is_logged_once(caplog: pytest.LogC
 
 
 @pytest.fixture
-def window() -> Iterator[DropBehind]:
-    saved = DROP_BEHIND.window
-    DROP_BEHIND.window = MIB
-    try:
-        yield DROP_BEHIND
-    finally:
-        DROP_BEHIND.window = saved
+def window(monkeypatch: pytest.MonkeyPatch) -> DropBehind:
+    monkeypatch.setattr(DROP_BEHIND, "window", MIB)
+    return DROP_BEHIND
 
 
 def test_a_flushed_segment_drops_its_old_bytes_and_still_reads_them_back(

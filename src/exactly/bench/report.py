@@ -295,11 +295,17 @@ def _plot_inputs(run: Run) -> dict[str, str]:
 
     out = run.options.out
     made: dict[str, str] = {}
-    for name, key, writer, what in (
-        ("throughput", "broker", "sustained_write", "exactly"),
-        ("throughput_dropbehind", "dropbehind", "drop_behind_write", "exactly, drop-behind"),
+    for name, key, writer, writer_label, what in (
+        ("throughput", "broker", "sustained_write", "sustained writer", "exactly"),
+        (
+            "throughput_dropbehind",
+            "dropbehind",
+            "drop_behind_write",
+            "drop-behind writer",
+            "exactly, drop-behind",
+        ),
     ):
-        drawn = _throughput_plot(run, out / PLOTS[name], key, writer, what)
+        drawn = _throughput_plot(run, out / PLOTS[name], key, (writer, writer_label), what)
         if drawn is not None:
             made[name] = drawn
     sections = {s.key: s for s in run.sections}
@@ -358,9 +364,10 @@ def _plot_inputs(run: Run) -> dict[str, str]:
     return made
 
 
-def _throughput_plot(run: Run, path: Path, key: str, writer: str, what: str) -> str | None:
-    """Per-second MB/s and broker cores of section `key`'s rounds, the bounds' `writer` (the kernel
-    alone, same length and same bytes per write) above them; returns what it was drawn from."""
+def _throughput_plot(run: Run, path: Path, key: str, writer: tuple[str, str], what: str) -> str | None:
+    """Per-second MB/s and broker cores of section `key`'s rounds, the bounds' writer (series prefix,
+    label: the kernel alone, same length and same bytes per write) above them; returns what it was drawn
+    from."""
     from exactly.bench import plots
 
     broker = run.sheets.get(key)
@@ -376,11 +383,11 @@ def _throughput_plot(run: Run, path: Path, key: str, writer: str, what: str) -> 
     warmups = [plan.broker_warmup_s, plan.consume_warmup_s, plan.broker_warmup_s, plan.consume_warmup_s]
     sources = f"`raw/{key}.csv` series `produce_window_mb_s`, `consume_window_mb_s`, `produce_broker_cores`, "
     bounds = run.sheets.get("bounds")
-    if bounds is not None and bounds.runs(f"{writer}_window_mb_s"):
-        title = f"{writer.replace('_', ' ')}r MB/s (no broker)"
-        panels.insert(1, (title, _per_round(bounds, f"{writer}_window_mb_s")))
+    series, label = f"{writer[0]}_window_mb_s", writer[1]
+    if bounds is not None and bounds.runs(series):
+        panels.insert(1, (f"{label} MB/s (no broker)", _per_round(bounds, series)))
         warmups.insert(1, plan.broker_warmup_s)
-        sources = f"`raw/bounds.csv` series `{writer}_window_mb_s`; " + sources
+        sources = f"`raw/bounds.csv` series `{series}`; " + sources
     plots.timeline_plot(
         path,
         panels,
