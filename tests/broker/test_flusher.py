@@ -300,26 +300,67 @@ def test_a_lone_flush_runs_inline_and_fails_as_a_threaded_one_would(
         log.close()
 
 
-def test_a_caller_behind_an_unwritten_answer_gets_the_threads_even_alone(
+def test_a_flush_behind_an_answer_waits_for_it_then_runs_inline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`inline=False` (the coordinator's markers, started while EndTxn is answered): the fsync goes to a
-    flush thread even when `inline_when` says the loop is free, so the loop can write the answer."""
-    logs = _logs(tmp_path / "data", 2)
+    """`behind_answer` (the coordinator's markers, started while EndTxn is answered), with that request
+    all the loop has: no fsync until `answered()`'s future is resolved, then the flush runs on the event
+    loop's thread. With other requests being handled (`inline_when` false) it goes to a thread at once,
+    without waiting; with no request being handled (`answered()` is None) it runs inline at once."""
+    logs = _logs(tmp_path / "data", 3)
     flusher = Flusher(tmp_path / "data")
-    flusher.inline_when = lambda: True
+    alone = True
+    flusher.inline_when = lambda: alone
+    waiters: list[asyncio.Future[None] | None] = []
+    handled = True
+
+    def answered() -> asyncio.Future[None] | None:
+        waiter = asyncio.get_running_loop().create_future() if handled else None
+        waiters.append(waiter)
+        return waiter
+
+    flusher.answered = answered
     flushed_on = _fsync_threads(monkeypatch)
 
-    async def run() -> list[object]:
-        targets = [(log, log.log_end_offset) for log in logs]
-        return list(await flusher.wait_durable_each(targets, inline=False))
+    async def behind(log: PartitionLog) -> list[KafkaError | None]:
+        return await flusher.wait_durable_each([(log, log.log_end_offset)], behind_answer=True)
+
+    async def run() -> None:
+        nonlocal alone, handled
+        waiting = asyncio.create_task(behind(logs[0]))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert len(waiters) == 1
+        assert not waiting.done()
+        assert flushed_on == []
+        assert logs[0].recovery_point == 0
+        waiter = waiters[0]
+        assert waiter is not None
+        waiter.set_result(None)
+        assert await waiting == [None]
+        assert logs[0].recovery_point == 3
+        assert set(flushed_on) == {"MainThread"}
+        assert flusher.inline_flushes == 1
+
+        alone = False  # other requests: the threads take it, the loop writes the answer meanwhile
+        flushed_on.clear()
+        assert await behind(logs[1]) == [None]
+        assert len(waiters) == 1  # not asked
+        assert flushed_on
+        assert all(name.startswith("exactly-flush_") for name in flushed_on)
+        assert flusher.inline_flushes == 1
+        assert flusher.thread_flushes == 1
+
+        alone, handled = True, False  # nothing being handled: nothing to wait for
+        flushed_on.clear()
+        assert await behind(logs[2]) == [None]
+        assert waiters[-1] is None
+        assert set(flushed_on) == {"MainThread"}
+        assert flusher.inline_flushes == 2
 
     try:
-        assert asyncio.run(run()) == [None, None]
-        assert [log.recovery_point for log in logs] == [3, 3]
-        assert flusher.inline_flushes == 0
-        assert len(flushed_on) >= 2
-        assert all(name.startswith("exactly-flush_") for name in flushed_on)
+        asyncio.run(run())
+        assert [log.recovery_point for log in logs] == [3, 3, 3]
     finally:
         flusher.close()
         monkeypatch.undo()

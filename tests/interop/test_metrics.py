@@ -136,6 +136,40 @@ def test_an_open_transaction_shows_until_it_commits(metered: tuple[BrokerProcess
     assert value(found, "kafka_server_brokertopicmetrics_messagesin_total", topic="metered-tx-data") == 7
 
 
+def test_serial_transactions_flush_on_the_event_loop(metered: tuple[BrokerProcess, str]) -> None:
+    """One-record transactions one after another: each answer waits for one fsync (the Ongoing record, the
+    data, PrepareCommit) and the markers' fsync follows EndTxn's answer. With nothing else to do, each of
+    them runs on the event loop (exactly_storage_flushes_total{way="inline"}), not on a flush thread: the
+    markers' fsync waits until EndTxn is answered instead of taking a thread so the loop can answer."""
+    broker, base = metered
+    topic, transactions = "metered-serial", 40
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": topic, "linger.ms": 0})
+    producer.init_transactions(20)
+    commits = "exactly_transaction_coordinator_commits_total"
+
+    def commit(i: int) -> None:
+        producer.begin_transaction()
+        producer.produce(topic, f"s{i}".encode())
+        producer.commit_transaction(20)
+
+    commit(0)  # creates the topic
+    eventually(lambda: value(scrape(base), "exactly_log_lso_lag", topic=topic, partition="0") == 0)
+    before = scrape(base)
+    for i in range(1, transactions + 1):
+        commit(i)
+    eventually(lambda: value(scrape(base), commits) >= value(before, commits) + transactions)
+    after = scrape(base)
+
+    def flushes(way: str) -> float:
+        name = "exactly_storage_flushes_total"
+        return value(after, name, way=way) - value(before, name, way=way)
+
+    assert value(after, commits) == value(before, commits) + transactions
+    assert flushes("inline") >= 4 * transactions
+    assert flushes("thread") <= transactions // 4  # stray overlaps only (markers on threads: one each)
+    assert value(after, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == transactions + 1
+
+
 def test_an_invalid_metrics_listener_is_a_one_line_config_error(tmp_path: Path) -> None:
     result = subprocess.run(
         [

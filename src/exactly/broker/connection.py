@@ -495,7 +495,7 @@ class Connection:
         if timing is not None:
             timing.started = time.perf_counter()
         broker = self.broker
-        broker.handling += 1  # the flusher's inline fsync is for a request handled alone
+        broker.handling.started()  # the flusher's inline fsync is for a request handled alone
         try:
             if self._debug_raise and context.header.api_key in self._debug_raise:
                 raise RuntimeError("exactly.debug.raise.in.api")
@@ -524,7 +524,7 @@ class Connection:
             throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
             return encode_response(context.header, response)
         finally:
-            broker.handling -= 1
+            broker.handling.finished()
 
     def _answered(self, timing: RequestTiming, timed: HandlingTime[Any] | None, response: Any) -> None:
         """Metrics: the handler is done (its response is encoded); count the response's error codes."""

@@ -15,9 +15,15 @@ the one waiting; a parked Fetch, a follower's included, counts) and no flush is 
 on the event loop itself. Nobody else needs the loop during that fsync, and the two thread hand-overs it
 saves (waking a flush thread, then the loop) are ~100 us of broker CPU: 447 -> 350 us per serial
 OffsetCommit (bench/cpu-profile.md). Requests that arrive meanwhile wait in the socket for at most that
-fsync. With two requests in flight the threads take the flush, so group commit is unchanged. A caller
-that runs behind an answer still to be written asks for the threads (`inline=False`): the transaction
-coordinator's markers, started as EndTxn is answered, would otherwise hold that answer for their fsync.
+fsync. With two requests in flight the threads take the flush, so group commit is unchanged.
+
+Behind an answer (`behind_answer=True`): the transaction coordinator's markers start while the EndTxn
+that decided them is being answered; flushed at once they would hold that answer for their fsync. When
+that request is all the loop has (`inline_when()`, no flush running), the flush waits until it is answered
+(`answered()`: the broker resolves it on the loop turn after the request's writer wrote the answer) and
+then runs inline; otherwise it goes to the threads at once and the loop writes the answer meanwhile. The
+inline way saves the two thread hand-overs and the GIL hand-overs around them (strace of serial one-record
+transactions: ~15 futex calls and an eventfd write and read per EndTxn).
 
 The threads are the flusher's own (`threads` of them, started with the first flush), fed through a
 `queue.SimpleQueue`; a finished job settles its asyncio future with one `call_soon_threadsafe`. That is
@@ -57,7 +63,10 @@ class Flusher:
         self._running: dict[int, asyncio.Future[Any]] = {}  # per log (by id): the flush in progress
         self.group_syncs = 0  # syncfs calls that made many logs durable at once
         self.inline_when: Callable[[], bool] | None = None  # nothing else needs the loop: flush inline
+        # the broker: a future resolved once the request being handled is answered; None: none is handled
+        self.answered: Callable[[], asyncio.Future[None] | None] | None = None
         self.inline_flushes = 0
+        self.thread_flushes = 0  # one-log flushes on the threads
 
     async def wait_durable(self, targets: list[tuple[PartitionLog, int]]) -> None:
         """Raises the first KafkaError (KAFKA_STORAGE_ERROR when a flush failed)."""
@@ -68,19 +77,20 @@ class Flusher:
         await asyncio.gather(*(self._durable(log, offset) for log, offset in targets))
 
     async def wait_durable_each(
-        self, targets: list[tuple[PartitionLog, int]], *, inline: bool = True
+        self, targets: list[tuple[PartitionLog, int]], *, behind_answer: bool = False
     ) -> list[KafkaError | None]:
         """Like `wait_durable`, but every target's own outcome: None, or the KafkaError its flush raised.
-        `inline=False`: never on the event loop (the caller runs behind an answer still to be written)."""
+        `behind_answer`: the caller runs behind an answer still to be written (see the module's doc)."""
         await self._flush_together(targets)
         if len(targets) == 1:
             try:
-                await self._durable(*targets[0], inline=inline)
+                await self._durable(*targets[0], behind_answer=behind_answer)
             except KafkaError as e:
                 return [e]
             return [None]
         results = await asyncio.gather(
-            *(self._durable(log, offset, inline=inline) for log, offset in targets), return_exceptions=True
+            *(self._durable(log, offset, behind_answer=behind_answer) for log, offset in targets),
+            return_exceptions=True,
         )
         outcome: list[KafkaError | None] = []
         for result in results:
@@ -121,9 +131,12 @@ class Flusher:
             log.flushed_to(offset)
             log.drop_behind()
 
-    async def _durable(self, log: PartitionLog, offset: int, *, inline: bool = True) -> None:
-        when = self.inline_when
-        alone = inline and when is not None and not self._running and when()
+    async def _durable(self, log: PartitionLog, offset: int, *, behind_answer: bool = False) -> None:
+        if behind_answer and not await self._answer_written():
+            alone = False
+        else:
+            when = self.inline_when
+            alone = when is not None and not self._running and when()
         if alone and log.needs_flush(offset) and not log.closed:
             self.inline_flushes += 1
             log.flush()  # KafkaError (KAFKA_STORAGE_ERROR) as from a flush thread
@@ -133,9 +146,21 @@ class Flusher:
             running = self._running.get(key)
             if running is None or running.done():  # a finished flush is forgotten only on the next loop turn
                 running = self._submit(log.flush)
+                self.thread_flushes += 1
                 self._running[key] = running
                 running.add_done_callback(self._forget(key, running))
             await asyncio.shield(running)
+
+    async def _answer_written(self) -> bool:
+        """True once the answer being written is out, when the loop has nothing else to do; False at once
+        when it has (other requests, a flush running): then the threads take the flush."""
+        when, answered = self.inline_when, self.answered
+        if when is None or answered is None or self._running or not when():
+            return False
+        waiter = answered()
+        if waiter is not None:
+            await waiter
+        return True
 
     def _forget(self, key: int, future: asyncio.Future[Any]) -> Callable[[asyncio.Future[Any]], None]:
         def done(_: asyncio.Future[Any]) -> None:

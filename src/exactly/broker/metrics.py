@@ -608,12 +608,25 @@ class BrokerCollector(Collector):
 
     def _storage_families(self) -> list[Family]:
         cumulative, total = _histogram(files.FSYNC_SECONDS)
+        flusher = self.broker.replicas.flusher
         return [
             Family(
                 "exactly_storage_fsync_seconds",
                 "Latency of data-file fsyncs.",
                 Kind.HISTOGRAM,
                 buckets=[((), cumulative, total)],
+            ),
+            Family(
+                "exactly_storage_flushes",
+                "Flushes that made appends durable before their answer, by where they ran: on the event "
+                "loop (inline, nothing else to do), on a flush thread (one log), or one syncfs for many.",
+                Kind.COUNTER,
+                ("way",),
+                samples=[
+                    (("inline",), flusher.inline_flushes),
+                    (("thread",), flusher.thread_flushes),
+                    (("group",), flusher.group_syncs),
+                ],
             ),
             Family(
                 "exactly_storage_segment_files_open",

@@ -381,12 +381,12 @@ class ReplicaManager:
         await self.flusher.wait_durable([(partition.log, offset) for partition, offset in targets])
 
     async def wait_durable_each(
-        self, targets: list[DurableTarget], *, inline: bool = True
+        self, targets: list[DurableTarget], *, behind_answer: bool = False
     ) -> list[KafkaError | None]:
-        """Like `wait_durable`, but each target's own outcome: None, or its KafkaError (`inline`: see
-        `Flusher.wait_durable_each`)."""
+        """Like `wait_durable`, but each target's own outcome: None, or its KafkaError (`behind_answer`:
+        see `Flusher.wait_durable_each`)."""
         return await self.flusher.wait_durable_each(
-            [(partition.log, offset) for partition, offset in targets], inline=inline
+            [(partition.log, offset) for partition, offset in targets], behind_answer=behind_answer
         )
 
     async def wait_end_durable(self, partition: Partition) -> None:

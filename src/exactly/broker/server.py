@@ -33,6 +33,7 @@ from exactly.broker.console import Console
 from exactly.broker.flusher import Flusher
 from exactly.broker.frame_stream import FrameStream
 from exactly.broker.groups import GroupService
+from exactly.broker.handling import Handling
 from exactly.broker.listener_server import ListenerServer
 from exactly.broker.metrics import BrokerCollector, LoopLag, Readiness, readiness
 from exactly.broker.metrics_http import MetricsServer
@@ -83,7 +84,7 @@ class Broker:
         except TlsConfigError as e:
             raise ConfigError(str(e)) from None
         self.clock: Clock = clock or SystemClock()
-        self.handling = 0  # requests whose handler is running (parked ones included), on every connection
+        self.handling = Handling()  # requests whose handler is running (parked ones included)
         if config.debug_fsync_ledger:
             files.open_fsync_ledger(Path(config.debug_fsync_ledger), config.data_dir)
         self.metadata = ClusterMetadata(config.data_dir)
@@ -126,7 +127,8 @@ class Broker:
             cluster=clustered,
             now_ms=self.clock.monotonic_ms,
         )
-        self.replicas.flusher.inline_when = self._alone  # a lone request's fsync skips the thread hand-over
+        self.replicas.flusher.inline_when = self.handling.alone  # a lone request's fsync: no thread hand-over
+        self.replicas.flusher.answered = self.handling.answered
         self.topics = TopicManager(self.metadata, self.replicas, self.configs)
         self.scheduler = Scheduler()
         self.cluster: ClusterMember | None = None
@@ -314,10 +316,6 @@ class Broker:
             await asyncio.sleep(0)  # requests are served between steps
 
     # --- lifecycle ---------------------------------------------------------------------------------------
-
-    def _alone(self) -> bool:
-        """At most one request is being handled (the one about to wait for a flush), or none."""
-        return self.handling <= 1
 
     async def start(self) -> None:
         logs = self.replicas.logs

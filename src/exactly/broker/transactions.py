@@ -446,16 +446,17 @@ class TransactionService:
 
     async def _write_own_markers(self, markers: Markers, partitions: Sequence[TopicPartition]) -> Codes:
         """The coordinator's markers to partitions this broker leads. They start while the EndTxn that
-        decided them is being answered: their fsync goes to the flusher's threads, so that the answer is
-        written meanwhile rather than after it (one fsync less in every EndTxn)."""
-        return await self.write_markers(markers, partitions, inline=False)
+        decided them is being answered: their fsync lets that answer go out first (one fsync less in
+        every EndTxn; `Flusher.wait_durable_each`'s `behind_answer`)."""
+        return await self.write_markers(markers, partitions, behind_answer=True)
 
     async def write_markers(
-        self, markers: Markers, partitions: Sequence[TopicPartition], *, inline: bool = True
+        self, markers: Markers, partitions: Sequence[TopicPartition], *, behind_answer: bool = False
     ) -> Codes:
         """Append the markers to partitions this broker leads, then wait until they are durable here and
         committed in their ISR (acks=all): each partition's code. The one path of every marker: the
-        coordinator's own, and the WriteTxnMarkers API's. `inline`: see `Flusher.wait_durable_each`."""
+        coordinator's own, and the WriteTxnMarkers API's. `behind_answer`: see
+        `Flusher.wait_durable_each`."""
         codes: Codes = {}
         durable: list[tuple[TopicPartition, DurableTarget]] = []
         replicated: list[tuple[TopicPartition, DurableTarget]] = []
@@ -480,7 +481,7 @@ class TransactionService:
                 replicated.append(((topic, index), (written.partition, written.info.last_offset + 1)))
         if durable:
             failures = await self._replicas.wait_durable_each(
-                [target for _, target in durable], inline=inline
+                [target for _, target in durable], behind_answer=behind_answer
             )
             for (key, _), failure in zip(durable, failures, strict=True):
                 if failure is not None:
