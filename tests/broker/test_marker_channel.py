@@ -58,29 +58,35 @@ def test_response_codes_per_transaction_and_unanswered_partitions_retried() -> N
 
 
 def test_single_broker_writes_every_marker_locally() -> None:
-    written: list[tuple[Markers, list[tuple[str, int]]]] = []
+    written: list[tuple[Markers, list[tuple[str, int]], bool]] = []
 
-    async def write_local(markers: Markers, partitions: Sequence[tuple[str, int]]) -> Codes:
-        written.append((markers, list(partitions)))
+    async def write_local(
+        markers: Markers, partitions: Sequence[tuple[str, int]], *, behind_answer: bool = False
+    ) -> Codes:
+        written.append((markers, list(partitions), behind_answer))
         return dict.fromkeys(partitions, ErrorCode.NONE)
 
-    async def run() -> Codes:
+    async def run() -> tuple[Codes, Codes]:
         channel = MarkerChannel(1, write_local)
         try:
-            return await channel.send(COMMIT, [("b", 0), ("a", 1)])
+            first = await channel.send(COMMIT, [("b", 0), ("a", 1)], behind_answer=True)
+            return first, await channel.send(COMMIT, [("c", 0)])
         finally:
             await channel.stop()
 
-    codes = asyncio.run(run())
+    codes, more = asyncio.run(run())
     assert codes == {("a", 1): ErrorCode.NONE, ("b", 0): ErrorCode.NONE}
-    assert written == [(COMMIT, [("a", 1), ("b", 0)])]
+    assert more == {("c", 0): ErrorCode.NONE}
+    assert written == [(COMMIT, [("a", 1), ("b", 0)], True), (COMMIT, [("c", 0)], False)]
 
 
 def test_cluster_routes_local_unknown_and_unreachable_leaders() -> None:
     leaders = {("t", 0): 1, ("t", 1): 2, ("t", 2): -1}
     port = free_port()  # nothing listens there: the connection is refused
 
-    async def write_local(markers: Markers, partitions: Sequence[tuple[str, int]]) -> Codes:
+    async def write_local(
+        markers: Markers, partitions: Sequence[tuple[str, int]], *, behind_answer: bool = False
+    ) -> Codes:
         return dict.fromkeys(partitions, ErrorCode.NONE)
 
     async def run() -> Codes:

@@ -25,6 +25,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from exactly.client.connection import AsyncKafkaConnection
 from exactly.client.security import ClientSecurity
@@ -60,7 +61,12 @@ class Markers:
     coordinator_epoch: int
 
 
-WriteLocal = Callable[[Markers, Sequence[TopicPartition]], Awaitable[Codes]]
+class WriteLocal(Protocol):
+    """Writes markers to partitions this broker leads (`behind_answer`: see `TransactionService.run`)."""
+
+    def __call__(
+        self, markers: Markers, partitions: Sequence[TopicPartition], *, behind_answer: bool = False
+    ) -> Awaitable[Codes]: ...
 
 
 @dataclass(slots=True)
@@ -103,13 +109,16 @@ class MarkerChannel:
             return {self.local_id: sorted(set(partitions))}
         return group_by_leader(partitions, leader_of)
 
-    async def send(self, markers: Markers, partitions: Sequence[TopicPartition]) -> Codes:
-        """One attempt for every partition: each partition's code (NONE: written and committed)."""
+    async def send(
+        self, markers: Markers, partitions: Sequence[TopicPartition], *, behind_answer: bool = False
+    ) -> Codes:
+        """One attempt for every partition: each partition's code (NONE: written and committed).
+        `behind_answer` goes to the local writes (`TransactionService.run`'s `answered_first`)."""
         waits: list[Awaitable[Codes]] = []
         codes: Codes = {}
         for broker, group in self.destinations(partitions).items():
             if broker == self.local_id:
-                waits.append(self._write_local(markers, group))
+                waits.append(self._write_local(markers, group, behind_answer=behind_answer))
             elif broker == NO_LEADER:
                 codes.update(dict.fromkeys(group, ErrorCode.NOT_LEADER_OR_FOLLOWER))
             else:

@@ -320,10 +320,17 @@ class TransactionService:
     # --- running operations ------------------------------------------------------------------------------
 
     async def run(
-        self, transactional_id: str, op: Callable[[TransactionCoordinator], TxnResult], what: str = ""
+        self,
+        transactional_id: str,
+        op: Callable[[TransactionCoordinator], TxnResult],
+        what: str = "",
+        *,
+        answered_first: bool = False,
     ) -> TxnResult:
         """Run an operation on `transactional_id`; its transition (if any) is durable and applied before
-        this returns.
+        this returns. `answered_first`: the markers the transition starts may wait until the request is
+        answered before their fsync (EndTxn: it answers once PrepareX is durable, without waiting for
+        them; `Flusher.wait_durable_each`'s `behind_answer`). Not for a request that waits for them.
 
         The requests of one transactional.id run one at a time, in arrival order (across connections
         too), as Kafka's one-request-at-a-time connections and its per-id lock make them: a client may
@@ -350,7 +357,8 @@ class TransactionService:
                     # Shielded: the record is appended, so it is applied (or its failure undone) even
                     # when the requester disconnects and its request is cancelled; else the id would
                     # stay pending.
-                    error = await asyncio.shield(self._spawn(self._commit(result)))
+                    committing = self._commit(result, answered_first=answered_first)
+                    error = await asyncio.shield(self._spawn(committing))
                     if error:
                         return TxnResult(result.transactional_id, error)
                 if result.error != ErrorCode.CONCURRENT_TRANSACTIONS or loop.time() >= deadline:
@@ -388,7 +396,9 @@ class TransactionService:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def _commit(self, result: TxnResult, *, wait_durable: bool = True) -> ErrorCode:
+    async def _commit(
+        self, result: TxnResult, *, wait_durable: bool = True, answered_first: bool = False
+    ) -> ErrorCode:
         """Append `result`'s transition, wait until it is durable, apply it (and start its markers).
 
         `wait_durable=False` applies it as soon as it is appended: only for CompleteCommit/CompleteAbort,
@@ -424,7 +434,7 @@ class TransactionService:
         log.debug("%r is %s (epoch %d)", txn_id, transit.state.kafka_name, transit.producer_epoch)
         self._transitioned(txn_id)
         if job is not None:
-            self._start_markers(job)
+            self._start_markers(job, answered_first=answered_first)
         return ErrorCode.NONE
 
     # --- markers -----------------------------------------------------------------------------------------
@@ -444,11 +454,13 @@ class TransactionService:
         )
         return self._replicas.append_end_txn_marker(topic, partition, producer_id, producer_epoch, marker)
 
-    async def _write_own_markers(self, markers: Markers, partitions: Sequence[TopicPartition]) -> Codes:
-        """The coordinator's markers to partitions this broker leads. They start while the EndTxn that
-        decided them is being answered: their fsync lets that answer go out first (one fsync less in
-        every EndTxn; `Flusher.wait_durable_each`'s `behind_answer`)."""
-        return await self.write_markers(markers, partitions, behind_answer=True)
+    async def _write_own_markers(
+        self, markers: Markers, partitions: Sequence[TopicPartition], *, behind_answer: bool = False
+    ) -> Codes:
+        """The coordinator's markers to partitions this broker leads. `behind_answer`: they start while
+        the EndTxn that decided them is being answered; their fsync lets that answer go out first (one
+        fsync less in every EndTxn)."""
+        return await self.write_markers(markers, partitions, behind_answer=behind_answer)
 
     async def write_markers(
         self, markers: Markers, partitions: Sequence[TopicPartition], *, behind_answer: bool = False
@@ -495,9 +507,9 @@ class TransactionService:
                 codes[key] = code
         return codes
 
-    def _start_markers(self, job: MarkerJob) -> None:
+    def _start_markers(self, job: MarkerJob, *, answered_first: bool = False) -> None:
         partition = self.coordinator.partition_for(job.transactional_id)
-        task = self._spawn(self._write_markers(job))
+        task = self._spawn(self._write_markers(job, answered_first=answered_first))
         tasks = self._marker_tasks.setdefault(partition, set())
         tasks.add(task)
         task.add_done_callback(tasks.discard)
@@ -517,7 +529,10 @@ class TransactionService:
             and self.coordinator.coordinator_epoch(partition) == job.coordinator_epoch
         )
 
-    async def _write_markers(self, job: MarkerJob) -> None:
+    async def _write_markers(self, job: MarkerJob, *, answered_first: bool = False) -> None:
+        """`answered_first`: the request that decided them is answered without waiting for them, so the
+        first attempt's fsync may wait for that answer (later attempts do not: a request waiting for
+        these markers may be all the broker handles by then)."""
         await self._debug_pause("prepare-written", job)
         if self._config.debug_marker_delay_ms:
             await asyncio.sleep(self._config.debug_marker_delay_ms / 1000)
@@ -525,6 +540,7 @@ class TransactionService:
         remaining = sorted(job.partitions)
         attempt = 0
         first = True
+        behind = answered_first
         while remaining:
             if not self._coordinating(job):
                 log.info("no longer the coordinator of %r: its markers stop", job.transactional_id)
@@ -532,7 +548,8 @@ class TransactionService:
             sending = remaining
             if first and self._config.debug_end_txn_pause == "first-marker-written":
                 sending = remaining[:1]  # one marker, then park (the others are never written)
-            codes = await self.markers.send(markers, sending)
+            codes = await self.markers.send(markers, sending, behind_answer=behind)
+            behind = False
             retry: list[TopicPartition] = []
             for (topic, partition), code in sorted(codes.items()):
                 outcome = marker_outcome(code)

@@ -39,6 +39,7 @@ async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
             transaction_version=version,
         ),
         f"{ctx.request_name} {'commit' if request.committed else 'abort'}",
+        answered_first=True,  # the markers follow the answer
     )
     if result.error or version < TV2:
         return EndTxnResponse(error_code=fenced_code(result.error, ctx.version, 2))
