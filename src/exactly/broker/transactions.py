@@ -191,7 +191,6 @@ class TransactionService:
         self.verifier: TransactionVerifier | None = None  # in a cluster (set by the broker)
         self._verified: dict[tuple[str, int, int], int] = {}  # (topic, partition, pid) -> verified epoch
         self._tasks: set[asyncio.Task[Any]] = set()  # marker jobs, background and shielded commits
-        self._stopping = False
         self._marker_tasks: dict[int, set[asyncio.Task[None]]] = {}  # partition -> its marker jobs
         self._transitions: dict[str, asyncio.Future[None]] = {}  # id -> resolved at its next transition
         self._turns: dict[str, _Turn] = {}  # id -> its requests, one at a time
@@ -303,7 +302,6 @@ class TransactionService:
         every(config.transaction_remove_expired_transaction_cleanup_interval_ms, self.expire_ids)
 
     async def stop(self) -> None:
-        self._stopping = True
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -356,9 +354,11 @@ class TransactionService:
                 if log.isEnabledFor(logging.DEBUG):
                     self._trace(what, result)
                 if result.transit is not None:
-                    # Cancellation-safe: once the record is appended it is applied (or its failure
-                    # undone) even when the requester disconnects and this request is cancelled.
-                    error = await self._commit(result, answered_first=answered_first)
+                    # Shielded: the record is appended, so it is applied (or its failure undone) even
+                    # when the requester disconnects and its request is cancelled; else the id would
+                    # stay pending.
+                    committing = self._commit(result, answered_first=answered_first)
+                    error = await asyncio.shield(self._spawn(committing))
                     if error:
                         return TxnResult(result.transactional_id, error)
                 if result.error != ErrorCode.CONCURRENT_TRANSACTIONS or loop.time() >= deadline:
@@ -401,10 +401,6 @@ class TransactionService:
     ) -> ErrorCode:
         """Append `result`'s transition, wait until it is durable, apply it (and start its markers).
 
-        Cancelling the caller while the record becomes durable does not leave the id pending: a task of
-        the service takes over the wait and applies the transition (or undoes it), then the cancellation
-        goes on. (The common path needs no task of its own.)
-
         `wait_durable=False` applies it as soon as it is appended: only for CompleteCommit/CompleteAbort,
         whose loss in a crash is harmless (the PrepareX before it makes the coordinator rewrite the
         markers), and which anything that depends on it follows in the same log, so a later record's
@@ -419,44 +415,14 @@ class TransactionService:
         builder.append(self._clock.milliseconds(), encode_key(txn_id), value)
         partition = self.coordinator.partition_for(txn_id)
         epoch = self.coordinator.coordinator_epoch(partition)
-        what = f"transactional id {txn_id!r}"
         try:
-            appended = self.runtime.append(partition, builder.build(), what)
+            await self.runtime.write(
+                partition, builder.build(), f"transactional id {txn_id!r}", wait_durable=wait_durable
+            )
         except KafkaError as e:
-            return self._undo_transition(txn_id, e)
-        if wait_durable:
-            try:
-                await self.runtime.wait_durable(appended, what)
-            except KafkaError as e:
-                return self._undo_transition(txn_id, e)
-            except asyncio.CancelledError:
-                if not self._stopping:  # the requester went, not the broker
-                    self._spawn(self._durable_then_apply(result, appended, epoch, answered_first))
-                raise
-        return self._apply_transition(result, partition, epoch, answered_first)
-
-    async def _durable_then_apply(
-        self, result: TxnResult, appended: AppendResult, epoch: int, answered_first: bool
-    ) -> ErrorCode:
-        """The rest of a `_commit` whose caller was cancelled."""
-        txn_id = result.transactional_id
-        try:
-            await self.runtime.wait_durable(appended, f"transactional id {txn_id!r}")
-        except KafkaError as e:
-            return self._undo_transition(txn_id, e)
-        return self._apply_transition(result, self.coordinator.partition_for(txn_id), epoch, answered_first)
-
-    def _undo_transition(self, txn_id: str, error: KafkaError) -> ErrorCode:
-        self.coordinator.abort_transition(txn_id)
-        self._transitioned(txn_id)
-        return error.code
-
-    def _apply_transition(
-        self, result: TxnResult, partition: int, epoch: int, answered_first: bool
-    ) -> ErrorCode:
-        transit = result.transit
-        assert transit is not None
-        txn_id = result.transactional_id
+            self.coordinator.abort_transition(txn_id)
+            self._transitioned(txn_id)
+            return e.code
         if (
             txn_id not in self.coordinator.transactions
             or not self.runtime.is_leader(partition)
