@@ -7,13 +7,17 @@ start-up."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
+
+import pytest
 
 from exactly.broker.transactions import TRANSACTION_TOPIC, TransactionService
 from exactly.cluster.producer_ids import ProducerIdManager
 from exactly.errors import ErrorCode
 from exactly.records.batch import iter_batches
 from exactly.records.control import ControlRecordType, parse_end_txn_marker
+from exactly.storage import files
 from exactly.storage.log import Isolation
 from exactly.txn import TxnState
 from tests.broker.parts import Parts, build_parts, until
@@ -133,3 +137,44 @@ def test_markers_of_a_recorded_decision_are_resumed_at_start(tmp_path: Path) -> 
         await again.close()
 
     asyncio.run(run())
+
+
+def test_a_request_cancelled_while_its_record_syncs_still_applies_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EndTxn's requester disconnects while PrepareCommit is being fsynced (its request is cancelled):
+    the appended record is still applied once durable, the markers follow and the id completes, not
+    left pending (nothing but CONCURRENT_TRANSACTIONS for it forever)."""
+    syncing, release = threading.Event(), threading.Event()
+    real_fsync = files.fsync
+
+    def slow_fsync(fd: int, path: Path | str) -> None:
+        if TRANSACTION_TOPIC in str(path) and not release.is_set():
+            syncing.set()
+            release.wait(10)
+        real_fsync(fd, path)
+
+    async def run() -> None:
+        parts = build_parts(tmp_path, transaction_state_log_num_partitions="2")
+        service = _service(parts)
+        service.start()
+        pid, epoch = await _begin(parts, service)
+        monkeypatch.setattr(files, "fsync", slow_fsync)
+        request = asyncio.create_task(service.run(TXN, lambda c: c.end_transaction(TXN, pid, epoch, True)))
+        await until(syncing.is_set)
+        request.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        assert service.coordinator.transactions[TXN].state is TxnState.ONGOING  # not applied yet
+        release.set()
+        await until(lambda: service.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT)
+        assert _markers(parts) == [(pid, ControlRecordType.COMMIT)]
+        txn = service.coordinator.transactions[TXN]
+        assert txn.pending_state is None
+        await service.stop()
+        await parts.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        release.set()
