@@ -35,6 +35,7 @@ from typing import Any
 
 from exactly.bench.broker import throughput_producer_config
 from exactly.bench.cpu import read_proc_stat
+from exactly.bench.rounds import SAMPLE_EVERY
 from exactly.testing.processes import BrokerProcess
 
 RECORD_SIZE = 1024
@@ -102,16 +103,19 @@ def _producer(bootstrap: str, topic: str, index: int, start: Any, stop: Any, que
     value = os.urandom(RECORD_SIZE)
     counted = [0]
 
-    def delivered(err: Any, _msg: Any) -> None:
+    def delivered(err: Any, _msg: Any) -> None:  # one record in SAMPLE_EVERY (as the report's rounds)
         if err is not None:
             raise RuntimeError(str(err))
         if start.is_set():
-            counted[0] += 1
+            counted[0] += SAMPLE_EVERY
 
     i = index
-    while not stop.is_set():
+    while i % 1000 or not stop.is_set():
         try:
-            producer.produce(topic, value, partition=i % PARTITIONS, on_delivery=delivered)
+            if i % SAMPLE_EVERY != SAMPLE_EVERY - 1:
+                producer.produce(topic, value, partition=i % PARTITIONS)
+            else:
+                producer.produce(topic, value, partition=i % PARTITIONS, on_delivery=delivered)
             i += 1
         except BufferError:
             producer.poll(0.001)

@@ -263,7 +263,9 @@ def peers(run: Run, sheet: Sheet) -> tuple[list[Figure], list[str]]:
             if process is not None:
                 started = process.start()
                 bootstrap, pid = started.bootstrap, started.pid
-            theirs = suite.client_benchmark(run.plan, bootstrap, peer_sheet, run.bounds, f"peer{number}", pid)
+            theirs = suite.client_benchmark(
+                run.plan, bootstrap, peer_sheet, run.bounds, f"peer{number}", pid, check_growth=False
+            )
         finally:
             if process is not None:
                 process.stop()
@@ -281,7 +283,11 @@ def peers(run: Run, sheet: Sheet) -> tuple[list[Figure], list[str]]:
         notes.append(
             "Tansu runs with its memory storage engine: it keeps the bytes in RAM and never fsyncs, while "
             "exactly writes every batch to its log and fsyncs before acks=all is answered. The ratio "
-            "column is exactly / peer (above 1: exactly is faster or, for CPU per GB, costs more)."
+            "column is exactly / peer (above 1: exactly is faster or, for CPU per GB, costs more). "
+            "The produce rounds give one record in 101 a delivery report; against exactly they also check "
+            "that the topic grew by every record delivered. Not against Tansu: its latest offsets "
+            "(ListOffsets) stay behind what it acknowledged and serves (2,000,000 records acknowledged and "
+            "all read back, no gaps; their partitions' latest offsets summed to 1,997,944)."
         )
     return figures, notes
 

@@ -214,10 +214,18 @@ def run_storage(plan: Plan, sheet: Sheet, bounds: BoundFigures) -> list[Figure]:
 
 
 def client_benchmark(
-    plan: Plan, bootstrap: str, sheet: Sheet, bounds: BoundFigures, prefix: str, broker_pid: int | None
+    plan: Plan,
+    bootstrap: str,
+    sheet: Sheet,
+    bounds: BoundFigures,
+    prefix: str,
+    broker_pid: int | None,
+    *,
+    check_growth: bool = True,
 ) -> list[Figure]:
     """Paced latency, then `broker_rounds` timed rounds of produce then consume, each on its own topic
-    (deleted after its round); the broker's CPU is read from `/proc/<broker_pid>/stat` (None: not)."""
+    (deleted after its round); the broker's CPU is read from `/proc/<broker_pid>/stat` (None: not).
+    `check_growth`: see `rounds.produce_round`."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     from exactly.bench import rounds
@@ -235,7 +243,13 @@ def client_benchmark(
     for r in range(plan.broker_rounds):
         topic = f"bench-round-{r}"
         made = rounds.produce_round(
-            bootstrap, topic, plan.broker_producers, plan.broker_warmup_s, plan.broker_seconds, broker_pid
+            bootstrap,
+            topic,
+            plan.broker_producers,
+            plan.broker_warmup_s,
+            plan.broker_seconds,
+            broker_pid,
+            check_growth=check_growth,
         )
         _add_round(sheet, "produce", made, r)
         records_s = made.timeline.measured_bytes / RECORD / made.timeline.seconds
