@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from exactly.broker.handling import Handling
 from exactly.broker.transactions import TRANSACTION_TOPIC, TransactionService
 from exactly.cluster.producer_ids import ProducerIdManager
 from exactly.errors import ErrorCode
@@ -135,6 +136,40 @@ def test_markers_of_a_recorded_decision_are_resumed_at_start(tmp_path: Path) -> 
         assert _markers(again) == [(pid, ControlRecordType.COMMIT)]
         await resumed.stop()
         await again.close()
+
+    asyncio.run(run())
+
+
+def test_end_txn_alone_has_its_markers_appended_after_its_answer(tmp_path: Path) -> None:
+    """EndTxn (`answered_first`) while it is the one request handled: its markers are neither appended
+    nor synced until its answer is written (`Handling.finished`, then the writer's turn), so nothing but
+    PrepareCommit's fsync stands between the request and its answer. Fails if the markers' task appends
+    as soon as it runs."""
+
+    async def run() -> None:
+        parts = build_parts(tmp_path, transaction_state_log_num_partitions="2")
+        handling = Handling()
+        parts.replicas.flusher.inline_when = handling.alone
+        parts.replicas.flusher.answered = handling.answered
+        service = _service(parts)
+        service.start()
+        pid, epoch = await _begin(parts, service)
+        handling.started()  # the EndTxn being handled
+        ended = await service.run(
+            TXN, lambda c: c.end_transaction(TXN, pid, epoch, True), answered_first=True
+        )
+        assert ended.error == ErrorCode.NONE
+        for _ in range(20):  # the markers' task has run up to its wait
+            await asyncio.sleep(0)
+        data = parts.replicas.online_partition("data", 0)
+        assert data.log.log_end_offset == 2  # the two records, no marker yet
+        assert service.coordinator.transactions[TXN].state is TxnState.PREPARE_COMMIT
+        handling.finished()  # answered
+        await until(lambda: service.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT)
+        assert _markers(parts) == [(pid, ControlRecordType.COMMIT)]
+        assert data.log.recovery_point == 3  # the marker was synced
+        await service.stop()
+        await parts.close()
 
     asyncio.run(run())
 

@@ -132,7 +132,7 @@ class Flusher:
             log.drop_behind()
 
     async def _durable(self, log: PartitionLog, offset: int, *, behind_answer: bool = False) -> None:
-        if behind_answer and not await self._answer_written():
+        if behind_answer and not await self.answer_written():
             alone = False
         else:
             when = self.inline_when
@@ -151,9 +151,10 @@ class Flusher:
                 running.add_done_callback(self._forget(key, running))
             await asyncio.shield(running)
 
-    async def _answer_written(self) -> bool:
+    async def answer_written(self) -> bool:
         """True once the answer being written is out, when the loop has nothing else to do; False at once
-        when it has (other requests, a flush running): then the threads take the flush."""
+        when it has (other requests, a flush running): then the threads take the flush. The markers also
+        wait for it before they are appended (`TransactionService.write_markers`)."""
         when, answered = self.inline_when, self.answered
         if when is None or answered is None or self._running or not when():
             return False
