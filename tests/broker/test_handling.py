@@ -47,12 +47,8 @@ def test_a_waiter_goes_after_the_writer_wrote_the_answer(run: Runner) -> None:
         decided = asyncio.Event()
 
         async def request() -> str:  # Connection._run: a handler that starts work behind its answer
-            handling.started()
-            try:
-                await decided.wait()
-                return "answer"
-            finally:
-                handling.finished()
+            await decided.wait()
+            return "answer"
 
         async def writer(task: asyncio.Task[str]) -> None:  # Connection._write_responses
             events.append(f"written {await task}")
@@ -64,6 +60,7 @@ def test_a_waiter_goes_after_the_writer_wrote_the_answer(run: Runner) -> None:
             events.append("released")
 
         task = asyncio.create_task(request())
+        handling.track(task)  # Connection: counted from dispatch
         writing = asyncio.create_task(writer(task))
         await asyncio.sleep(0)
         behind = asyncio.create_task(behind_the_answer())
@@ -87,5 +84,35 @@ def test_a_cancelled_waiter_is_skipped(run: Runner) -> None:
         await kept
         assert gone.cancelled()
         assert handling.answered() is None
+
+    run(main())
+
+
+def test_tracked_requests_count_from_dispatch_until_done(run: Runner) -> None:
+    """A burst dispatched in one loop turn counts as a burst before any handler runs (so the first
+    one's flush is not taken for a lone request's), and a request cancelled before its first step is
+    counted out."""
+
+    async def main() -> None:
+        handling = Handling()
+        seen: list[bool] = []
+
+        async def request() -> None:
+            seen.append(handling.alone())
+
+        burst = [asyncio.create_task(request()) for _ in range(3)]
+        for task in burst:
+            handling.track(task)
+        assert handling.count == 3
+        await asyncio.gather(*burst)
+        assert seen == [False, False, False]  # each ran with the other two still counted
+        assert handling.count == 0
+        never = asyncio.create_task(request())
+        handling.track(never)
+        never.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await never
+        assert handling.count == 0
+        assert len(seen) == 3  # it never ran
 
     run(main())

@@ -400,6 +400,7 @@ class Connection:
             timing = RequestTiming(header.api_key, received, also)
             self._stats.received(header.api_key, header.api_version, also)
         future = self._loop.create_task(self._run(handler, context, body, timing))
+        self.broker.handling.track(future)  # the flusher's inline fsync is for a request handled alone
         self._requests.add(future)
         return header, future, timing
 
@@ -494,8 +495,6 @@ class Connection:
         timed: HandlingTime[Any] | None = None
         if timing is not None:
             timing.started = time.perf_counter()
-        broker = self.broker
-        broker.handling.started()  # the flusher's inline fsync is for a request handled alone
         try:
             if self._debug_raise and context.header.api_key in self._debug_raise:
                 raise RuntimeError("exactly.debug.raise.in.api")
@@ -523,8 +522,6 @@ class Connection:
                 return None
             throttle_request(context, body, response, timed.seconds if timed is not None else 0.0)
             return encode_response(context.header, response)
-        finally:
-            broker.handling.finished()
 
     def _answered(self, timing: RequestTiming, timed: HandlingTime[Any] | None, response: Any) -> None:
         """Metrics: the handler is done (its response is encoded); count the response's error codes."""
