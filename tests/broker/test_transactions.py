@@ -142,7 +142,7 @@ def test_markers_of_a_recorded_decision_are_resumed_at_start(tmp_path: Path) -> 
 
 def test_end_txn_alone_has_its_markers_appended_after_its_answer(tmp_path: Path) -> None:
     """EndTxn (`answered_first`) while it is the one request handled: its markers are neither appended
-    nor synced until its answer is written (`Handling.finished`, then the writer's turn), so nothing but
+    nor synced until its answer is written (its task done, then the writer's turn), so nothing but
     PrepareCommit's fsync stands between the request and its answer. Fails if the markers' task appends
     as soon as it runs."""
 
@@ -154,20 +154,68 @@ def test_end_txn_alone_has_its_markers_appended_after_its_answer(tmp_path: Path)
         service = _service(parts)
         service.start()
         pid, epoch = await _begin(parts, service)
-        handling.started()  # the EndTxn being handled
-        ended = await service.run(
-            TXN, lambda c: c.end_transaction(TXN, pid, epoch, True), answered_first=True
-        )
-        assert ended.error == ErrorCode.NONE
+        ended: list[ErrorCode] = []
+        answer = asyncio.Event()
+
+        async def end_txn() -> None:  # the request: answered when its task is done
+            result = await service.run(
+                TXN, lambda c: c.end_transaction(TXN, pid, epoch, True), answered_first=True
+            )
+            ended.append(result.error)
+            await answer.wait()
+
+        request = handling.start(asyncio.get_running_loop(), end_txn())
+        await until(lambda: bool(ended))
+        assert ended == [ErrorCode.NONE]
         for _ in range(20):  # the markers' task has run up to its wait
             await asyncio.sleep(0)
         data = parts.replicas.online_partition("data", 0)
         assert data.log.log_end_offset == 2  # the two records, no marker yet
         assert service.coordinator.transactions[TXN].state is TxnState.PREPARE_COMMIT
-        handling.finished()  # answered
+        answer.set()
+        await request
         await until(lambda: service.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT)
         assert _markers(parts) == [(pid, ControlRecordType.COMMIT)]
         assert data.log.recovery_point == 3  # the marker was synced
+        await service.stop()
+        await parts.close()
+
+    asyncio.run(run())
+
+
+def test_the_next_request_of_the_id_is_not_what_end_txns_markers_wait_for(tmp_path: Path) -> None:
+    """The client's next AddPartitionsToTxn arrives as EndTxn is answered and waits for the markers
+    (CompleteCommit). The markers wait for EndTxn's answer only, not for whichever request ends next:
+    that would be this one, and it would time out with CONCURRENT_TRANSACTIONS after a second."""
+
+    async def run() -> None:
+        parts = build_parts(tmp_path, transaction_state_log_num_partitions="2")
+        handling = Handling()
+        parts.replicas.flusher.inline_when = handling.alone
+        parts.replicas.flusher.answered = handling.answered
+        service = _service(parts)
+        service.start()
+        pid, epoch = await _begin(parts, service)
+        loop = asyncio.get_running_loop()
+
+        async def end_txn() -> ErrorCode:
+            ended = await service.run(
+                TXN, lambda c: c.end_transaction(TXN, pid, epoch, True), answered_first=True
+            )
+            return ended.error
+
+        async def add_partitions() -> ErrorCode:
+            added = await service.run(TXN, lambda c: c.add_partitions(TXN, pid, epoch, [("data", 0)]))
+            return added.error
+
+        request = handling.start(loop, end_txn())
+        request.add_done_callback(lambda _: nexts.append(handling.start(loop, add_partitions())))
+        nexts: list[asyncio.Task[ErrorCode]] = []
+        assert await request == ErrorCode.NONE
+        await until(lambda: bool(nexts))
+        assert await nexts[0] == ErrorCode.NONE
+        assert _markers(parts) == [(pid, ControlRecordType.COMMIT)]
+        assert service.coordinator.transactions[TXN].state is TxnState.ONGOING
         await service.stop()
         await parts.close()
 

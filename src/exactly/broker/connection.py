@@ -399,8 +399,8 @@ class Connection:
                 also = FETCH_FOLLOWER if replica_id >= 0 else FETCH_CONSUMER
             timing = RequestTiming(header.api_key, received, also)
             self._stats.received(header.api_key, header.api_version, also)
-        future = self._loop.create_task(self._run(handler, context, body, timing))
-        self.broker.handling.track(future)  # the flusher's inline fsync is for a request handled alone
+        # counted for the flusher's inline rule; what it starts is its work (`Handling.answered`)
+        future = self.broker.handling.start(self._loop, self._run(handler, context, body, timing))
         self._requests.add(future)
         return header, future, timing
 

@@ -20,10 +20,10 @@ fsync. With two requests in flight the threads take the flush, so group commit i
 Behind an answer (`behind_answer=True`): the transaction coordinator's markers start while the EndTxn
 that decided them is being answered; flushed at once they would hold that answer for their fsync. When
 that request is all the loop has (`inline_when()`, no flush running), the flush waits until it is answered
-(`answered()`: the broker resolves it on the loop turn after the request's writer wrote the answer) and
-then runs inline; otherwise it goes to the threads at once and the loop writes the answer meanwhile. The
-inline way saves the two thread hand-overs and the GIL hand-overs around them (strace of serial one-record
-transactions: ~15 futex calls and an eventfd write and read per EndTxn).
+(`answered()`: resolved on the loop turn after the writer wrote the answer of the request whose work this
+is; exactly.broker.handling) and then runs inline; otherwise it goes to the threads at once and the loop
+writes the answer meanwhile. The inline way saves the two thread hand-overs and the GIL hand-overs around
+them (strace of serial one-record transactions: ~15 futex calls and an eventfd write and read per EndTxn).
 
 The threads are the flusher's own (`threads` of them, started with the first flush), fed through a
 `queue.SimpleQueue`; a finished job settles its asyncio future with one `call_soon_threadsafe`. That is
@@ -63,7 +63,7 @@ class Flusher:
         self._running: dict[int, asyncio.Future[Any]] = {}  # per log (by id): the flush in progress
         self.group_syncs = 0  # syncfs calls that made many logs durable at once
         self.inline_when: Callable[[], bool] | None = None  # nothing else needs the loop: flush inline
-        # the broker: a future resolved once the request being handled is answered; None: none is handled
+        # the broker: a future resolved once the request whose work this is is answered; None: it is
         self.answered: Callable[[], asyncio.Future[None] | None] | None = None
         self.inline_flushes = 0
         self.thread_flushes = 0  # one-log flushes on the threads
