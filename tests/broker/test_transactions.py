@@ -140,6 +140,17 @@ def test_markers_of_a_recorded_decision_are_resumed_at_start(tmp_path: Path) -> 
     asyncio.run(run())
 
 
+def _handled(tmp_path: Path) -> tuple[Parts, Handling, TransactionService]:
+    """A started service whose flusher asks `Handling`, as the broker wires them (server.py)."""
+    parts = build_parts(tmp_path, transaction_state_log_num_partitions="2")
+    handling = Handling()
+    parts.replicas.flusher.inline_when = handling.alone
+    parts.replicas.flusher.answered = handling.answered
+    service = _service(parts)
+    service.start()
+    return parts, handling, service
+
+
 def test_end_txn_alone_has_its_markers_appended_after_its_answer(tmp_path: Path) -> None:
     """EndTxn (`answered_first`) while it is the one request handled: its markers are neither appended
     nor synced until its answer is written (its task done, then the writer's turn), so nothing but
@@ -147,12 +158,7 @@ def test_end_txn_alone_has_its_markers_appended_after_its_answer(tmp_path: Path)
     as soon as it runs."""
 
     async def run() -> None:
-        parts = build_parts(tmp_path, transaction_state_log_num_partitions="2")
-        handling = Handling()
-        parts.replicas.flusher.inline_when = handling.alone
-        parts.replicas.flusher.answered = handling.answered
-        service = _service(parts)
-        service.start()
+        parts, handling, service = _handled(tmp_path)
         pid, epoch = await _begin(parts, service)
         ended: list[ErrorCode] = []
         answer = asyncio.Event()
@@ -189,12 +195,7 @@ def test_the_next_request_of_the_id_is_not_what_end_txns_markers_wait_for(tmp_pa
     that would be this one, and it would time out with CONCURRENT_TRANSACTIONS after a second."""
 
     async def run() -> None:
-        parts = build_parts(tmp_path, transaction_state_log_num_partitions="2")
-        handling = Handling()
-        parts.replicas.flusher.inline_when = handling.alone
-        parts.replicas.flusher.answered = handling.answered
-        service = _service(parts)
-        service.start()
+        parts, handling, service = _handled(tmp_path)
         pid, epoch = await _begin(parts, service)
         loop = asyncio.get_running_loop()
 
