@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# the request task whose work runs in this context (None: no request's)
-_request: contextvars.ContextVar[asyncio.Future[Any] | None] = contextvars.ContextVar(
+# the request task whose work runs in this context (None: no request's); a weak reference, so that a
+# long-lived task started by a request (a group's rebalance, a replica fetcher) does not keep its response
+_request: contextvars.ContextVar[weakref.ref[asyncio.Future[Any]] | None] = contextvars.ContextVar(
     "exactly_request", default=None
 )
 
@@ -50,7 +52,7 @@ class Handling:
         """The task of one request, counted until it is done; what it starts is its work (`answered`)."""
         context = contextvars.copy_context()
         task = loop.create_task(request, context=context)
-        context.run(_request.set, task)
+        context.run(_request.set, weakref.ref(task))
         self.count += 1
         task.add_done_callback(self._done)
         return task
@@ -66,7 +68,8 @@ class Handling:
         return self.count <= 1
 
     def answered(self) -> asyncio.Future[None] | None:
-        request = _request.get()
+        ref = _request.get()
+        request = ref() if ref is not None else None
         if request is None or request.done():
             return None
         waiter = asyncio.get_running_loop().create_future()
