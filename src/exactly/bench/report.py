@@ -53,6 +53,7 @@ from exactly.bench.figures import (
 )
 from exactly.bench.machine import DROP_BEHIND_WINDOW, Machine, describe_machine, git_commit
 from exactly.bench.peers import PeerProcess, find_peers
+from exactly.bench.rounds import SAMPLE_EVERY
 
 SECTIONS = (
     "bounds", "codec", "storage", "broker", "dropbehind", "txn", "groups", "cluster", "spark", "peers",
@@ -284,8 +285,8 @@ def peers(run: Run, sheet: Sheet) -> tuple[list[Figure], list[str]]:
             "Tansu runs with its memory storage engine: it keeps the bytes in RAM and never fsyncs, while "
             "exactly writes every batch to its log and fsyncs before acks=all is answered. The ratio "
             "column is exactly / peer (above 1: exactly is faster or, for CPU per GB, costs more). "
-            "The produce rounds give one record in 101 a delivery report; against exactly they also check "
-            "that the topic grew by every record delivered. Not against Tansu: its latest offsets "
+            f"The produce rounds give one record in {SAMPLE_EVERY} a delivery report; against exactly they "
+            "also check that the topic grew by every record delivered. Not against Tansu: its latest offsets "
             "(ListOffsets) stay behind what it acknowledged and serves (2,000,000 records acknowledged and "
             "all read back, no gaps; their partitions' latest offsets summed to 1,997,944)."
         )
