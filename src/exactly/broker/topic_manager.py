@@ -15,11 +15,12 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from exactly.broker.broker_configs import BrokerConfigs
 from exactly.broker.replica_manager import ReplicaManager
-from exactly.cluster.metadata import ClusterMetadata, TopicInfo
+from exactly.cluster.metadata import ClusterMetadata, CorruptMetadataError, TopicInfo
 from exactly.configs.topic import TOPIC_CONFIGS, validate_topic_overrides
 from exactly.errors import ErrorCode, KafkaError
 from exactly.storage import files
@@ -92,10 +93,11 @@ class TopicManager:
         self, name: str, partitions: int, segment_bytes: int, replication_factor: int = 1, min_isr: int = 1
     ) -> None:
         """Create a coordinator's compacted internal topic on first use (in a cluster: with its replication
-        factor, at most the live brokers, as Kafka creates it)."""
+        factor, at most the live brokers, as Kafka creates it). Its segments are preallocated: each of the
+        coordinator's writes is small and fsynced before its answer (storage/preallocation.py)."""
         if name in self._metadata.topics:
             return
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "preallocate": "true"}
         rf = 1
         if self.cluster is not None:
             rf = max(1, min(replication_factor, len(self.cluster.broker_metadata())))
@@ -195,16 +197,42 @@ class TopicManager:
         self._logs.set_topic_config(name, config)
         return info
 
+    def _holds_data(self, topic: str, partition: int) -> bool:
+        directory = self._logs.dir_of(topic, partition)
+        if directory is None:
+            return False  # offline: not removed either
+        try:
+            return _has_batches(directory / files.partition_dir_name(topic, partition))
+        except OSError:
+            return True
+
     def sync_logs_with_metadata(self) -> None:
         """Make the logs match the metadata after a crash: logs made for a create (or new partitions) whose
         record never landed are removed, and a partition the metadata has but whose log is gone (deleted by
-        hand, or an older version's create order) is made again; one line per topic says what was done."""
+        hand, or an older version's create order) is made again; one line per topic says what was done.
+
+        Raises CorruptMetadataError (the broker does not start) for logs that hold data of a topic no
+        record names: a create that never landed wrote none, so the metadata log lost the topic (cut,
+        replaced), and removing them would lose the data."""
         stray: dict[str, list[int]] = {}
         present = set(self._logs.partitions())
         for topic, partition in present:
             existing = self._metadata.topics.get(topic)
             if existing is None or partition >= existing.partitions:
                 stray.setdefault(topic, []).append(partition)
+        lost = {
+            topic: partitions
+            for topic, partitions in sorted(stray.items())
+            if topic not in self._metadata.ever_created
+            and any(self._holds_data(topic, p) for p in partitions)
+        }
+        if lost:
+            names = ", ".join(f"{t}-{p}" for t, partitions in lost.items() for p in sorted(partitions))
+            raise CorruptMetadataError(
+                f"{self._metadata.path}: no record creates {', '.join(lost)}, whose logs hold data ({names}):"
+                " the file lost records (cut or replaced); restore it, or remove those directories to drop"
+                " their data"
+            )
         for topic, partitions in sorted(stray.items()):
             partitions.sort()
             for partition in partitions:
@@ -244,6 +272,10 @@ class TopicManager:
                     name,
                     _partition_list(missing),
                 )
+
+
+def _has_batches(directory: Path) -> bool:
+    return any(f.suffix == ".log" and f.stat().st_size > 0 for f in directory.iterdir())
 
 
 def topic_log_config(overrides: dict[str, str], base: LogConfig) -> LogConfig:

@@ -98,6 +98,7 @@ class ClusterMetadata:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / FILE_NAME
         self.topics: dict[str, TopicInfo] = {}
+        self.ever_created: set[str] = set()  # every topic a create record names, deleted ones too
         self.next_producer_id_block = 0
         self.broker_configs: dict[str, dict[str, str]] = {}  # resource name ("" or a broker id) -> set
         self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}
@@ -300,6 +301,7 @@ class ClusterMetadata:
         name = record["topic"]
         if op == "create":
             topic = TopicInfo(name, uuid.UUID(hex=record["id"]), int(record["partitions"]), record["configs"])
+            self.ever_created.add(name)
         elif op == "delete":
             old = self.topics.pop(name)
             del self._by_id[old.topic_id]
