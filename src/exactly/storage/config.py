@@ -4,7 +4,7 @@
 the field is the name with '.' -> '_'). `LogConfig.from_properties({"segment.bytes": "1048576", ...},
 base=...)` parses and validates Kafka names through the catalogue and layers them on `base` (the broker's
 default topic config); `to_properties()` gives every topic config as Kafka describes it. Configs that
-change nothing on one broker without tiered storage (min.insync.replicas, preallocate, remote.*, ...) are
+change nothing on one broker without tiered storage (min.insync.replicas, remote.*, ...) are
 kept and described only. `compression.type` is applied on append (`storage/recompression.py`).
 
 Durability (exactly's rule, see ARCHITECTURE.md invariant 5): Kafka's `flush.messages` / `flush.ms`

@@ -181,7 +181,9 @@ def close_fsync_ledger() -> None:
 
 
 class _Deferral(threading.local):
-    files: set[str] | None = None  # inside synced_together(): the files whose fsync waits for its end
+    # inside synced_together(): the files whose fsync waits for its end -> the length they hold data to
+    # (None: the file's size)
+    files: dict[str, int | None] | None = None
 
 
 _deferral = _Deferral()
@@ -244,7 +246,7 @@ def synced_together(directory: Path | Sequence[Path] | None = None) -> Iterator[
     if _deferral.files is not None:
         yield
         return
-    _deferral.files = set()
+    _deferral.files = {}
     try:
         yield
     finally:
@@ -256,19 +258,43 @@ def synced_together(directory: Path | Sequence[Path] | None = None) -> Iterator[
                 sync_filesystem(each)
         ledger = _ledger
         if ledger is not None:
-            for path in sorted(pending):
+            for path, length in sorted(pending.items()):
                 with contextlib.suppress(OSError):
-                    ledger.write(ledger.name(path), str(os.stat(path).st_size))
+                    ledger.write(ledger.name(path), str(os.stat(path).st_size if length is None else length))
 
 
-def defer_fsync(path: Path | str) -> None:
-    """Inside `synced_together()`: `path` becomes durable at the block's end (recorded for the ledger)."""
+def defer_fsync(path: Path | str, length: int | None = None) -> None:
+    """Inside `synced_together()`: `path` becomes durable at the block's end (recorded for the ledger, with
+    `length` as in `fsync`)."""
     deferred = _deferral.files
     assert deferred is not None, "defer_fsync outside synced_together"
-    deferred.add(str(path))
+    _defer(deferred, str(path), length)
+
+
+def _defer(deferred: dict[str, int | None], path: str, length: int | None) -> None:
+    if length is None or path not in deferred:
+        deferred[path] = length
+    else:
+        known = deferred[path]
+        deferred[path] = None if known is None else max(known, length)
 
 
 _sync_data = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+
+
+def note_data_length(path: Path | str, length: int) -> None:
+    """The next fsync of `path` by this thread makes its first `length` bytes durable, not its whole size
+    (a preallocated segment ends in zeros past its batches): for the ledger only."""
+    if _ledger is not None:
+        _data_lengths.lengths[str(path)] = length
+
+
+class _DataLengths(threading.local):
+    def __init__(self) -> None:
+        self.lengths: dict[str, int] = {}
+
+
+_data_lengths = _DataLengths()
 
 
 def fsync(fd: int, path: Path | str) -> None:
@@ -276,7 +302,7 @@ def fsync(fd: int, path: Path | str) -> None:
     storage comes through here."""
     deferred = _deferral.files
     if deferred is not None:
-        deferred.add(str(path))
+        _defer(deferred, str(path), _data_lengths.lengths.pop(str(path), None))
         return
     ledger = _ledger
     if ledger is None:
@@ -284,7 +310,9 @@ def fsync(fd: int, path: Path | str) -> None:
         _sync_data(fd)
         FSYNC_SECONDS.observe(time.perf_counter() - start)
         return
-    length = os.fstat(fd).st_size
+    length = _data_lengths.lengths.pop(str(path), None)
+    if length is None:
+        length = os.fstat(fd).st_size
     start = time.perf_counter()
     _sync_data(fd)
     FSYNC_SECONDS.observe(time.perf_counter() - start)
@@ -315,8 +343,7 @@ def replace(src: Path | str, dst: Path | str) -> None:
     os.replace(src, dst)
     deferred = _deferral.files
     if deferred is not None and str(src) in deferred:
-        deferred.discard(str(src))
-        deferred.add(str(dst))
+        deferred[str(dst)] = deferred.pop(str(src))
     ledger = _ledger
     if ledger is not None:
         ledger.write(ledger.name(dst), "from", ledger.name(src))

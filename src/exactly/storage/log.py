@@ -1054,6 +1054,8 @@ class PartitionLog:
         small = self._is_small()
         if not small:
             active.on_becoming_inactive()
+        else:
+            active.trim()
         self.flush()
         for seg in self._segments:
             if not seg.indexes_durable or seg.flushed_size < seg.size or seg.txn_index.has_pending:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import struct
 import threading
@@ -34,8 +35,11 @@ from exactly.storage.config import LogConfig
 from exactly.storage.drop_behind import DROP_BEHIND
 from exactly.storage.file_handles import HANDLES
 from exactly.storage.offset_index import OffsetIndex
+from exactly.storage.preallocation import PREALLOCATION
 from exactly.storage.time_index import TimeIndex
 from exactly.storage.txn_index import TransactionIndex
+
+log = logging.getLogger(__name__)
 
 NO_TIMESTAMP = -1
 _OFFSET_LENGTH = struct.Struct(">qi")
@@ -82,6 +86,7 @@ class LogSegment:
         self.log_path = files.log_file(directory, base_offset)
         self._fd = fd  # -1 while evicted from the open-file budget (file_handles.py): reopened on use
         self.size = size
+        self.allocated = size  # the file's length: past `size` while preallocated (preallocation.py)
         self.created_ms = created_ms
         self.offset_index = offset_index
         self.time_index = time_index
@@ -181,7 +186,10 @@ class LogSegment:
         ):
             # Too small to have had an index entry: the files were never made (or the time index's entry
             # a stop adds was not: see PartitionLog.close); a scan of a few KiB is the whole rebuild.
-            self.rebuild_indexes()
+            try:
+                self.rebuild_indexes()
+            except CorruptRecordError:  # e.g. preallocated zeros a crash kept: recovery trims them
+                return False, txn_ok
             return True, txn_ok
         oi = OffsetIndex.load(
             self.offset_index.path, self.base_offset, self.config.segment_index_bytes, self.size
@@ -225,6 +233,10 @@ class LogSegment:
         """Write `buffers` at the end of the file; `batches` lists (size, last_offset, max_timestamp)."""
         position = self.size
         total = sum(size for size, _, _ in batches)
+        if position + total > self.allocated and self.config.preallocate:
+            self.allocated = PREALLOCATION.extend(
+                self.fd, self.allocated, position, position + total, self.config.segment_bytes
+            )
         try:
             written = os.pwritev(self.fd, buffers, position)
             if written != total:
@@ -232,6 +244,7 @@ class LogSegment:
         except OSError:  # e.g. ENOSPC part-way: no partial batch stays in the file
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, position)
+                self.allocated = position
             raise
         interval = self.config.index_interval_bytes
         for size, last_offset, max_ts in batches:
@@ -248,6 +261,8 @@ class LogSegment:
             position += size
             self.next_offset = last_offset + 1
         self.size = position
+        if position > self.allocated:
+            self.allocated = position
 
     def _write_rest(self, buffers: Sequence[bytes | memoryview], written: int, position: int) -> None:
         rest = b"".join(bytes(b) for b in buffers)[written:]
@@ -273,10 +288,24 @@ class LogSegment:
         return last_offset - self.base_offset > 0xFFFFFFFF
 
     def on_becoming_inactive(self) -> None:
-        """Called when a newer segment takes over: record the final max timestamp in the time index."""
+        """Called when a newer segment takes over (or at a clean shutdown): record the final max timestamp
+        in the time index, give back what was preallocated."""
         self.indexes_durable = False
         if self.max_timestamp != NO_TIMESTAMP:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.trim()
+
+    def trim(self) -> None:
+        """Cut the file to its batches (what preallocation added past them). Made durable by the segment's
+        next fsync; a failure leaves the zeros, which recovery trims (it is logged, not raised)."""
+        if self.allocated == self.size or self.closed:
+            return
+        try:
+            os.ftruncate(self.fd, self.size)
+        except OSError as e:
+            log.warning("could not trim the preallocated end of %s: %s", self.log_path, e)
+            return
+        self.allocated = self.size
 
     # -- reads --------------------------------------------------------------------------------------------
 
@@ -474,7 +503,21 @@ class LogSegment:
             position += size
         if self.max_timestamp != NO_TIMESTAMP:
             self.time_index.keep_final_entry(self.max_timestamp, self.offset_of_max_timestamp)
-        return self._truncate_bytes(position)
+        zeros = self._trailing_zeros(position)
+        return self._truncate_bytes(position) - zeros
+
+    def _trailing_zeros(self, position: int) -> int:
+        """How many bytes at the end of the file, after `position`, are zeros: what preallocation left after
+        the last batch, which is not invalid data."""
+        end = self.size
+        while end > position:
+            start = max(position, end - _SCAN_CHUNK)
+            chunk = os.pread(self.fd, end - start, start)
+            kept = len(chunk.rstrip(b"\0"))
+            if kept:
+                return self.size - (start + kept)
+            end = start
+        return self.size - position
 
     def rebuild_indexes(self) -> None:
         """Rebuild the offset and time indexes from batch headers (the segment is trusted)."""
@@ -509,10 +552,11 @@ class LogSegment:
 
     def _truncate_bytes(self, valid: int) -> int:
         truncated = self.size - valid
-        if truncated > 0:
+        if truncated > 0 or self.allocated > valid:
             os.ftruncate(self.fd, valid)
             files.note_length(files.log_file(self.directory, self.base_offset), valid)
             self.size = valid
+            self.allocated = valid
             self.flushed_size = min(self.flushed_size, valid)
             self.dropped_size = min(self.dropped_size, valid)
         return truncated
@@ -554,9 +598,11 @@ class LogSegment:
                 return
             size = self.size
             if files.deferring():  # no descriptor needed: the block's syncfs covers the file
-                files.defer_fsync(self.log_path)
+                files.defer_fsync(self.log_path, size)
             else:
                 fd = self.fd
+                if self.allocated > size:  # preallocated: the ledger records the batches' length
+                    files.note_data_length(self.log_path, size)
                 files.fsync(fd, self.log_path)
                 self.dropped_size = DROP_BEHIND.after_sync(fd, self.dropped_size, size)  # synced: `size`
             if self.txn_index.has_pending or indexes:
