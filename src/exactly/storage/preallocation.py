@@ -3,11 +3,11 @@ with fallocate(2), so that the fdatasync after an append does not also have to w
 
 Why: on ext4 an fdatasync that follows an append which grew the file commits the size change to the
 journal; one that follows a write inside the file's length does not. On this project's VM (ext4 on
-virtio), a 120-byte append then fdatasync, 2,000 times: 109-123 µs p50 and 50-59 µs of CPU per sync when
-the file grows, 77-86 µs and 32-37 µs inside a fallocate'd range; fallocate with FALLOC_FL_KEEP_SIZE (the
-size still grows) saved nothing (`python -m tools.fsync_grow`; bench/cpu-profile.md). The transaction coordinator's and the
-group coordinator's topics have `preallocate=true` (topic_manager.py): each EndTxn, AddPartitionsToTxn and
-OffsetCommit waits on such a small sync.
+virtio), a 120-byte append then fdatasync, 2,000 times (`python -m tools.fsync_grow`): 109-123 µs p50 and
+50-59 µs of CPU per sync when the file grows, 77-86 µs and 32-37 µs inside a fallocate'd range;
+fallocate with FALLOC_FL_KEEP_SIZE (the size still grows) saved nothing. The coordinators' internal topics
+have `preallocate=true` (topic_manager.py): each EndTxn, AddPartitionsToTxn and OffsetCommit waits on such
+a small sync.
 
 How: when an append would pass the file's length, the segment allocates to the append's end plus its own
 size, at least `MIN_AHEAD` and at most `MAX_AHEAD`, never past `segment.bytes`. A small partition costs
