@@ -82,3 +82,13 @@ def test_txn_bench_reports_every_figure(capsys: pytest.CaptureFixture[str]) -> N
     assert report["ids_end_txn_p50_ms"] <= report["ids_transaction_p50_ms"]
     assert report["broker_peak_rss_ids_mb"] > 10
     assert len(report["idempotent_rounds_records_s"]) == len(report["transactional_rounds_records_s"]) == 1
+
+
+@pytest.mark.parametrize("option", ["--commits", "--visibility-commits"])
+def test_no_transactions_to_time_is_refused_in_one_line(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        txn.measure([option, "0"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"argument {option}: must be at least 1, got 0")

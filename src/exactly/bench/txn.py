@@ -693,6 +693,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return report
 
 
+def _at_least_one(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def measure(argv: list[str] | None = None) -> tuple[dict[str, Any], TxnSamples]:
     """Run the benchmark (prints its table); returns every figure and the raw samples."""
     parser = argparse.ArgumentParser(description="exactly transactions benchmark")
@@ -702,8 +709,12 @@ def measure(argv: list[str] | None = None) -> tuple[dict[str, Any], TxnSamples]:
     parser.add_argument(
         "--warmup-seconds", type=float, default=5.0, help="unmeasured idempotent round first (0: none)"
     )
-    parser.add_argument("--commits", type=int, default=500, help="one-record transactions per latency run")
-    parser.add_argument("--visibility-commits", type=int, default=300, help="transactions per visibility run")
+    parser.add_argument(
+        "--commits", type=_at_least_one, default=500, help="one-record transactions per latency run"
+    )
+    parser.add_argument(
+        "--visibility-commits", type=_at_least_one, default=300, help="transactions per visibility run"
+    )
     parser.add_argument("--fetch-wait-ms", type=int, default=5, help="fetch.wait.max.ms of the consumer")
     parser.add_argument("--runs", type=int, default=3, help="runs of the latency, visibility and ids phases")
     parser.add_argument("--ids", type=int, default=1000, help="concurrent transactional ids")
