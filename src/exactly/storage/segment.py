@@ -511,7 +511,7 @@ class LogSegment:
         the last batch, which is not invalid data."""
         end = self.size
         while end > position:
-            start = max(position, end - _SCAN_CHUNK)
+            start = max(position, end - _RECOVERY_CHUNK)
             chunk = os.pread(self.fd, end - start, start)
             kept = len(chunk.rstrip(b"\0"))
             if kept:
