@@ -189,17 +189,19 @@ class _Deferral(threading.local):
 _deferral = _Deferral()
 
 
-def _libc_syncfs() -> Callable[[int], int] | None:
+def libc_function(name: str, *argtypes: type[ctypes._SimpleCData[int]]) -> Callable[..., int] | None:
+    """The C library's `name` (errno kept for `ctypes.get_errno`), returning an int; None where the
+    platform has none."""
     try:
-        fn = ctypes.CDLL(None, use_errno=True).syncfs
+        fn = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (AttributeError, OSError):
         return None
-    fn.argtypes = [ctypes.c_int]
+    fn.argtypes = list(argtypes)
     fn.restype = ctypes.c_int
-    return cast(Callable[[int], int], fn)
+    return cast(Callable[..., int], fn)
 
 
-_syncfs = _libc_syncfs()
+_syncfs = libc_function("syncfs", ctypes.c_int)
 
 
 def sync_filesystem(directory: Path | None) -> None:
@@ -302,7 +304,7 @@ def fsync(fd: int, path: Path | str) -> None:
     storage comes through here."""
     deferred = _deferral.files
     if deferred is not None:
-        _defer(deferred, str(path), _data_lengths.lengths.pop(str(path), None))
+        deferred[str(path)] = None
         return
     ledger = _ledger
     if ledger is None:

@@ -28,7 +28,8 @@ import errno
 import logging
 import os
 from collections.abc import Callable
-from typing import cast
+
+from exactly.storage import files
 
 log = logging.getLogger(__name__)
 
@@ -38,31 +39,26 @@ MIN_AHEAD = 16 * 1024
 MAX_AHEAD = 4 * 1024 * 1024
 
 
-def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).fallocate
-    except (AttributeError, OSError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
-    fn.restype = ctypes.c_int
-    return cast(Callable[[int, int, int, int], int], fn)
-
-
 class Preallocation:
-    """fallocate(2) ahead of appends; `supported` turns False on a file system that has none."""
+    """fallocate(2) ahead of appends; none at all once a file system said it has none."""
 
-    __slots__ = ("_fallocate", "_warned", "supported")
+    __slots__ = ("_fallocate", "_warned")
 
     def __init__(self) -> None:
-        self._fallocate = _libc_fallocate()
-        self.supported = self._fallocate is not None
+        self._fallocate: Callable[..., int] | None = files.libc_function(
+            "fallocate", ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong
+        )
         self._warned = False
+
+    @property
+    def supported(self) -> bool:
+        return self._fallocate is not None
 
     def extend(self, fd: int, allocated: int, size: int, needed: int, limit: int) -> int:
         """The file behind `fd` is `allocated` bytes long and holds `size` bytes of batches; an append needs
         it `needed` long. Allocates ahead (see the module docstring) and returns the file's new length."""
         fallocate = self._fallocate
-        if fallocate is None or not self.supported:
+        if fallocate is None:
             return allocated
         target = min(needed + min(max(size, MIN_AHEAD), MAX_AHEAD), max(limit, needed))
         if target <= allocated:
@@ -71,7 +67,7 @@ class Preallocation:
             return target
         err = ctypes.get_errno()
         if err in (errno.EOPNOTSUPP, errno.ENOSYS):
-            self.supported = False
+            self._fallocate = None
             log.warning(
                 "the file system cannot preallocate (%s): segments grow by their appends", os.strerror(err)
             )
