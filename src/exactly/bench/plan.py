@@ -54,8 +54,8 @@ class Plan:
 
 FULL_TXN_ARGV = (
     "--seconds", "10", "--rounds", "3", "--producers", "1", "--warmup-seconds", "3",
-    "--commits", "300", "--visibility-commits", "150", "--runs", "3", "--ids", "1000",
-    "--ids-processes", "4", "--ids-seconds", "5",
+    "--commits", "4000", "--visibility-commits", "150", "--runs", "3", "--ids", "1000",
+    "--ids-processes", "4", "--ids-seconds", "10",
 )  # fmt: skip
 
 FULL_CLUSTER_ARGV = ("--records", "50000", "--rounds", "3", "--kills", "10", "--shutdowns", "5")
