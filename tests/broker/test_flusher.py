@@ -303,10 +303,11 @@ def test_a_lone_flush_runs_inline_and_fails_as_a_threaded_one_would(
 def test_a_flush_behind_an_answer_waits_for_it_then_runs_inline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`behind_answer` (the coordinator's markers, started while EndTxn is answered), with that request
-    all the loop has: no fsync until `answered()`'s future is resolved, then the flush runs on the event
-    loop's thread. With other requests being handled (`inline_when` false) it goes to a thread at once,
-    without waiting; with no request being handled (`answered()` is None) it runs inline at once."""
+    """The coordinator's markers, started while EndTxn is answered, await `answer_written()` first: with
+    that request all the loop has, no fsync until `answered()`'s future is resolved, then the flush runs
+    on the event loop's thread. With other requests being handled (`inline_when` false) it goes to a
+    thread at once, without waiting; with no request being handled (`answered()` is None) it runs inline
+    at once."""
     logs = _logs(tmp_path / "data", 3)
     flusher = Flusher(tmp_path / "data")
     alone = True
@@ -323,7 +324,8 @@ def test_a_flush_behind_an_answer_waits_for_it_then_runs_inline(
     flushed_on = _fsync_threads(monkeypatch)
 
     async def behind(log: PartitionLog) -> list[KafkaError | None]:
-        return await flusher.wait_durable_each([(log, log.log_end_offset)], behind_answer=True)
+        await flusher.answer_written()
+        return await flusher.wait_durable_each([(log, log.log_end_offset)])
 
     async def run() -> None:
         nonlocal alone, handled

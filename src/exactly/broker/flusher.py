@@ -17,13 +17,14 @@ saves (waking a flush thread, then the loop) are ~100 us of broker CPU: 447 -> 3
 OffsetCommit (bench/cpu-profile.md). Requests that arrive meanwhile wait in the socket for at most that
 fsync. With two requests in flight the threads take the flush, so group commit is unchanged.
 
-Behind an answer (`behind_answer=True`): the transaction coordinator's markers start while the EndTxn
-that decided them is being answered; flushed at once they would hold that answer for their fsync. When
-that request is all the loop has (`inline_when()`, no flush running), the flush waits until it is answered
-(`answered()`: resolved on the loop turn after the writer wrote the answer of the request whose work this
-is; exactly.broker.handling) and then runs inline; otherwise it goes to the threads at once and the loop
-writes the answer meanwhile. The inline way saves the two thread hand-overs and the GIL hand-overs around
-them (strace of serial one-record transactions: ~15 futex calls and an eventfd write and read per EndTxn).
+Behind an answer: the transaction coordinator's markers start while the EndTxn that decided them is being
+answered; flushed at once they would hold that answer for their fsync. `answer_written()` is what they
+await first (`TransactionService.write_markers`): when that request is all the loop has (`inline_when()`,
+no flush running) it returns once the request is answered (`answered()`: resolved on the loop turn after
+the writer wrote the answer of the request whose work this is; exactly.broker.handling), and the flush
+that follows runs inline; otherwise it returns at once and the flush goes to the threads while the loop
+writes the answer. The inline way saves the two thread hand-overs and the GIL hand-overs around them
+(strace of serial one-record transactions: ~15 futex calls and an eventfd write and read per EndTxn).
 
 The threads are the flusher's own (`threads` of them, started with the first flush), fed through a
 `queue.SimpleQueue`; a finished job settles its asyncio future with one `call_soon_threadsafe`. That is
@@ -76,20 +77,17 @@ class Flusher:
             return
         await asyncio.gather(*(self._durable(log, offset) for log, offset in targets))
 
-    async def wait_durable_each(
-        self, targets: list[tuple[PartitionLog, int]], *, behind_answer: bool = False
-    ) -> list[KafkaError | None]:
-        """Like `wait_durable`, but every target's own outcome: None, or the KafkaError its flush raised.
-        `behind_answer`: the caller runs behind an answer still to be written (see the module's doc)."""
+    async def wait_durable_each(self, targets: list[tuple[PartitionLog, int]]) -> list[KafkaError | None]:
+        """Like `wait_durable`, but every target's own outcome: None, or the KafkaError its flush raised."""
         await self._flush_together(targets)
         if len(targets) == 1:
             try:
-                await self._durable(*targets[0], behind_answer=behind_answer)
+                await self._durable(*targets[0])
             except KafkaError as e:
                 return [e]
             return [None]
         results = await asyncio.gather(
-            *(self._durable(log, offset, behind_answer=behind_answer) for log, offset in targets),
+            *(self._durable(log, offset) for log, offset in targets),
             return_exceptions=True,
         )
         outcome: list[KafkaError | None] = []
@@ -131,12 +129,9 @@ class Flusher:
             log.flushed_to(offset)
             log.drop_behind()
 
-    async def _durable(self, log: PartitionLog, offset: int, *, behind_answer: bool = False) -> None:
-        if behind_answer and not await self.answer_written():
-            alone = False
-        else:
-            when = self.inline_when
-            alone = when is not None and not self._running and when()
+    async def _durable(self, log: PartitionLog, offset: int) -> None:
+        when = self.inline_when
+        alone = when is not None and not self._running and when()
         if alone and log.needs_flush(offset) and not log.closed:
             self.inline_flushes += 1
             log.flush()  # KafkaError (KAFKA_STORAGE_ERROR) as from a flush thread
@@ -153,8 +148,8 @@ class Flusher:
 
     async def answer_written(self) -> bool:
         """True once the answer being written is out, when the loop has nothing else to do; False at once
-        when it has (other requests, a flush running): then the threads take the flush. The markers also
-        wait for it before they are appended (`TransactionService.write_markers`)."""
+        when it has (other requests, a flush running): then the threads take the flush. The markers wait
+        for it before they are appended (`TransactionService.write_markers`)."""
         when, answered = self.inline_when, self.answered
         if when is None or answered is None or self._running or not when():
             return False

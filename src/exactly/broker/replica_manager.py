@@ -380,13 +380,10 @@ class ReplicaManager:
         """Every target fsynced below its offset (raises the first KafkaError)."""
         await self.flusher.wait_durable([(partition.log, offset) for partition, offset in targets])
 
-    async def wait_durable_each(
-        self, targets: list[DurableTarget], *, behind_answer: bool = False
-    ) -> list[KafkaError | None]:
-        """Like `wait_durable`, but each target's own outcome: None, or its KafkaError (`behind_answer`:
-        see `Flusher.wait_durable_each`)."""
+    async def wait_durable_each(self, targets: list[DurableTarget]) -> list[KafkaError | None]:
+        """Like `wait_durable`, but each target's own outcome: None, or its KafkaError."""
         return await self.flusher.wait_durable_each(
-            [(partition.log, offset) for partition, offset in targets], behind_answer=behind_answer
+            [(partition.log, offset) for partition, offset in targets]
         )
 
     async def wait_end_durable(self, partition: Partition) -> None:

@@ -329,8 +329,8 @@ class TransactionService:
     ) -> TxnResult:
         """Run an operation on `transactional_id`; its transition (if any) is durable and applied before
         this returns. `answered_first`: the markers the transition starts may wait until the request is
-        answered before their fsync (EndTxn: it answers once PrepareX is durable, without waiting for
-        them; `Flusher.wait_durable_each`'s `behind_answer`). Not for a request that waits for them.
+        answered before their append and fsync (EndTxn: it answers once PrepareX is durable, without waiting
+        for them; `write_markers`' `behind_answer`). Not for a request that waits for them.
 
         The requests of one transactional.id run one at a time, in arrival order (across connections
         too), as Kafka's one-request-at-a-time connections and its per-id lock make them: a client may
@@ -467,8 +467,9 @@ class TransactionService:
     ) -> Codes:
         """Append the markers to partitions this broker leads, then wait until they are durable here and
         committed in their ISR (acks=all): each partition's code. The one path of every marker: the
-        coordinator's own, and the WriteTxnMarkers API's. `behind_answer`: see
-        `Flusher.wait_durable_each`."""
+        coordinator's own, and the WriteTxnMarkers API's. `behind_answer`: they start while an answer is
+        being written; they are appended and flushed after it when it is all the loop has
+        (`Flusher.answer_written`)."""
         if behind_answer:  # appended after the answer too (when nothing else is handled): not before it
             await self._replicas.flusher.answer_written()
         codes: Codes = {}
@@ -494,9 +495,7 @@ class TransactionService:
             if written.partition.replicated:
                 replicated.append(((topic, index), (written.partition, written.info.last_offset + 1)))
         if durable:
-            failures = await self._replicas.wait_durable_each(
-                [target for _, target in durable], behind_answer=behind_answer
-            )
+            failures = await self._replicas.wait_durable_each([target for _, target in durable])
             for (key, _), failure in zip(durable, failures, strict=True):
                 if failure is not None:
                     codes[key] = failure.code
