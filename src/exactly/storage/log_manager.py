@@ -14,9 +14,9 @@ A log dir is one of `log.dirs` (`log.dir` when that is unset). Layout of each::
       <topic>-<partition>.<uuid>-future/   a replica being moved here from another dir (AlterReplicaLogDirs)
       <topic>-<partition>.<uuid>-delete/   the old copy of a moved replica, removed right after the move
 
-Placement (Kafka's `nextLogDirs`): a new partition goes to the online dir holding the fewest partitions
-(current and future logs), the first in `log.dirs` order on a tie. The same partition in two dirs (not as a
-future) is a start-up error (`LogDirError`): Kafka refuses to start then too.
+Placement (Kafka's `nextLogDirs`, log_placement.py): a new partition goes to the online dir holding the
+fewest partitions (current and future logs), the first in `log.dirs` order on a tie. The same partition in
+two dirs (not as a future) is a start-up error (`LogDirError`): Kafka refuses to start then too.
 
 `startup()` finds every partition directory and removes the clean-shutdown markers, so a crash from then on
 is noticed at the next start; it loads no current log. A partition is loaded (and recovered when the last
@@ -70,10 +70,10 @@ from exactly.storage.checkpoint import read_checkpoint, write_checkpoint
 from exactly.storage.config import LogConfig
 from exactly.storage.loader import create_log, load_log
 from exactly.storage.log import Isolation, PartitionLog
+from exactly.storage.log_placement import LogPlacement, TopicPartition
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 _JAVA_LONG_MAX = 2**63 - 1
 MOVE_STEP_BYTES = 1 << 20  # what one `copy_to_future` step copies at most (a replica fetch's size)
@@ -149,7 +149,7 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._unloaded: dict[TopicPartition, _Unloaded] = {}
         self._offline: dict[TopicPartition, tuple[_Unloaded, str]] = {}  # its loading failed: why
-        self._dir_of: dict[TopicPartition, Path] = {}  # the log dir of every current log above
+        self._dir_of = LogPlacement()  # the log dir of every current log above
         self._futures: dict[TopicPartition, PartitionLog] = {}  # replicas being moved (in their target dir)
         self._offline_dirs: dict[Path, str] = {}  # log dirs that failed: why
         self._future_recovery: dict[TopicPartition, _Unloaded] = {}  # future logs found at start-up
@@ -223,7 +223,7 @@ class LogManager:
                 )
             found[tp] = path
             self._unloaded[tp] = _Unloaded(path, recovery.get(tp, 0), starts.get(tp, 0), clean)
-            self._dir_of[tp] = log_dir
+            self._dir_of.place(tp, log_dir)
         # a future log is recovered as any log after a crash: from its dir's checkpointed recovery point
         for tp, path in futures.items():
             if path.parent == log_dir:
@@ -273,7 +273,7 @@ class LogManager:
             files.fsync_dir(path.parent)
             log.info("completed the move of %s-%d to %s (interrupted by a restart)", *tp, path.parent)
             self._unloaded[tp] = _Unloaded(final, found.recovery_point, found.log_start_offset, found.clean)
-            self._dir_of[tp] = path.parent
+            self._dir_of.place(tp, path.parent)
             return
         try:
             with files.synced_together(path.parent):
@@ -435,15 +435,7 @@ class LogManager:
         online = self.online_dirs
         if not online:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "every log directory is offline")
-        counts = dict.fromkeys(online, 0)
-        for log_dir in self._dir_of.values():
-            if log_dir in counts:
-                counts[log_dir] += 1
-        for future in self._futures.values():
-            parent = future.directory.parent
-            if parent in counts:
-                counts[parent] += 1
-        return min(online, key=lambda d: counts[d])  # min keeps the first of equals
+        return self._dir_of.next_dir(online, (future.directory.parent for future in self._futures.values()))
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         existing = self._find(topic, partition)
@@ -467,7 +459,7 @@ class LogManager:
                 self._dir_failed(log_dir, e)
             raise
         self._logs[(topic, partition)] = plog
-        self._dir_of[(topic, partition)] = log_dir
+        self._dir_of.place((topic, partition), log_dir)
         return plog
 
     def remove_partition_dir(self, topic: str, partition: int) -> None:
@@ -492,7 +484,7 @@ class LogManager:
         found = self._unloaded.pop(tp, None)
         if found is None and tp in self._offline:
             found = self._offline.pop(tp)[0]
-        self._dir_of.pop(tp, None)
+        self._dir_of.remove(tp)
         if plog is not None:
             plog.close_without_flush()
             path = plog.directory
@@ -629,7 +621,7 @@ class LogManager:
         final = target / files.partition_dir_name(topic, partition)
         files.replace(future.directory, final)
         files.fsync_dir(target)
-        self._dir_of[tp] = target
+        self._dir_of.place(tp, target)
         plog = load_log(
             final,
             topic,
