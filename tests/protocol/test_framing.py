@@ -155,39 +155,53 @@ def test_a_pooled_frame_is_never_lent_again_while_referenced(
 def test_a_pooled_buffer_is_lent_again_once_its_last_view_is_gone() -> None:
     pool = FramePool()
     assembler = FrameAssembler(buffer_size=4096, pool=pool)
-    assert pool.allocated == 1  # the assembler's own buffer of small frames, held while it lives
+    assert pool.allocated == 0  # no buffer before the first read
     payload = bytes(range(256)) * 400  # 102,400 bytes: a pooled frame
     (frame,) = _assemble_held(assembler, _framed([payload]), [])
     assert isinstance(frame, memoryview)
+    assert pool.allocated == 2  # the small frames' buffer (the frame's start was read into it), the frame's
     records = frame[50:]  # what decoding keeps: a slice of the frame
     del frame
-    assert pool.free() == 0
+    assert pool.free() == 1  # the small frames' buffer, given back: nothing unread is left in it
     (second,) = _assemble_held(assembler, _framed([payload[::-1]]), [])
     assert pool.allocated == 3
-    assert pool.reused == 0
+    assert pool.reused == 1
     assert bytes(records) == payload[50:]
     del records
-    assert pool.free() == 1
-    del second
     assert pool.free() == 2
+    del second
+    assert pool.free() == 3
     (third,) = _assemble_held(assembler, _framed([payload]), [])
-    assert pool.reused == 1
+    assert pool.reused == 3
     assert bytes(third) == payload
 
 
-def test_a_connections_small_frame_buffer_comes_back_to_the_pool_when_it_goes() -> None:
-    """Connections that come and go take their small-frame buffer from the listener's pool instead of
-    allocating one each (a heap that fragments under connection churn)."""
+def test_a_connection_holds_its_small_frame_buffer_only_while_part_of_a_frame_is_in_it() -> None:
+    """Connections take their small-frame buffer from the listener's pool instead of allocating one each
+    (a heap that fragments under connection churn), and give it back after each read that leaves nothing
+    unread in it: an idle connection holds none (10,000 idle connections held 2.6 GB)."""
     pool = FramePool()
     first = FrameAssembler(pool=pool)
+    second = FrameAssembler(pool=pool)
+    assert pool.allocated == 0
     frames = _assemble_held(first, _framed([b"a" * 100, b"b" * 200]), [])
     assert [bytes(f) for f in frames] == [b"a" * 100, b"b" * 200]
-    second = FrameAssembler(pool=pool)  # the first still holds its buffer
-    assert (pool.allocated, pool.reused) == (2, 0)
-    del first, frames
-    third = FrameAssembler(pool=pool)  # takes the first's buffer: stale bytes are never read
-    assert (pool.allocated, pool.reused) == (2, 1)
-    assert [bytes(f) for f in _assemble_held(third, _framed([b"c" * 50]), [])] == [b"c" * 50]
+    assert (pool.allocated, pool.free()) == (1, 1)  # idle: given back
+    head = _framed([b"c" * 50])
+    frames = _assemble_held(first, head[:30], [])  # part of a frame waits in it: held
+    assert frames == []
+    assert first.buffered == 30
+    assert [bytes(f) for f in _assemble_held(second, _framed([b"d" * 70]), [])] == [b"d" * 70]
+    assert (pool.allocated, pool.reused) == (2, 1)  # the first took its buffer again; the second, a new one
+    assert pool.free() == 1  # the second's, given back
+    target = first.get_buffer()
+    target[: len(head) - 30] = head[30:]
+    assert [bytes(f) for f in first.buffer_updated(len(head) - 30)] == [b"c" * 50]
+    del target  # the transport's view of the read
+    assert pool.free() == 2
+    third = FrameAssembler(pool=pool)  # takes a kept buffer: stale bytes are never read
+    assert [bytes(f) for f in _assemble_held(third, _framed([b"e" * 40]), [])] == [b"e" * 40]
+    assert (pool.allocated, pool.reused) == (2, 2)
     del second
 
 

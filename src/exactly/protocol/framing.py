@@ -18,6 +18,10 @@ is CPython's reference count: every memoryview of it (the frame, the record fiel
 slice of those) holds a reference to the bytearray, so a buffer that only the pool refers to has no
 reader left; a buffer still referenced anywhere (a request being handled, a frame waiting to be read, a
 reference cycle not yet collected) is simply not lent again.
+
+With a pool, a connection's reused buffer of smaller frames is the pool's too, and held only while part of
+a frame waits in it: a read that ends on a frame boundary gives it back, the next read takes one again.
+An idle connection holds none, so 10,000 idle connections cost no 256 KiB each (they did: 2.6 GB).
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ _OWN_BUFFER_MIN = 1 << 15  # frames from this size on are read into a bytearray 
 _BUFFER_SIZE = 1 << 18  # the reused buffer of the smaller frames
 _COMPACT_BELOW = 1 << 16  # room left in the reused buffer below which its unread bytes move to its start
 _LEND_MAX = 1 << 16  # the most of the reused buffer lent at once: what a large frame's start costs a copy
+_NO_BUFFER = bytearray()  # a pooled assembler's reused buffer between reads
+_NO_VIEW = memoryview(_NO_BUFFER)
 
 
 _POOL_MIN = 1 << 15  # the smallest pooled buffer
@@ -114,7 +120,8 @@ class FramePool:
 
     def lend(self, length: int) -> bytearray:
         """A whole buffer of at least `length` bytes (a power of two), its content undefined: the reused
-        buffer of a connection's small frames, back in the pool once the connection drops it. Taking it
+        buffer of a connection's small frames, back in the pool once the connection drops it (after each
+        read that leaves no part of a frame in it, see `FrameAssembler`). Taking it
         from the pool instead of allocating one per connection keeps a broker whose clients connect and
         leave all day from fragmenting its heap (the Spark soak's RSS grew ~11 KB a batch with a fresh
         256-KiB buffer per connection)."""
@@ -158,9 +165,10 @@ class FrameAssembler:
         self.max_frame_size = max_frame_size
         self._pool = pool
         self._own_min = min(_OWN_BUFFER_MIN, buffer_size // 4)
-        size = max(buffer_size, 64)
-        self._buf = bytearray(size) if pool is None else pool.lend(size)
-        self._view = memoryview(self._buf)
+        self._size = max(buffer_size, 64)
+        # with a pool, taken by the first read and given back whenever no unread byte is left in it
+        self._buf = bytearray(self._size) if pool is None else _NO_BUFFER
+        self._view = memoryview(self._buf) if pool is None else _NO_VIEW
         self._start = 0  # first byte of _buf not yet part of a frame handed out
         self._end = 0  # end of the bytes read into _buf
         self._frame: bytearray | memoryview | None = None  # a large frame being read into place
@@ -176,6 +184,9 @@ class FrameAssembler:
         """Where the next read should go (never empty)."""
         if self._frame is not None:
             return self._frame_view[self._filled :]
+        if self._pool is not None and self._buf is _NO_BUFFER:
+            self._buf = self._pool.lend(self._size)
+            self._view = memoryview(self._buf)
         if len(self._buf) - self._end < _COMPACT_BELOW and self._start > 0:
             unread = self._end - self._start
             self._buf[:unread] = self._view[self._start : self._end]
@@ -212,5 +223,7 @@ class FrameAssembler:
             break
         if start == end:
             start = end = 0
+            if self._pool is not None:  # nothing unread in it: back to the pool (`lend`)
+                self._buf, self._view = _NO_BUFFER, _NO_VIEW
         self._start, self._end = start, end
         return frames
