@@ -687,10 +687,15 @@ class LogManager:
         unloaded = list(self._unloaded.items()) + [
             (tp, found) for tp, (found, _) in list(self._offline.items())
         ]
+        dir_of = self._dir_of.get  # a Path's `parent` is a new Path, hashed again: ~3 us per log
         for tp, found in unloaded:
             hw = self._high_watermarks.get(tp) if tp in self._unloaded else None
-            per_dir.get(found.path.parent, []).append((tp, found.recovery_point, found.log_start_offset, hw))
-        for tp, plog in [*self.logs(), *list(self._futures.items())]:
+            log_dir = dir_of(tp) or found.path.parent
+            per_dir.get(log_dir, []).append((tp, found.recovery_point, found.log_start_offset, hw))
+        for tp, plog in self.logs():
+            entry = (tp, plog.recovery_point, plog.log_start_offset, plog.high_watermark)
+            per_dir.get(dir_of(tp) or plog.directory.parent, []).append(entry)
+        for tp, plog in list(self._futures.items()):
             entry = (tp, plog.recovery_point, plog.log_start_offset, plog.high_watermark)
             per_dir.get(plog.directory.parent, []).append(entry)
         for log_dir, entries in per_dir.items():
