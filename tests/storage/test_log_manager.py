@@ -145,6 +145,25 @@ def test_periodic_work(tmp_path: Path) -> None:
     mgr.close()
 
 
+def test_topic_configs_reach_the_named_topics_logs_only(tmp_path: Path) -> None:
+    mgr = LogManager(tmp_path, LogConfig(), ManualClock(T0))
+    mgr.startup()
+    logs = {(t, p): mgr.get_or_create_log(t, p) for t in ("a", "b", "c") for p in (0, 1)}
+    compact, short = LogConfig(cleanup_policy=CleanupPolicy.COMPACT), LogConfig(retention_ms=1000)
+    mgr.set_topic_configs({"a": compact, "c": short, "new": short})
+    assert {tp: plog.config for tp, plog in logs.items()} == {
+        ("a", 0): compact,
+        ("a", 1): compact,
+        ("b", 0): LogConfig(),
+        ("b", 1): LogConfig(),
+        ("c", 0): short,
+        ("c", 1): short,
+    }
+    assert mgr.get_or_create_log("new", 0).config == short  # a topic's later logs take it too
+    assert mgr.config_for("b") == LogConfig()
+    mgr.close()
+
+
 def test_a_cluster_replica_restarts_with_its_checkpointed_high_watermark(tmp_path: Path) -> None:
     clock = ManualClock(T0)
     mgr = LogManager(tmp_path, LogConfig(), clock, keep_high_watermarks=True)

@@ -83,5 +83,4 @@ class BrokerConfigs:
         self.current = config
         if self._logs is not None:
             self._logs.default_config = config.log
-            for name, log_config in topic_configs.items():
-                self._logs.set_topic_config(name, log_config)
+            self._logs.set_topic_configs(topic_configs)

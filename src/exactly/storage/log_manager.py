@@ -378,9 +378,15 @@ class LogManager:
         return self._topic_configs.get(topic, self.default_config)
 
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
-        self._topic_configs[topic] = config
-        for (t, _p), plog in [*self._logs.items(), *self._futures.items()]:
-            if t == topic:
+        self.set_topic_configs({topic: config})
+
+    def set_topic_configs(self, configs: Mapping[str, LogConfig]) -> None:
+        """Each named topic's logs (loaded ones and futures; the others load with it) take its config: one
+        pass over the logs for all of them (a broker default that changes reaches every topic)."""
+        self._topic_configs.update(configs)
+        for (topic, _p), plog in [*self._logs.items(), *self._futures.items()]:
+            config = configs.get(topic)
+            if config is not None:
                 plog.update_config(config)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
