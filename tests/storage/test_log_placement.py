@@ -1,4 +1,5 @@
-"""LogPlacement: the dir of every current log, and Kafka's choice of a dir for a new partition."""
+"""LogPlacement: the dir of every current log, each topic's partitions, and Kafka's choice of a dir for a new
+partition."""
 
 from __future__ import annotations
 
@@ -29,9 +30,12 @@ def test_a_new_partition_goes_to_the_dir_with_the_fewest_the_first_of_equals() -
     assert (placement.count(DIRS[0]), placement.count(DIRS[1])) == (0, 1)
     assert placement.get(("t", 0)) == DIRS[1]
     assert ("t", 1) not in placement
+    assert sorted(placement.partitions_of("t")) == [0, 2]
+    assert placement.partitions_of("other") == []
     placement.remove(("t", 1))  # not there: nothing changes
     placement.clear()
     assert [placement.count(d) for d in DIRS] == [0, 0, 0]
+    assert placement.partitions_of("t") == []
 
 
 class PlacementMachine(RuleBasedStateMachine):
@@ -42,15 +46,17 @@ class PlacementMachine(RuleBasedStateMachine):
         self.placement = LogPlacement()
         self.model: dict[tuple[str, int], Path] = {}
 
-    @rule(partition=st.integers(0, 20), index=st.integers(0, len(DIRS) - 1))
-    def place(self, partition: int, index: int) -> None:
-        self.placement.place(("t", partition), DIRS[index])
-        self.model[("t", partition)] = DIRS[index]
+    @rule(
+        topic=st.sampled_from(["t", "u"]), partition=st.integers(0, 20), index=st.integers(0, len(DIRS) - 1)
+    )
+    def place(self, topic: str, partition: int, index: int) -> None:
+        self.placement.place((topic, partition), DIRS[index])
+        self.model[(topic, partition)] = DIRS[index]
 
-    @rule(partition=st.integers(0, 20))
-    def remove(self, partition: int) -> None:
-        self.placement.remove(("t", partition))
-        self.model.pop(("t", partition), None)
+    @rule(topic=st.sampled_from(["t", "u"]), partition=st.integers(0, 20))
+    def remove(self, topic: str, partition: int) -> None:
+        self.placement.remove((topic, partition))
+        self.model.pop((topic, partition), None)
 
     @rule()
     def clear(self) -> None:
@@ -70,6 +76,9 @@ class PlacementMachine(RuleBasedStateMachine):
             assert self.placement.count(log_dir) == sum(1 for p in self.model.values() if p == log_dir)
         for tp, log_dir in self.model.items():
             assert self.placement[tp] == log_dir
+        for topic in ("t", "u"):
+            expected = sorted(p for t, p in self.model if t == topic)
+            assert sorted(self.placement.partitions_of(topic)) == expected
 
 
 TestPlacementMachine = PlacementMachine.TestCase

@@ -381,13 +381,18 @@ class LogManager:
         self.set_topic_configs({topic: config})
 
     def set_topic_configs(self, configs: Mapping[str, LogConfig]) -> None:
-        """Each named topic's logs (loaded ones and futures; the others load with it) take its config: one
-        pass over the logs for all of them (a broker default that changes reaches every topic)."""
+        """Each named topic's logs (loaded ones and futures; the others load with it) take its config,
+        visiting only those topics' partitions (a topic's config changes per topic: a broker default that
+        changes reaches every topic, a cluster member learns each topic's config when it starts)."""
         self._topic_configs.update(configs)
-        for (topic, _p), plog in [*self._logs.items(), *self._futures.items()]:
-            config = configs.get(topic)
-            if config is not None:
-                plog.update_config(config)
+        for topic, config in configs.items():
+            for partition in self._dir_of.partitions_of(topic):
+                plog = self._logs.get((topic, partition))
+                if plog is not None:
+                    plog.update_config(config)
+        for (topic, _p), plog in list(self._futures.items()):
+            if topic in configs:
+                plog.update_config(configs[topic])
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log (loaded now if it was not); KAFKA_STORAGE_ERROR for a partition that is offline, and
