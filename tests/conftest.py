@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+import exactly
+from exactly.compiled import COMPILED_MODULES, compiled_modules
 from exactly.testing.processes import BrokerProcess
 from exactly.testing.zookeeper import ZooKeeperProcess
 
@@ -16,12 +18,23 @@ from exactly.testing.zookeeper import ZooKeeperProcess
 settings.register_profile("exactly", deadline=None)
 settings.load_profile("exactly")
 
-# Subprocesses (the broker, the CLI, client workers) import this checkout's code, whichever tree the
-# editable install points at: tests of one work tree never run another tree's broker.
+# Subprocesses (the broker, the CLI, client workers) import the code these tests import: this checkout's
+# `src`, whichever tree the editable install points at (tests of one work tree never run another tree's
+# broker), or the compiled build when `make pytest-compiled` puts it first on pytest's path.
 _ROOT = Path(__file__).resolve().parent.parent
+_PACKAGE_ROOT = Path(exactly.__file__).resolve().parent.parent
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(_ROOT / "src"), str(_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    [str(_PACKAGE_ROOT), str(_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
 )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """`EXACTLY_EXPECT_COMPILED=1` (`make pytest-compiled`): stop before any test unless every module of
+    `exactly.compiled.COMPILED_MODULES` is loaded from its C extension."""
+    if os.environ.get("EXACTLY_EXPECT_COMPILED") == "1":
+        missing = sorted(set(COMPILED_MODULES) - set(compiled_modules()))
+        if missing:
+            raise pytest.UsageError(f"EXACTLY_EXPECT_COMPILED=1 but these run as pure Python: {missing}")
 
 
 @pytest.fixture

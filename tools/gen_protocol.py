@@ -635,8 +635,11 @@ def generate_api(api: str, lo: int, hi: int, spec_dir: Path = SPEC_DIR) -> tuple
     kind_name = "exactly extension" if ours else "Kafka"
     out.append(f'"""Codecs for the {kind_name} ' + api + " API (key " + str(req["apiKey"]) + ")")
     out.append(f', versions {lo}-{hi}."""\n\n')
-    out.append("from __future__ import annotations\n\n")
-    out.append("import struct as _struct\nimport uuid\nfrom collections.abc import Callable\n")
+    out.append("from __future__ import annotations\n")
+    if any("memoryview" in py_type(f) for st in structs.values() for f in st.fields):
+        # the compiled build (mypyc) resolves a dataclass's annotations in the module's globals
+        out.append("from builtins import memoryview\n")
+    out.append("\nimport struct as _struct\nimport uuid\nfrom collections.abc import Callable\n")
     out.append("from dataclasses import dataclass, field\nfrom typing import Any\n\n")
     out.append("from exactly.protocol import primitives as _p\n\n")
     out.append("# ruff: noqa\n")
@@ -658,6 +661,17 @@ def generate_api(api: str, lo: int, hi: int, spec_dir: Path = SPEC_DIR) -> tuple
         out.append("\n\n" + fn)
     out.append("\n\n")
     out.extend(tables)
+    out.append(
+        "\n# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,\n"
+        "# not the annotations, which the compiled build erases to `list`)\n"
+        "STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {\n"
+    )
+    for st in structs.values():
+        lists = [(f.py, f.struct.name) for f in st.fields if f.is_array and f.struct is not None]
+        if lists:
+            entries = ", ".join(f'"{name}": {element}' for name, element in lists)
+            out.append(f"    {st.name}: {{{entries}}},\n")
+    out.append("}\n")
     return "".join(out), info
 
 

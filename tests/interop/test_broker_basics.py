@@ -8,6 +8,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from exactly import __version__
+from exactly.compiled import COMPILED_MODULES, compiled_modules, describe_build
 from exactly.errors import ErrorCode
 from exactly.protocol.api import decode_response
 from exactly.protocol.messages import ApiKey
@@ -155,3 +157,12 @@ def test_kafka_python_and_aiokafka_bootstrap(broker: BrokerProcess) -> None:
             await aio_client.close()
 
     assert asyncio.run(aio()) == {0}
+
+
+def test_the_broker_logs_its_version_and_whether_it_runs_compiled(broker: BrokerProcess) -> None:
+    """The broker runs the build these tests import: pure Python from `src`, or the compiled build under
+    `make pytest-compiled` (which first checks that this process loaded every compiled module)."""
+    count = len(COMPILED_MODULES)
+    build = f"compiled with mypyc ({count} of {count} modules)" if compiled_modules() else "pure Python"
+    assert describe_build() == build
+    assert f"exactly {__version__}, {build}" in broker.full_log()

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
+from types import UnionType
+
+from exactly.compiled import compiled_modules
+from exactly.protocol.messages import MODULES
+from exactly.protocol.messages.produce import NodeEndpoint, ProduceResponse, TopicProduceResponse
+from exactly.protocol.primitives import struct_lists
 from tools import gen_protocol
 
 
@@ -48,3 +56,33 @@ def test_every_api_of_the_minimal_set_is_generated() -> None:
         got_lo, got_hi = gen_protocol.APIS[api]
         assert got_lo <= lo, api
         assert got_hi >= hi, api
+
+
+def test_struct_lists_name_every_list_of_structs_the_annotations_declare() -> None:
+    """`struct_lists` (the generated `STRUCT_LISTS`) against the annotations, in every module that runs as
+    pure Python (the compiled build erases annotations to `list`; the generator writes both from one spec)."""
+    compiled = set(compiled_modules())
+    checked = 0
+    for module in MODULES.values():
+        if module.__name__ in compiled:
+            continue
+        for cls in vars(module).values():
+            if not (
+                isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == module.__name__
+            ):
+                continue
+            declared = {}
+            for name, hint in typing.get_type_hints(cls).items():
+                for option in typing.get_args(hint) if isinstance(hint, UnionType) else (hint,):
+                    if typing.get_origin(option) is list and dataclasses.is_dataclass(
+                        typing.get_args(option)[0]
+                    ):
+                        declared[name] = typing.get_args(option)[0]
+            assert struct_lists(cls) == declared, cls
+            checked += 1
+    assert checked > 300  # the message classes of 71 APIs
+    assert struct_lists(ProduceResponse) == {
+        "responses": TopicProduceResponse,
+        "node_endpoints": NodeEndpoint,
+    }
+    assert struct_lists(int) == {}

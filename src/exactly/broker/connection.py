@@ -637,21 +637,20 @@ class Connection:
         transport, then, once it has sent them all, the kernel sends the range from the file to the socket
         (sendfile). Each FileSlice is closed once sent (or when the connection gives up)."""
         run: list[p.Chunk] = []
-        ending = None
+        ending: Ending | None = None
         for chunk in chunks:
             if not isinstance(chunk, FileSlice):
                 run.append(chunk)
                 continue
             try:
-                if ending is not None:
-                    continue
-                if not self.zero_copy:  # not expected: the handler sends slices only where they can go
-                    run.append(chunk.read())
-                    continue
-                if run:
-                    self.writer.writelines(run)
-                    run = []
-                ending = await self._sendfile(chunk)
+                if ending is None:
+                    if not self.zero_copy:  # not expected: the handler sends slices only where they can go
+                        run.append(chunk.read())
+                    else:
+                        if run:
+                            self.writer.writelines(run)
+                            run = []
+                        ending = await self._sendfile(chunk)
             finally:
                 chunk.close()
         if run and ending is None:

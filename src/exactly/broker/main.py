@@ -11,8 +11,10 @@ import signal
 import uvloop
 
 import exactly.broker.handlers  # noqa: F401  (registers the handlers)
+from exactly import __version__
 from exactly.broker.config import BrokerConfig
 from exactly.broker.server import Broker
+from exactly.compiled import describe_build
 from exactly.storage.file_handles import HANDLES
 
 
@@ -49,6 +51,7 @@ def tune_garbage_collector() -> None:
 async def _serve(config: BrokerConfig) -> None:
     before, after = raise_open_file_limit()
     broker = Broker(config)  # raises (one `error:` line) on a corrupt data directory: nothing logged before
+    logging.getLogger("exactly.broker").info("exactly %s, %s", __version__, describe_build())
     logging.getLogger("exactly.broker").info(
         "open-file limit %d%s: %d segment files at once (an LRU, exactly.log.max.open.files; indexes hold "
         "none at rest), %d connections (max.connections and the limit's share), the rest for files opened "

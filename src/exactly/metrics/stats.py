@@ -28,6 +28,7 @@ from typing import Any
 
 from exactly.metrics.histogram import MS_BUCKETS, Histogram
 from exactly.protocol.api import EncodedBody
+from exactly.protocol.primitives import struct_lists
 
 __all__ = [
     "FETCH_CONSUMER",
@@ -246,7 +247,7 @@ class BrokerStats:
 
 # --- the error codes of a response ------------------------------------------------------------------------
 
-# per message class: (it has an `error_code` field, the names of its list fields)
+# per message class: (it has an `error_code` field, the names of its lists of structs)
 _PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
 
 
@@ -254,8 +255,7 @@ def _plan(cls: type) -> tuple[bool, tuple[str, ...]]:
     plan = _PLANS.get(cls)
     if plan is None:
         fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
-        lists = tuple(f.name for f in fields if str(f.type).startswith("list["))
-        plan = _PLANS[cls] = (any(f.name == "error_code" for f in fields), lists)
+        plan = _PLANS[cls] = (any(f.name == "error_code" for f in fields), tuple(struct_lists(cls)))
     return plan
 
 
@@ -274,7 +274,5 @@ def _collect(message: Any, out: list[int]) -> None:
     if has_code:
         out.append(message.error_code)
     for name in lists:
-        items = getattr(message, name)
-        if items and dataclasses.is_dataclass(items[0]):
-            for item in items:
-                _collect(item, out)
+        for item in getattr(message, name):
+            _collect(item, out)

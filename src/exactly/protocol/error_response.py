@@ -20,12 +20,11 @@ for (Produce's `node_endpoints`, Fetch's `records`) stays at its default.
 from __future__ import annotations
 
 import dataclasses
-import typing
-from types import UnionType
 from typing import Any
 
 from exactly.errors import ErrorCode
 from exactly.protocol.messages import MODULES, ApiKey
+from exactly.protocol.primitives import struct_lists
 
 # response field -> the request fields it may be copied from, in order of preference
 _IDENTITY: dict[str, tuple[str, ...]] = {
@@ -59,7 +58,7 @@ def error_response(key: ApiKey, request: Any, code: ErrorCode, message: str | No
 
 def _mirror(cls: type[Any], source: Any, code: int, message: str | None) -> Any:
     out = cls()
-    for name, element_type in _struct_lists(cls).items():
+    for name, element_type in struct_lists(cls).items():
         pair = _pair(element_type, source)
         if pair is not None:
             setattr(out, name, [_mirror(element_type, item, code, message) for item in getattr(source, pair)])
@@ -101,7 +100,7 @@ def _pair(element_type: type[Any], source: Any) -> str | None:
 
 def _has_error_field(cls: type[Any]) -> bool:
     return any(f.name == "error_code" for f in dataclasses.fields(cls)) or any(
-        _has_error_field(element) for element in _struct_lists(cls).values()
+        _has_error_field(element) for element in struct_lists(cls).values()
     )
 
 
@@ -118,25 +117,4 @@ def _struct_list_values(source: Any) -> list[str]:
         value = getattr(source, f.name)
         if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
             out.append(f.name)
-    return out
-
-
-_STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {}
-
-
-def _struct_lists(cls: type[Any]) -> dict[str, type[Any]]:
-    """Field name -> element class, for `cls`'s fields typed `list[SomeStruct]` (or `... | None`)."""
-    cached = _STRUCT_LISTS.get(cls)
-    if cached is not None:
-        return cached
-    hints = typing.get_type_hints(cls)
-    out: dict[str, type[Any]] = {}
-    for name, hint in hints.items():
-        options = typing.get_args(hint) if isinstance(hint, UnionType) else (hint,)
-        for option in options:
-            if typing.get_origin(option) is list:
-                (element,) = typing.get_args(option)
-                if dataclasses.is_dataclass(element):
-                    out[name] = typing.cast(type[Any], element)
-    _STRUCT_LISTS[cls] = out
     return out

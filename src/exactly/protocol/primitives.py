@@ -22,8 +22,9 @@ slicing would silently skip (a slice past the end is merely short) are done expl
 from __future__ import annotations
 
 import struct
+import sys
 import uuid
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from exactly.errors import ProtocolError
 
@@ -34,13 +35,21 @@ Chunk = bytes | bytearray | memoryview
 
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
-UUID_ZERO = uuid.UUID(int=0)
+UUID_ZERO: uuid.UUID = uuid.UUID(int=0)
 
 _NULL_INT16 = b"\xff\xff"
 _NULL_INT32 = b"\xff\xff\xff\xff"
 
 # Pre-encoded uvarints for small values: most lengths and counts on the wire are below 128.
 _SMALL_UVARINTS = tuple(bytes([i]) for i in range(128))
+
+
+def struct_lists(cls: type) -> dict[str, type[Any]]:
+    """Field name -> element class of a generated message class's lists of structs (its module's
+    `STRUCT_LISTS`, which the generator writes; the annotations say the same, but the compiled build erases
+    them to `list`). {} for any other class."""
+    tables: dict[type, dict[str, type[Any]]] = getattr(sys.modules[cls.__module__], "STRUCT_LISTS", {})
+    return tables.get(cls, {})
 
 
 def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:

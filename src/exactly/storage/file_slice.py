@@ -19,6 +19,7 @@ otherwise take 200 more descriptors at once).
 from __future__ import annotations
 
 import os
+from typing import ClassVar
 
 __all__ = ["FileSlice"]
 
@@ -29,7 +30,7 @@ MAX_OPEN = 32  # FileSlices open at once, each holding one duplicated descriptor
 class FileSlice:
     __slots__ = ("_fd", "position", "size")
 
-    open_count = 0  # slices not closed yet (the event loop's thread only)
+    open_count: ClassVar[int] = 0  # slices not closed yet (the event loop's thread only)
 
     def __init__(self, fd: int, position: int, size: int) -> None:
         """`fd` is duplicated: the caller keeps its own. Raises OSError when it cannot be."""

@@ -57,6 +57,7 @@ import logging
 import struct
 import threading
 from bisect import bisect_right
+from builtins import memoryview  # the compiled build resolves FetchDataInfo's annotations in this module
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -239,7 +240,9 @@ class PartitionLog:
         """Every offset below this one is on disk (fsynced)."""
         return self._recovery_point
 
-    durable_offset = recovery_point
+    @property
+    def durable_offset(self) -> int:
+        return self._recovery_point
 
     @property
     def last_stable_offset(self) -> int:

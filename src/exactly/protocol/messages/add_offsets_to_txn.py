@@ -125,3 +125,7 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     3: _enc_AddOffsetsToTxnResponse_v3,
     4: _enc_AddOffsetsToTxnResponse_v3,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {}

@@ -434,3 +434,19 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     4: _enc_AddPartitionsToTxnResponse_v4,
     5: _enc_AddPartitionsToTxnResponse_v4,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    AddPartitionsToTxnTransaction: {"topics": AddPartitionsToTxnTopic},
+    AddPartitionsToTxnRequest: {
+        "transactions": AddPartitionsToTxnTransaction,
+        "v3_and_below_topics": AddPartitionsToTxnTopic,
+    },
+    AddPartitionsToTxnTopicResult: {"results_by_partition": AddPartitionsToTxnPartitionResult},
+    AddPartitionsToTxnResult: {"topic_results": AddPartitionsToTxnTopicResult},
+    AddPartitionsToTxnResponse: {
+        "results_by_transaction": AddPartitionsToTxnResult,
+        "results_by_topic_v3_and_below": AddPartitionsToTxnTopicResult,
+    },
+}

@@ -258,3 +258,13 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_AddShareAcksToTxnRequest_v0}
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_AddShareAcksToTxnRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_AddShareAcksToTxnResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_AddShareAcksToTxnResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    AcknowledgePartition: {"acknowledgement_batches": AcknowledgementBatch},
+    AcknowledgeTopic: {"partitions": AcknowledgePartition},
+    AddShareAcksToTxnRequest: {"topics": AcknowledgeTopic},
+    AcknowledgeTopicResponse: {"partitions": PartitionResult},
+    AddShareAcksToTxnResponse: {"responses": AcknowledgeTopicResponse},
+}

@@ -320,3 +320,12 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     1: _enc_AlterReplicaLogDirsResponse_v1,
     2: _enc_AlterReplicaLogDirsResponse_v2,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    AlterReplicaLogDir: {"topics": AlterReplicaLogDirTopic},
+    AlterReplicaLogDirsRequest: {"dirs": AlterReplicaLogDir},
+    AlterReplicaLogDirTopicResult: {"partitions": AlterReplicaLogDirPartitionResult},
+    AlterReplicaLogDirsResponse: {"results": AlterReplicaLogDirTopicResult},
+}

@@ -225,3 +225,12 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_AlterShareGroupOffsetsRequest_v
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_AlterShareGroupOffsetsRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_AlterShareGroupOffsetsResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_AlterShareGroupOffsetsResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    AlterShareGroupOffsetsRequestTopic: {"partitions": AlterShareGroupOffsetsRequestPartition},
+    AlterShareGroupOffsetsRequest: {"topics": AlterShareGroupOffsetsRequestTopic},
+    AlterShareGroupOffsetsResponseTopic: {"partitions": AlterShareGroupOffsetsResponsePartition},
+    AlterShareGroupOffsetsResponse: {"responses": AlterShareGroupOffsetsResponseTopic},
+}

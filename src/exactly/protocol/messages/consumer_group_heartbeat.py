@@ -310,3 +310,10 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     0: _enc_ConsumerGroupHeartbeatResponse_v0,
     1: _enc_ConsumerGroupHeartbeatResponse_v0,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    ConsumerGroupHeartbeatRequest: {"topic_partitions": TopicPartitions},
+    Assignment: {"topic_partitions": TopicPartitions},
+}

@@ -508,3 +508,12 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     6: _enc_CreateTopicsResponse_v5,
     7: _enc_CreateTopicsResponse_v7,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    CreatableTopic: {"assignments": CreatableReplicaAssignment, "configs": CreatableTopicConfig},
+    CreateTopicsRequest: {"topics": CreatableTopic},
+    CreatableTopicResult: {"configs": CreatableTopicConfigs},
+    CreateTopicsResponse: {"topics": CreatableTopicResult},
+}

@@ -365,3 +365,11 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     2: _enc_DeleteAclsResponse_v2,
     3: _enc_DeleteAclsResponse_v2,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    DeleteAclsRequest: {"filters": DeleteAclsFilter},
+    DeleteAclsFilterResult: {"matching_acls": DeleteAclsMatchingAcl},
+    DeleteAclsResponse: {"filter_results": DeleteAclsFilterResult},
+}

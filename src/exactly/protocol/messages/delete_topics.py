@@ -336,3 +336,10 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     5: _enc_DeleteTopicsResponse_v5,
     6: _enc_DeleteTopicsResponse_v6,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    DeleteTopicsRequest: {"topics": DeleteTopicState},
+    DeleteTopicsResponse: {"responses": DeletableTopicResult},
+}

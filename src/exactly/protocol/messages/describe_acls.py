@@ -282,3 +282,10 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     2: _enc_DescribeAclsResponse_v2,
     3: _enc_DescribeAclsResponse_v2,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    DescribeAclsResource: {"acls": AclDescription},
+    DescribeAclsResponse: {"resources": DescribeAclsResource},
+}

@@ -338,3 +338,11 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     0: _enc_DescribeClientQuotasResponse_v0,
     1: _enc_DescribeClientQuotasResponse_v1,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    DescribeClientQuotasRequest: {"components": ComponentData},
+    EntryData: {"entity": EntityData, "values": ValueData},
+    DescribeClientQuotasResponse: {"entries": EntryData},
+}

@@ -531,3 +531,12 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     3: _enc_DescribeConfigsResponse_v3,
     4: _enc_DescribeConfigsResponse_v4,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    DescribeConfigsRequest: {"resources": DescribeConfigsResource},
+    DescribeConfigsResourceResult: {"synonyms": DescribeConfigsSynonym},
+    DescribeConfigsResult: {"configs": DescribeConfigsResourceResult},
+    DescribeConfigsResponse: {"results": DescribeConfigsResult},
+}

@@ -559,3 +559,10 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     5: _enc_DescribeGroupsResponse_v5,
     6: _enc_DescribeGroupsResponse_v6,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    DescribedGroup: {"members": DescribedGroupMember},
+    DescribeGroupsResponse: {"groups": DescribedGroup},
+}

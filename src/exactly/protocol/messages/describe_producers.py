@@ -229,3 +229,12 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_DescribeProducersRequest_v0}
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_DescribeProducersRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_DescribeProducersResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_DescribeProducersResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    DescribeProducersRequest: {"topics": TopicRequest},
+    PartitionResponse: {"active_producers": ProducerState},
+    TopicResponse: {"partitions": PartitionResponse},
+    DescribeProducersResponse: {"topics": TopicResponse},
+}

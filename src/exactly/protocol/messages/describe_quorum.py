@@ -594,3 +594,14 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     1: _enc_DescribeQuorumResponse_v1,
     2: _enc_DescribeQuorumResponse_v2,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    TopicData: {"partitions": PartitionData},
+    DescribeQuorumRequest: {"topics": TopicData},
+    ResponsePartitionData: {"current_voters": ReplicaState, "observers": ReplicaState},
+    ResponseTopicData: {"partitions": ResponsePartitionData},
+    Node: {"listeners": Listener},
+    DescribeQuorumResponse: {"topics": ResponseTopicData, "nodes": Node},
+}

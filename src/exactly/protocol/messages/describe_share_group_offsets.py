@@ -279,3 +279,13 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_DescribeShareGroupOffsetsReques
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_DescribeShareGroupOffsetsRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_DescribeShareGroupOffsetsResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_DescribeShareGroupOffsetsResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    DescribeShareGroupOffsetsRequestGroup: {"topics": DescribeShareGroupOffsetsRequestTopic},
+    DescribeShareGroupOffsetsRequest: {"groups": DescribeShareGroupOffsetsRequestGroup},
+    DescribeShareGroupOffsetsResponseTopic: {"partitions": DescribeShareGroupOffsetsResponsePartition},
+    DescribeShareGroupOffsetsResponseGroup: {"topics": DescribeShareGroupOffsetsResponseTopic},
+    DescribeShareGroupOffsetsResponse: {"groups": DescribeShareGroupOffsetsResponseGroup},
+}

@@ -297,3 +297,11 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_DescribeTopicPartitionsRequest_
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_DescribeTopicPartitionsRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_DescribeTopicPartitionsResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_DescribeTopicPartitionsResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    DescribeTopicPartitionsRequest: {"topics": TopicRequest},
+    DescribeTopicPartitionsResponseTopic: {"partitions": DescribeTopicPartitionsResponsePartition},
+    DescribeTopicPartitionsResponse: {"topics": DescribeTopicPartitionsResponseTopic},
+}

@@ -188,3 +188,11 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_DescribeUserScramCredentialsReq
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_DescribeUserScramCredentialsRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_DescribeUserScramCredentialsResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_DescribeUserScramCredentialsResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    DescribeUserScramCredentialsRequest: {"users": UserName},
+    DescribeUserScramCredentialsResult: {"credential_infos": CredentialInfo},
+    DescribeUserScramCredentialsResponse: {"results": DescribeUserScramCredentialsResult},
+}

@@ -2,6 +2,7 @@
 """Codecs for the Kafka Fetch API (key 1), versions 4-18."""
 
 from __future__ import annotations
+from builtins import memoryview
 
 import struct as _struct
 import uuid
@@ -1862,4 +1863,14 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     16: _enc_FetchResponse_v16,
     17: _enc_FetchResponse_v16,
     18: _enc_FetchResponse_v16,
+}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    FetchTopic: {"partitions": FetchPartition},
+    FetchRequest: {"topics": FetchTopic, "forgotten_topics_data": ForgottenTopic},
+    PartitionData: {"aborted_transactions": AbortedTransaction},
+    FetchableTopicResponse: {"partitions": PartitionData},
+    FetchResponse: {"responses": FetchableTopicResponse, "node_endpoints": NodeEndpoint},
 }

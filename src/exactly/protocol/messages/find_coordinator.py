@@ -267,3 +267,9 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     5: _enc_FindCoordinatorResponse_v4,
     6: _enc_FindCoordinatorResponse_v4,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    FindCoordinatorResponse: {"coordinators": Coordinator},
+}

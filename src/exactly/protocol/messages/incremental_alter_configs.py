@@ -300,3 +300,11 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     0: _enc_IncrementalAlterConfigsResponse_v0,
     1: _enc_IncrementalAlterConfigsResponse_v1,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    AlterConfigsResource: {"configs": AlterableConfig},
+    IncrementalAlterConfigsRequest: {"resources": AlterConfigsResource},
+    IncrementalAlterConfigsResponse: {"responses": AlterConfigsResourceResponse},
+}

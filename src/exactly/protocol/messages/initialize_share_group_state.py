@@ -205,3 +205,12 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_InitializeShareGroupStateReques
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_InitializeShareGroupStateRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_InitializeShareGroupStateResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_InitializeShareGroupStateResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    InitializeStateData: {"partitions": PartitionData},
+    InitializeShareGroupStateRequest: {"topics": InitializeStateData},
+    InitializeStateResult: {"partitions": PartitionResult},
+    InitializeShareGroupStateResponse: {"results": InitializeStateResult},
+}

@@ -599,3 +599,10 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     8: _enc_JoinGroupResponse_v7,
     9: _enc_JoinGroupResponse_v9,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    JoinGroupRequest: {"protocols": JoinGroupRequestProtocol},
+    JoinGroupResponse: {"members": JoinGroupResponseMember},
+}

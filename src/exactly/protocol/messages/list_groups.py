@@ -332,3 +332,9 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     4: _enc_ListGroupsResponse_v4,
     5: _enc_ListGroupsResponse_v5,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    ListGroupsResponse: {"groups": ListedGroup},
+}

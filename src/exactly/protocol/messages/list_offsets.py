@@ -524,3 +524,12 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     10: _enc_ListOffsetsResponse_v6,
     11: _enc_ListOffsetsResponse_v6,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    ListOffsetsTopic: {"partitions": ListOffsetsPartition},
+    ListOffsetsRequest: {"topics": ListOffsetsTopic},
+    ListOffsetsTopicResponse: {"partitions": ListOffsetsPartitionResponse},
+    ListOffsetsResponse: {"topics": ListOffsetsTopicResponse},
+}

@@ -1328,3 +1328,11 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     12: _enc_MetadataResponse_v12,
     13: _enc_MetadataResponse_v13,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    MetadataRequest: {"topics": MetadataRequestTopic},
+    MetadataResponseTopic: {"partitions": MetadataResponsePartition},
+    MetadataResponse: {"brokers": MetadataResponseBroker, "topics": MetadataResponseTopic},
+}

@@ -619,3 +619,12 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     9: _enc_OffsetCommitResponse_v8,
     10: _enc_OffsetCommitResponse_v10,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    OffsetCommitRequestTopic: {"partitions": OffsetCommitRequestPartition},
+    OffsetCommitRequest: {"topics": OffsetCommitRequestTopic},
+    OffsetCommitResponseTopic: {"partitions": OffsetCommitResponsePartition},
+    OffsetCommitResponse: {"topics": OffsetCommitResponseTopic},
+}

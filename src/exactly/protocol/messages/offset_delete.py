@@ -166,3 +166,12 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_OffsetDeleteRequest_v0}
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_OffsetDeleteRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_OffsetDeleteResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_OffsetDeleteResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    OffsetDeleteRequestTopic: {"partitions": OffsetDeleteRequestPartition},
+    OffsetDeleteRequest: {"topics": OffsetDeleteRequestTopic},
+    OffsetDeleteResponseTopic: {"partitions": OffsetDeleteResponsePartition},
+    OffsetDeleteResponse: {"topics": OffsetDeleteResponseTopic},
+}

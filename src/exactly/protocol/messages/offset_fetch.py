@@ -916,3 +916,14 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     9: _enc_OffsetFetchResponse_v8,
     10: _enc_OffsetFetchResponse_v10,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    OffsetFetchRequestGroup: {"topics": OffsetFetchRequestTopics},
+    OffsetFetchRequest: {"topics": OffsetFetchRequestTopic, "groups": OffsetFetchRequestGroup},
+    OffsetFetchResponseTopic: {"partitions": OffsetFetchResponsePartition},
+    OffsetFetchResponseTopics: {"partitions": OffsetFetchResponsePartitions},
+    OffsetFetchResponseGroup: {"topics": OffsetFetchResponseTopics},
+    OffsetFetchResponse: {"topics": OffsetFetchResponseTopic, "groups": OffsetFetchResponseGroup},
+}

@@ -332,3 +332,12 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     3: _enc_OffsetForLeaderEpochResponse_v2,
     4: _enc_OffsetForLeaderEpochResponse_v4,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    OffsetForLeaderTopic: {"partitions": OffsetForLeaderPartition},
+    OffsetForLeaderEpochRequest: {"topics": OffsetForLeaderTopic},
+    OffsetForLeaderTopicResult: {"partitions": EpochEndOffset},
+    OffsetForLeaderEpochResponse: {"topics": OffsetForLeaderTopicResult},
+}

@@ -2,6 +2,7 @@
 """Codecs for the Kafka Produce API (key 0), versions 3-13."""
 
 from __future__ import annotations
+from builtins import memoryview
 
 import struct as _struct
 import uuid
@@ -834,4 +835,14 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     11: _enc_ProduceResponse_v10,
     12: _enc_ProduceResponse_v10,
     13: _enc_ProduceResponse_v13,
+}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    TopicProduceData: {"partition_data": PartitionProduceData},
+    ProduceRequest: {"topic_data": TopicProduceData},
+    PartitionProduceResponse: {"record_errors": BatchIndexAndErrorMessage},
+    TopicProduceResponse: {"partition_responses": PartitionProduceResponse},
+    ProduceResponse: {"responses": TopicProduceResponse, "node_endpoints": NodeEndpoint},
 }

@@ -213,3 +213,12 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_ReadShareGroupStateSummaryReque
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_ReadShareGroupStateSummaryRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_ReadShareGroupStateSummaryResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_ReadShareGroupStateSummaryResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    ReadStateSummaryData: {"partitions": PartitionData},
+    ReadShareGroupStateSummaryRequest: {"topics": ReadStateSummaryData},
+    ReadStateSummaryResult: {"partitions": PartitionResult},
+    ReadShareGroupStateSummaryResponse: {"results": ReadStateSummaryResult},
+}

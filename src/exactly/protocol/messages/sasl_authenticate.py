@@ -134,3 +134,7 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     1: _enc_SaslAuthenticateResponse_v1,
     2: _enc_SaslAuthenticateResponse_v2,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {}

@@ -67,3 +67,7 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_SaslHandshakeRequest_v0, 1: _de
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_SaslHandshakeRequest_v0, 1: _enc_SaslHandshakeRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_SaslHandshakeResponse_v0, 1: _dec_SaslHandshakeResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_SaslHandshakeResponse_v0, 1: _enc_SaslHandshakeResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {}

@@ -321,3 +321,13 @@ REQUEST_DECODERS: dict[int, _Decoder] = {1: _dec_ShareAcknowledgeRequest_v1}
 REQUEST_ENCODERS: dict[int, _Encoder] = {1: _enc_ShareAcknowledgeRequest_v1}
 RESPONSE_DECODERS: dict[int, _Decoder] = {1: _dec_ShareAcknowledgeResponse_v1}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {1: _enc_ShareAcknowledgeResponse_v1}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    AcknowledgePartition: {"acknowledgement_batches": AcknowledgementBatch},
+    AcknowledgeTopic: {"partitions": AcknowledgePartition},
+    ShareAcknowledgeRequest: {"topics": AcknowledgeTopic},
+    ShareAcknowledgeTopicResponse: {"partitions": PartitionData},
+    ShareAcknowledgeResponse: {"responses": ShareAcknowledgeTopicResponse, "node_endpoints": NodeEndpoint},
+}

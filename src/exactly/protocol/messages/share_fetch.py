@@ -2,6 +2,7 @@
 """Codecs for the Kafka ShareFetch API (key 78), versions 1-1."""
 
 from __future__ import annotations
+from builtins import memoryview
 
 import struct as _struct
 import uuid
@@ -448,3 +449,14 @@ REQUEST_DECODERS: dict[int, _Decoder] = {1: _dec_ShareFetchRequest_v1}
 REQUEST_ENCODERS: dict[int, _Encoder] = {1: _enc_ShareFetchRequest_v1}
 RESPONSE_DECODERS: dict[int, _Decoder] = {1: _dec_ShareFetchResponse_v1}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {1: _enc_ShareFetchResponse_v1}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    FetchPartition: {"acknowledgement_batches": AcknowledgementBatch},
+    FetchTopic: {"partitions": FetchPartition},
+    ShareFetchRequest: {"topics": FetchTopic, "forgotten_topics_data": ForgottenTopic},
+    PartitionData: {"acquired_records": AcquiredRecords},
+    ShareFetchableTopicResponse: {"partitions": PartitionData},
+    ShareFetchResponse: {"responses": ShareFetchableTopicResponse, "node_endpoints": NodeEndpoint},
+}

@@ -269,3 +269,11 @@ REQUEST_DECODERS: dict[int, _Decoder] = {1: _dec_ShareGroupDescribeRequest_v1}
 REQUEST_ENCODERS: dict[int, _Encoder] = {1: _enc_ShareGroupDescribeRequest_v1}
 RESPONSE_DECODERS: dict[int, _Decoder] = {1: _dec_ShareGroupDescribeResponse_v1}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {1: _enc_ShareGroupDescribeResponse_v1}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    Assignment: {"topic_partitions": TopicPartitions},
+    DescribedGroup: {"members": Member},
+    ShareGroupDescribeResponse: {"groups": DescribedGroup},
+}

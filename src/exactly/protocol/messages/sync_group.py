@@ -303,3 +303,9 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     4: _enc_SyncGroupResponse_v4,
     5: _enc_SyncGroupResponse_v5,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    SyncGroupRequest: {"assignments": SyncGroupRequestAssignment},
+}

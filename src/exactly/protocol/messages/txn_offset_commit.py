@@ -439,3 +439,12 @@ RESPONSE_ENCODERS: dict[int, _Encoder] = {
     4: _enc_TxnOffsetCommitResponse_v3,
     5: _enc_TxnOffsetCommitResponse_v3,
 }
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    TxnOffsetCommitRequestTopic: {"partitions": TxnOffsetCommitRequestPartition},
+    TxnOffsetCommitRequest: {"topics": TxnOffsetCommitRequestTopic},
+    TxnOffsetCommitResponseTopic: {"partitions": TxnOffsetCommitResponsePartition},
+    TxnOffsetCommitResponse: {"topics": TxnOffsetCommitResponseTopic},
+}

@@ -235,3 +235,13 @@ REQUEST_DECODERS: dict[int, _Decoder] = {0: _dec_WriteShareGroupStateRequest_v0}
 REQUEST_ENCODERS: dict[int, _Encoder] = {0: _enc_WriteShareGroupStateRequest_v0}
 RESPONSE_DECODERS: dict[int, _Decoder] = {0: _dec_WriteShareGroupStateResponse_v0}
 RESPONSE_ENCODERS: dict[int, _Encoder] = {0: _enc_WriteShareGroupStateResponse_v0}
+
+# each struct's lists of structs: field -> element class (protocol/error_response.py reads this,
+# not the annotations, which the compiled build erases to `list`)
+STRUCT_LISTS: dict[type[Any], dict[str, type[Any]]] = {
+    PartitionData: {"state_batches": StateBatch},
+    WriteStateData: {"partitions": PartitionData},
+    WriteShareGroupStateRequest: {"topics": WriteStateData},
+    WriteStateResult: {"partitions": PartitionResult},
+    WriteShareGroupStateResponse: {"results": WriteStateResult},
+}
