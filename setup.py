@@ -21,11 +21,12 @@ def compiled_extensions() -> list[Extension]:
 
     modules = runpy.run_path(os.path.join("src", "exactly", "compiled.py"))["COMPILED_MODULES"]
     paths = [os.path.join("src", *name.split(".")) + ".py" for name in modules]
-    # a fresh mypy cache and C directory per build: stale ones from an earlier build can disagree with the
-    # sources (a separately compiled module's export table)
+    # A fresh mypy cache and C directory per build: stale ones from an earlier build can disagree with the
+    # sources. One extension for all the modules (mypyc's default): `separate=True` builds in parallel,
+    # but its calls between modules cost a lone transaction ~15 % more broker CPU (docs/compiled.md).
     scratch = os.path.join("build", "mypyc")
     shutil.rmtree(scratch, ignore_errors=True)
-    return mypycify([f"--cache-dir={scratch}/cache", *paths], target_dir=f"{scratch}/c", separate=True)
+    return mypycify([f"--cache-dir={scratch}/cache", *paths], target_dir=f"{scratch}/c")
 
 
-setup(ext_modules=compiled_extensions(), options={"build_ext": {"parallel": os.cpu_count() or 1}})
+setup(ext_modules=compiled_extensions())
