@@ -170,7 +170,7 @@ def test_move_copies_while_appending_then_swaps(tmp_path: Path) -> None:
     written = [f"v{i}".encode() * 20 for i in range(30)]
     _append(mgr, "m", 0, written[:20])
     assert mgr.dir_of("m", 0) == dirs[0]
-    assert mgr.alter_log_dir("m", 0, str(dirs[1].resolve())) is True
+    assert mgr.moves.alter_log_dir("m", 0, str(dirs[1].resolve())) is True
     future_dirs = [n for n in os.listdir(dirs[1]) if n.endswith(files.FUTURE_DIR_SUFFIX)]
     assert len(future_dirs) == 1
     assert future_dirs[0].startswith("m-0.")
@@ -179,23 +179,23 @@ def test_move_copies_while_appending_then_swaps(tmp_path: Path) -> None:
     assert (future.is_future, future.offset_lag) == (True, 20)
     steps = 0
     i = 20
-    while not mgr.copy_to_future("m", 0, max_bytes=200):  # a few batches a step, appends in between
+    while not mgr.moves.copy_to_future("m", 0, max_bytes=200):  # a few batches a step, appends in between
         steps += 1
         if i < len(written):
             _append(mgr, "m", 0, [written[i]])
             i += 1
     assert steps > 5
     _append(mgr, "m", 0, written[i:])  # more before the swap: the next step catches up again
-    while not mgr.copy_to_future("m", 0, max_bytes=200):
+    while not mgr.moves.copy_to_future("m", 0, max_bytes=200):
         pass
-    new = mgr.replace_current_with_future("m", 0)
+    new = mgr.moves.replace_current_with_future("m", 0)
     assert new.directory == dirs[1] / "m-0"
     assert mgr.dir_of("m", 0) == dirs[1]
     assert _values(mgr, "m", 0) == written
     assert new.high_watermark == len(written)
     assert not [n for n in os.listdir(dirs[0]) if n.startswith("m-0")]
     assert not [n for n in os.listdir(dirs[1]) if n != "m-0" and n.startswith("m-0")]
-    assert mgr.future_logs() == []
+    assert mgr.moves.future_logs() == []
     assert read_checkpoint(dirs[1] / files.RECOVERY_POINT_CHECKPOINT) == {("m", 0): len(written)}
     assert ("m", 0) not in read_checkpoint(dirs[0] / files.RECOVERY_POINT_CHECKPOINT)
     _append(mgr, "m", 0, [b"after"])
@@ -212,16 +212,16 @@ def test_move_keeps_the_log_start_and_follows_truncation(tmp_path: Path) -> None
     plog = mgr.get_or_create_log("s", 0)
     _append(mgr, "s", 0, [f"{i}".encode() for i in range(10)])
     plog.delete_records_before(4)
-    mgr.alter_log_dir("s", 0, dirs[1])
-    future = mgr.future_log("s", 0)
+    mgr.moves.alter_log_dir("s", 0, dirs[1])
+    future = mgr.moves.future_log("s", 0)
     assert future is not None
     assert future.log_start_offset == 4
-    while not mgr.copy_to_future("s", 0):  # a step reads from one segment
+    while not mgr.moves.copy_to_future("s", 0):  # a step reads from one segment
         pass
     plog.truncate_to(7)  # a follower's truncation under the move
-    assert mgr.copy_to_future("s", 0)
+    assert mgr.moves.copy_to_future("s", 0)
     assert future.log_end_offset == 7
-    new = mgr.replace_current_with_future("s", 0)
+    new = mgr.moves.replace_current_with_future("s", 0)
     assert (new.log_start_offset, new.log_end_offset) == (4, 7)
     assert _values(mgr, "s", 0) == [b"4", b"5", b"6"]
     mgr.close()
@@ -232,16 +232,16 @@ def test_move_errors_and_no_op(tmp_path: Path) -> None:
     mgr = _manager(dirs)
     mgr.get_or_create_log("e", 0)
     with pytest.raises(KafkaError) as unknown_dir:
-        mgr.alter_log_dir("e", 0, str(tmp_path / "elsewhere"))
+        mgr.moves.alter_log_dir("e", 0, str(tmp_path / "elsewhere"))
     assert unknown_dir.value.code == ErrorCode.LOG_DIR_NOT_FOUND
     with pytest.raises(KafkaError) as no_replica:
-        mgr.alter_log_dir("nope", 0, str(dirs[1]))
+        mgr.moves.alter_log_dir("nope", 0, str(dirs[1]))
     assert no_replica.value.code == ErrorCode.REPLICA_NOT_AVAILABLE
-    assert mgr.alter_log_dir("e", 0, str(dirs[0])) is False  # already there
-    assert mgr.future_logs() == []
-    assert mgr.alter_log_dir("e", 0, str(dirs[1])) is True
-    assert mgr.alter_log_dir("e", 0, str(dirs[0])) is False  # back home: the move is abandoned
-    assert mgr.future_logs() == []
+    assert mgr.moves.alter_log_dir("e", 0, str(dirs[0])) is False  # already there
+    assert mgr.moves.future_logs() == []
+    assert mgr.moves.alter_log_dir("e", 0, str(dirs[1])) is True
+    assert mgr.moves.alter_log_dir("e", 0, str(dirs[0])) is False  # back home: the move is abandoned
+    assert mgr.moves.future_logs() == []
     assert not [n for n in os.listdir(dirs[1]) if n.startswith("e-0")]
     mgr.close()
 
@@ -251,16 +251,16 @@ def test_a_restart_resumes_an_unfinished_move(tmp_path: Path) -> None:
     mgr = _manager(dirs)
     mgr.get_or_create_log("r", 0)
     _append(mgr, "r", 0, [b"a", b"b", b"c"])
-    mgr.alter_log_dir("r", 0, dirs[1])
-    mgr.copy_to_future("r", 0, max_bytes=80)  # part of it
+    mgr.moves.alter_log_dir("r", 0, dirs[1])
+    mgr.moves.copy_to_future("r", 0, max_bytes=80)  # part of it
     mgr.close()
     again = _manager(dirs)
     assert again.dir_of("r", 0) == dirs[0]
-    ((tp, _future),) = again.future_logs()
+    ((tp, _future),) = again.moves.future_logs()
     assert tp == ("r", 0)
-    while not again.copy_to_future("r", 0):
+    while not again.moves.copy_to_future("r", 0):
         pass
-    again.replace_current_with_future("r", 0)
+    again.moves.replace_current_with_future("r", 0)
     assert _values(again, "r", 0) == [b"a", b"b", b"c"]
     assert again.dir_of("r", 0) == dirs[1]
     again.close()
@@ -272,17 +272,17 @@ def test_a_restart_after_the_old_copy_went_completes_the_move(tmp_path: Path) ->
     mgr = _manager(dirs)
     mgr.get_or_create_log("c", 0)
     _append(mgr, "c", 0, [b"x", b"y"])
-    mgr.alter_log_dir("c", 0, dirs[1])
-    while not mgr.copy_to_future("c", 0):
+    mgr.moves.alter_log_dir("c", 0, dirs[1])
+    while not mgr.moves.copy_to_future("c", 0):
         pass
-    future = mgr.future_log("c", 0)
+    future = mgr.moves.future_log("c", 0)
     assert future is not None
     future_dir = future.directory
     mgr.close()
     os.replace(dirs[0] / "c-0", dirs[0] / files.moved_dir_name("c", 0, "0" * 32, files.DELETE_DIR_SUFFIX))
     again = _manager(dirs)
     assert not future_dir.exists()
-    assert again.future_logs() == []
+    assert again.moves.future_logs() == []
     assert again.dir_of("c", 0) == dirs[1]
     assert _values(again, "c", 0) == [b"x", b"y"]
     assert os.listdir(dirs[0]).count(files.META_PROPERTIES) == 1

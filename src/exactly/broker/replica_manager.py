@@ -126,30 +126,31 @@ class ReplicaManager:
     # --- moving replicas between log dirs (AlterReplicaLogDirs) --------------------------------------------
 
     def alter_log_dir(self, topic: str, index: int, log_dir: str) -> None:
-        """Move the partition's replica to `log_dir` (KafkaError as `LogManager.alter_log_dir`)."""
-        if self.logs.alter_log_dir(topic, index, log_dir):
+        """Move the partition's replica to `log_dir` (KafkaError as `ReplicaMoves.alter_log_dir`)."""
+        if self.logs.moves.alter_log_dir(topic, index, log_dir):
             self.moves_wanted.set()
 
     def move_replicas(self) -> bool:
-        """One copy step of every move under way (`LogManager.copy_to_future`); a future log that caught up
+        """One copy step of every move under way (`ReplicaMoves.copy_to_future`); a future log that caught up
         replaces its partition's log at once, nothing appended in between (Kafka does it under the
         partition's lock; here the event loop runs this in one go). True while moves remain."""
-        for (topic, index), _future in self.logs.future_logs():
+        moves = self.logs.moves
+        for (topic, index), _future in moves.future_logs():
             try:
-                if not self.logs.copy_to_future(topic, index):
+                if not moves.copy_to_future(topic, index):
                     continue
-                new = self.logs.replace_current_with_future(topic, index)
+                new = moves.replace_current_with_future(topic, index)
             except (KafkaError, OSError) as e:
                 log.warning(
                     "moving %s-%d to another log dir failed, it stays where it is: %s", topic, index, e
                 )
-                self.logs.abandon_move(topic, index)
+                moves.abandon(topic, index)
                 continue
             partition = self._partitions.get((topic, index))
             if partition is not None:
                 partition.log = new
             self.wakeups.appended()  # parked fetches read the new log
-        return bool(self.logs.future_logs())
+        return bool(moves.future_logs())
 
     # --- the cluster: leadership from ZooKeeper ----------------------------------------------------------
 

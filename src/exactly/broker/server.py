@@ -334,7 +334,7 @@ class Broker:
         every(config.producer_id_expiration_check_interval_ms, logs.remove_expired_producers)
         if logs.pending:
             self.scheduler.spawn(self._load_logs_in_background())
-        if logs.future_logs():  # moves a restart interrupted go on
+        if logs.moves.future_logs():  # moves a restart interrupted go on
             self.replicas.moves_wanted.set()
         self.scheduler.spawn(self._move_replicas())
         self.groups.start()  # loads __consumer_offsets before the broker listens

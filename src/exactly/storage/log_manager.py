@@ -27,16 +27,8 @@ only after the sync that ends its loading, so no recovery point is read before i
 closes every loaded log cleanly, writes the checkpoints (an unloaded partition keeps its checkpointed
 values) and puts the markers back, unless a partition that needed recovery was never loaded.
 
-Moving a replica between dirs (AlterReplicaLogDirs, Kafka's `ReplicaAlterLogDirsThread`): `alter_log_dir`
-creates `<topic>-<p>.<uuid>-future` in the target dir; the broker then calls `copy_to_future` step by step
-(each appends what the current log has past the future's log end, as a follower append: same batches,
-same offsets) while the current log keeps serving produce and fetch; once a step finds the future caught
-up with the log end, `replace_current_with_future` swaps them with nothing appended in between (the
-broker's event loop runs it in one go, Kafka takes the partition's lock): the future log is closed (all of
-it durable), the current directory renamed to `...-delete`, the future one renamed to `<topic>-<p>`, the
-old one removed. A restart in the middle resumes the move (the future dir is found next to its current
-log) or completes it (a future dir without a current log was already caught up: it becomes the log); there
-are never two current copies.
+Moving a replica between dirs (AlterReplicaLogDirs): `moves`, a `ReplicaMoves` (replica_moves.py), holds
+the future logs; a restart in the middle resumes or completes a move (`_resume_move`).
 
 A log dir that cannot be used at start-up (it cannot be created, listed or its meta.properties read: an
 I/O error) is offline, logged once: its partitions are unknown to this broker, so while a dir is offline a
@@ -58,7 +50,6 @@ import itertools
 import logging
 import os
 import shutil
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,14 +60,14 @@ from exactly.storage import files
 from exactly.storage.checkpoint import read_checkpoint, write_checkpoint
 from exactly.storage.config import LogConfig
 from exactly.storage.loader import create_log, load_log
-from exactly.storage.log import Isolation, PartitionLog
+from exactly.storage.log import PartitionLog
 from exactly.storage.log_placement import LogPlacement, TopicPartition
+from exactly.storage.replica_moves import ReplicaMoves
 
 log = logging.getLogger(__name__)
 
 
 _JAVA_LONG_MAX = 2**63 - 1
-MOVE_STEP_BYTES = 1 << 20  # what one `copy_to_future` step copies at most (a replica fetch's size)
 
 
 class LogDirError(ExactlyError):
@@ -150,7 +141,7 @@ class LogManager:
         self._unloaded: dict[TopicPartition, _Unloaded] = {}
         self._offline: dict[TopicPartition, tuple[_Unloaded, str]] = {}  # its loading failed: why
         self._dir_of = LogPlacement()  # the log dir of every current log above
-        self._futures: dict[TopicPartition, PartitionLog] = {}  # replicas being moved (in their target dir)
+        self.moves = ReplicaMoves(self)  # replicas being moved to another log dir: their future logs
         self._offline_dirs: dict[Path, str] = {}  # log dirs that failed: why
         self._future_recovery: dict[TopicPartition, _Unloaded] = {}  # future logs found at start-up
         self._started = False
@@ -277,7 +268,7 @@ class LogManager:
             return
         try:
             with files.synced_together(path.parent):
-                self._futures[tp] = load_log(
+                future = load_log(
                     path,
                     tp[0],
                     tp[1],
@@ -287,6 +278,7 @@ class LogManager:
                     log_start_offset=found.log_start_offset,
                     had_clean_shutdown=found.clean,
                 )
+            self.moves.adopt(tp, future)
             log.info("resuming the move of %s-%d to %s", *tp, path.parent)
         except Exception as e:  # noqa: BLE001 (the copy is dropped; the current log is intact)
             log.warning("dropping the unfinished move of %s-%d to %s: %s", *tp, path.parent, e)
@@ -348,7 +340,7 @@ class LogManager:
         online = self.online_dirs
         try:
             with files.synced_together(online):  # one syncfs for every log, not fsyncs each
-                for plog in [*self._logs.values(), *self._futures.values()]:
+                for plog in self._logs_and_futures():
                     plog.close()
             self.checkpoint()
             pending = [found for found in self._unloaded.values() if not found.clean]
@@ -363,14 +355,17 @@ class LogManager:
                     files.write_atomically(log_dir / files.CLEAN_SHUTDOWN_FILE, b"")
         except (OSError, KafkaError) as e:  # a full disk: stop as after a crash (recovery at next start)
             log.warning("shutting down without the clean-shutdown marker: %s", e)
-            for plog in [*self._logs.values(), *self._futures.values()]:
+            for plog in self._logs_and_futures():
                 plog.close_without_flush()
         self._logs.clear()
         self._unloaded.clear()
         self._offline.clear()
-        self._futures.clear()
+        self.moves.clear()
         self._dir_of.clear()
         self._started = False
+
+    def _logs_and_futures(self) -> list[PartitionLog]:
+        return [*self._logs.values(), *(future for _tp, future in self.moves.future_logs())]
 
     # -- partitions ---------------------------------------------------------------------------------------
 
@@ -390,14 +385,12 @@ class LogManager:
                 plog = self._logs.get((topic, partition))
                 if plog is not None:
                     plog.update_config(config)
-        for (topic, _p), plog in self._futures.items():
-            if topic in configs:
-                plog.update_config(configs[topic])
+        self.moves.update_configs(configs)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log (loaded now if it was not); KAFKA_STORAGE_ERROR for a partition that is offline, and
         for one found nowhere while a log dir is offline (it may be in that dir)."""
-        plog = self._find(topic, partition)
+        plog = self.find(topic, partition)
         if plog is None and self._offline_dirs:
             raise KafkaError(
                 ErrorCode.KAFKA_STORAGE_ERROR,
@@ -406,8 +399,9 @@ class LogManager:
             )
         return plog
 
-    def _find(self, topic: str, partition: int) -> PartitionLog | None:
-        """The log, or None when no online dir has it; KAFKA_STORAGE_ERROR when it is offline."""
+    def find(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log (loaded now if it was not), or None when no online dir has it; KAFKA_STORAGE_ERROR when
+        it is offline (`get_log` also raises it for a partition found nowhere while a dir is offline)."""
         tp = (topic, partition)
         plog = self._logs.get(tp)
         if plog is None and tp in self._unloaded:
@@ -446,10 +440,10 @@ class LogManager:
         online = self.online_dirs
         if not online:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "every log directory is offline")
-        return self._dir_of.next_dir(online, (future.directory.parent for future in self._futures.values()))
+        return self._dir_of.next_dir(online, self.moves.target_dirs())
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
-        existing = self._find(topic, partition)
+        existing = self.find(topic, partition)
         if existing is not None:
             return existing
         if config is not None:
@@ -490,7 +484,7 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> None:
         tp = (topic, partition)
-        self._drop_future(tp)
+        self.moves.abandon(topic, partition)
         plog = self._logs.pop(tp, None)
         found = self._unloaded.pop(tp, None)
         if found is None and tp in self._offline:
@@ -509,7 +503,7 @@ class LogManager:
         files.note_deleted(path, tree=True)
         shutil.rmtree(doomed, ignore_errors=True)
 
-    # -- moving a replica to another log dir (AlterReplicaLogDirs) ------------------------------------------
+    # -- log dirs ---------------------------------------------------------------------------------------
 
     def resolve_log_dir(self, path: str | Path) -> Path | None:
         """The configured log dir that `path` names (absolute, or the same directory), or None."""
@@ -519,140 +513,10 @@ class LogManager:
                 return log_dir
         return None
 
-    def alter_log_dir(self, topic: str, partition: int, target: str | Path) -> bool:
-        """Start moving the partition's replica to the log dir `target` (Kafka's `alterReplicaLogDirs` on
-        one broker); True when a move is now under way, False when the replica already is there (a no-op;
-        a move under way elsewhere is abandoned then, as Kafka's). Raises KafkaError LOG_DIR_NOT_FOUND (no
-        such log dir), KAFKA_STORAGE_ERROR (the target or the replica is offline), REPLICA_NOT_AVAILABLE
-        (no replica of the partition here)."""
-        tp = (topic, partition)
-        log_dir = self.resolve_log_dir(target)
-        if log_dir is None:
-            raise KafkaError(ErrorCode.LOG_DIR_NOT_FOUND, f"{target} is not one of this broker's log dirs")
-        if log_dir in self._offline_dirs:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log dir {log_dir} is offline")
-        current = self._find(topic, partition)
-        if current is None:
-            raise KafkaError(
-                ErrorCode.REPLICA_NOT_AVAILABLE, f"this broker has no replica of {topic}-{partition}"
-            )
-        future = self._futures.get(tp)
-        if future is not None and future.directory.parent == log_dir:
-            return True  # already moving there
-        self._drop_future(tp)
-        if self._dir_of[tp] == log_dir:
-            return False
-        path = log_dir / files.moved_dir_name(topic, partition, uuid.uuid4().hex, files.FUTURE_DIR_SUFFIX)
-        future = create_log(path, topic, partition, self.config_for(topic), self.clock)
-        if current.log_start_offset > 0:
-            future.truncate_fully_and_start_at(current.log_start_offset)
-        files.fsync_dir(log_dir)
-        self._futures[tp] = future
-        log.info("moving %s-%d from %s to %s", topic, partition, self._dir_of[tp], log_dir)
-        return True
-
-    def abandon_move(self, topic: str, partition: int) -> None:
-        """Stop moving the partition: its future log is removed, the current one stays."""
-        self._drop_future((topic, partition))
-
-    def _drop_future(self, tp: TopicPartition) -> None:
-        future = self._futures.pop(tp, None)
-        if future is None:
-            return
-        future.close_without_flush()
-        doomed = future.directory.with_name(
-            files.moved_dir_name(*tp, uuid.uuid4().hex, files.DELETE_DIR_SUFFIX)
-        )
-        os.replace(future.directory, doomed)
-        files.fsync_dir(doomed.parent)
-        shutil.rmtree(doomed, ignore_errors=True)
-        log.info("abandoned the move of %s-%d to %s", *tp, doomed.parent)
-
-    def future_logs(self) -> list[tuple[TopicPartition, PartitionLog]]:
-        """The replicas being moved: their future logs."""
-        return list(self._futures.items())
-
-    def future_log(self, topic: str, partition: int) -> PartitionLog | None:
-        return self._futures.get((topic, partition))
-
-    def copy_to_future(self, topic: str, partition: int, max_bytes: int = MOVE_STEP_BYTES) -> bool:
-        """One step of a move (Kafka's `ReplicaAlterLogDirsThread`): bring the future log in line with the
-        current one (a truncated current log truncates it, as the future's OffsetForLeaderEpoch against the
-        current replica would; a moved log start moves its start) and append at most `max_bytes` of what
-        the current log has past its end. True when the future log has caught up with the log end."""
-        tp = (topic, partition)
-        future = self._futures[tp]
-        current = self._find(topic, partition)
-        if current is None:
-            self._drop_future(tp)
-            raise KafkaError(ErrorCode.REPLICA_NOT_AVAILABLE, f"{topic}-{partition} has no current log")
-        epoch = future.leader_epochs.latest_epoch
-        if epoch is not None and future.log_end_offset > future.log_start_offset:
-            current_epoch, end = current.end_offset_for_epoch(epoch)
-            if current_epoch != epoch or end < future.log_end_offset:
-                future.truncate_to(max(min(end, future.log_end_offset), 0))
-        if future.log_end_offset > current.log_end_offset:
-            future.truncate_to(current.log_end_offset)
-        if future.log_end_offset < current.log_start_offset:
-            future.truncate_fully_and_start_at(current.log_start_offset)
-        elif future.log_start_offset < current.log_start_offset:
-            future.update_follower_high_watermark(current.high_watermark)
-            future.delete_records_before(current.log_start_offset)
-        if future.log_end_offset < current.log_end_offset:
-            data = current.read(future.log_end_offset, max_bytes, Isolation.LOG_END)
-            future.append_as_follower(data.records)
-        future.update_follower_high_watermark(current.high_watermark)
-        return future.log_end_offset == current.log_end_offset
-
-    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
-        """Finish a move whose future log has caught up (`copy_to_future` said so, and nothing was appended
-        since): the future log becomes the partition's log, the old directory is removed. Returns the new
-        log; the caller hands it to whoever held the old one (closed now)."""
-        tp = (topic, partition)
-        future = self._futures[tp]
-        current = self._logs[tp]
-        if future.log_end_offset != current.log_end_offset:
-            raise ValueError(
-                f"{topic}-{partition}: the future log ends at {future.log_end_offset}, "
-                f"the current one at {current.log_end_offset}"
-            )
-        target = future.directory.parent
-        high_watermark = current.high_watermark
-        future.start_leader_epoch(current.leader_epoch)  # an epoch begun with nothing appended in it yet
-        with files.synced_together([target, self._dir_of[tp]]):
-            future.close()  # all of it durable before the current copy goes
-        current.close_without_flush()
-        del self._futures[tp]
-        old = current.directory
-        doomed = old.with_name(
-            files.moved_dir_name(topic, partition, uuid.uuid4().hex, files.DELETE_DIR_SUFFIX)
-        )
-        files.replace(old, doomed)
-        files.fsync_dir(old.parent)  # from here a restart completes the move (see `_resume_move`)
-        final = target / files.partition_dir_name(topic, partition)
-        files.replace(future.directory, final)
-        files.fsync_dir(target)
-        self._dir_of.place(tp, target)
-        plog = load_log(
-            final,
-            topic,
-            partition,
-            self.config_for(topic),
-            self.clock,
-            recovery_point=future.log_end_offset,
-            log_start_offset=future.log_start_offset,
-            had_clean_shutdown=True,
-        )
-        if self.keep_high_watermarks:
-            plog.update_follower_high_watermark(high_watermark)
-        else:
-            plog.update_high_watermark(high_watermark)
+    def install(self, tp: TopicPartition, plog: PartitionLog, log_dir: Path) -> None:
+        """`plog` is the partition's current log now, in `log_dir` (a moved replica, replica_moves.py)."""
         self._logs[tp] = plog
-        files.note_deleted(doomed, tree=True)
-        shutil.rmtree(doomed, ignore_errors=True)
-        self.checkpoint()
-        log.info("moved %s-%d to %s", topic, partition, target)
-        return plog
+        self._dir_of.place(tp, log_dir)
 
     # -- describing --------------------------------------------------------------------------------------
 
@@ -677,7 +541,7 @@ class LogManager:
         for tp, plog in sorted(self._logs.items()):
             if wanted is None or tp in wanted:
                 per_dir[self._dir_of[tp]].append(ReplicaInfo(*tp, plog.size_in_bytes, 0, False))
-        for tp, future in sorted(self._futures.items()):
+        for tp, future in sorted(self.moves.future_logs()):
             if wanted is None or tp in wanted:
                 current = self._logs.get(tp)
                 lag = 0 if current is None else max(0, current.log_end_offset - future.log_end_offset)
@@ -706,7 +570,7 @@ class LogManager:
         for tp, plog in self.logs():
             entry = (tp, plog.recovery_point, plog.log_start_offset, plog.high_watermark)
             per_dir.get(dir_of[tp], []).append(entry)
-        for tp, plog in list(self._futures.items()):
+        for tp, plog in self.moves.future_logs():
             entry = (tp, plog.recovery_point, plog.log_start_offset, plog.high_watermark)
             per_dir.get(plog.directory.parent, []).append(entry)
         for log_dir, entries in per_dir.items():
