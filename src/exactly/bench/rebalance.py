@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import math
 import os
@@ -102,11 +103,13 @@ class Phase(Enum):
 
 
 def _replay(changes: Iterable[Change]) -> Iterable[tuple[float, dict[str, frozenset[int]]]]:
-    """The owned sets after each change, in time order (the same dict, updated in place)."""
+    """The owned sets at each moment a change happened, after every change of that moment, in time order
+    (the same dict, updated in place): changes logged at the same time leave no state in between."""
     owned: dict[str, frozenset[int]] = {}
-    for change in sorted(changes, key=lambda c: c.t):
-        owned[change.member] = change.partitions
-        yield change.t, owned
+    for t, together in itertools.groupby(sorted(changes, key=lambda c: c.t), key=lambda c: c.t):
+        for change in together:
+            owned[change.member] = change.partitions
+        yield t, owned
 
 
 def is_settled(owned: Mapping[str, frozenset[int]], live: Iterable[str], partitions: int) -> bool:
