@@ -392,35 +392,8 @@ PartitionMachine.TestCase.settings = settings(
 TestPartitionMachine = PartitionMachine.TestCase
 
 
-def test_a_marker_lost_after_delete_records_passed_its_transaction() -> None:
-    """Found by this machine: an abort marker unflushed at a crash while DeleteRecords had moved the log
-    start past its transaction. The transaction must not come back open after later restarts (it did
-    after the second one, once the snapshot that still held it was cleaned up)."""
-    m = PartitionMachine()
-    try:
-        steps = [
-            lambda: m.append_transactional(n=1, pid=3),
-            m.roll,
-            lambda: m.end_transaction(commit=False, pid=3),
-            lambda: m.delete_records(frac=0.5),
-            lambda: m.crash(damage="truncate_log", seed=0),
-            lambda: m.append_plain(n=1, size=0),
-            m.clean_restart,
-            lambda: m.crash(damage="none", seed=0),
-        ]
-        for step in steps:
-            step()
-            m.offsets_are_ordered()
-            m.every_batch_is_readable_with_same_bytes()
-            m.read_committed_sees_exactly_the_committed_records()
-        assert m.plog.log_start_offset == 1
-        assert m.plog.ongoing_transactions() == []
-        assert m.plog.last_stable_offset == m.plog.log_end_offset == 2
-    finally:
-        m.teardown()
-
-
 def _replay_steps(steps: list[Callable[[PartitionMachine], object]]) -> PartitionMachine:
+    """A machine after `steps`, every invariant checked after each (the caller tears it down)."""
     m = PartitionMachine()
     try:
         for step in steps:
@@ -432,6 +405,30 @@ def _replay_steps(steps: list[Callable[[PartitionMachine], object]]) -> Partitio
         m.teardown()
         raise
     return m
+
+
+def test_a_marker_lost_after_delete_records_passed_its_transaction() -> None:
+    """Found by this machine: an abort marker unflushed at a crash while DeleteRecords had moved the log
+    start past its transaction. The transaction must not come back open after later restarts (it did
+    after the second one, once the snapshot that still held it was cleaned up)."""
+    m = _replay_steps(
+        [
+            lambda m: m.append_transactional(n=1, pid=3),
+            lambda m: m.roll(),
+            lambda m: m.end_transaction(commit=False, pid=3),
+            lambda m: m.delete_records(frac=0.5),
+            lambda m: m.crash(damage="truncate_log", seed=0),
+            lambda m: m.append_plain(n=1, size=0),
+            lambda m: m.clean_restart(),
+            lambda m: m.crash(damage="none", seed=0),
+        ]
+    )
+    try:
+        assert m.plog.log_start_offset == 1
+        assert m.plog.ongoing_transactions() == []
+        assert m.plog.last_stable_offset == m.plog.log_end_offset == 2
+    finally:
+        m.teardown()
 
 
 def test_a_transaction_partly_below_the_log_start_reopened_by_a_crash_stays_unstable_in_the_log() -> None:
